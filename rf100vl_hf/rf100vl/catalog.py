@@ -1,0 +1,123 @@
+"""The catalogue of the 100 RF100-VL datasets, shipped with the package.
+
+Domains use the paper's seven names; the ``rf100vl`` package's own names (``Flora/Fauna``,
+``Lab Imaging``, ``Misc``, ``Sport``) are accepted as aliases.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from rf100vl_hf.errors import UnknownNameError
+
+DOMAINS: tuple[str, ...] = (
+    "Aerial",
+    "Document",
+    "Flora & Fauna",
+    "Industrial",
+    "Medical",
+    "Sports",
+    "Other",
+)
+CUSTOM_DOMAIN = "custom"
+SUBSETS: tuple[str, ...] = ("all", "rf20vl")
+_DOMAIN_ALIASES = {
+    "flora/fauna": "Flora & Fauna",
+    "flora-fauna": "Flora & Fauna",
+    "flora": "Flora & Fauna",
+    "lab imaging": "Medical",
+    "misc": "Other",
+    "sport": "Sports",
+}
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    basename: str  # the config name, and the folder name of an export on disk
+    domain: str  # one of DOMAINS
+    in_rf20vl: bool
+    full_project: str  # Roboflow project slug of the full export
+    fewshot_project: str  # Roboflow project slug of the few-shot export
+    full_url: str
+    fewshot_url: str
+
+
+@cache
+def entries() -> tuple[CatalogEntry, ...]:
+    """All 100 datasets in catalogue order."""
+    text = resources.files("rf100vl_hf.rf100vl").joinpath("data/rf100vl_datasets.csv").read_text("utf-8")
+    return tuple(
+        CatalogEntry(
+            basename=row["basename"],
+            domain=row["domain_paper"],
+            in_rf20vl=row["in_rf20vl"] == "True",
+            full_project=row["full_project_name"],
+            fewshot_project=row["fsod_project_name"],
+            full_url=row["full_universe_url_2025_04"],
+            fewshot_url=row["fsod_universe_url_2025_04"],
+        )
+        for row in csv.DictReader(text.splitlines())
+    )
+
+
+@cache
+def _by_name() -> dict[str, CatalogEntry]:
+    return {e.basename: e for e in entries()}
+
+
+def closest(name: str, candidates: list[str], n: int = 5) -> list[str]:
+    """The candidates that look most like ``name``, for 'did you mean' messages."""
+    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
+
+
+def unknown(kind: str, name: str, candidates: list[str]) -> UnknownNameError:
+    """An error for an unknown ``name`` that lists the closest known ones."""
+    near = closest(name, candidates)
+    hint = f"; closest: {', '.join(near)}" if near else f"; known: {', '.join(candidates[:10])}" + (
+        ", ..." if len(candidates) > 10 else ""
+    )
+    return UnknownNameError(f"unknown {kind} {name!r}{hint}")
+
+
+def get(name: str) -> CatalogEntry:
+    """The entry for a basename; also accepts a full or few-shot Roboflow project slug."""
+    by_name = _by_name()
+    if name in by_name:
+        return by_name[name]
+    for entry in entries():
+        if name in (entry.full_project, entry.fewshot_project):
+            return entry
+    raise unknown("RF100-VL dataset", name, list(by_name))
+
+
+def contains(name: str) -> bool:
+    return name in _by_name()
+
+
+def normalize_domain(domain: str) -> str:
+    """The paper's name of a domain given any accepted spelling."""
+    key = domain.strip().lower()
+    for d in DOMAINS:
+        if d.lower() == key:
+            return d
+    if key in _DOMAIN_ALIASES:
+        return _DOMAIN_ALIASES[key]
+    if key == CUSTOM_DOMAIN:
+        return CUSTOM_DOMAIN
+    raise unknown("domain", domain, list(DOMAINS))
+
+
+def select(domain: str | None = None, subset: str = "all") -> list[CatalogEntry]:
+    """Datasets of a domain and/or a subset (``all`` or ``rf20vl``), in catalogue order."""
+    if subset not in SUBSETS:
+        raise unknown("subset", subset, list(SUBSETS))
+    wanted = normalize_domain(domain) if domain else None
+    return [
+        e
+        for e in entries()
+        if (wanted is None or e.domain == wanted) and (subset == "all" or e.in_rf20vl)
+    ]
