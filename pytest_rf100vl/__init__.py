@@ -1,0 +1,1 @@
+"""pytest plugin that turns each (model, dataset) pair of RF100-VL and UOUO into a test."""
