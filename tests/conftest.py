@@ -1,0 +1,48 @@
+"""Fixtures shared by the whole suite.
+
+Every test session writes its caches (datasets' Arrow cache, the package's cache home)
+under a temporary folder, so the suite never touches a user's caches and never reuses a
+stale build. The variables are set at import, before ``datasets`` reads them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_CACHE = Path(tempfile.mkdtemp(prefix="rf100vl-hf-tests-"))
+os.environ["HF_DATASETS_CACHE"] = str(_SESSION_CACHE / "hf-datasets")
+os.environ["RF100VL_HF_HOME"] = str(_SESSION_CACHE / "home")
+os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the real Hub
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for _name in ("RF100VL_DATA_DIR", "RF100VL_FEWSHOT_DIR", "UOUO_SOURCE_DIR"):
+    os.environ.pop(_name, None)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("RF100VL_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real exports and cut-outs beside the repository (CI has them; a user's clone may not)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real test data not found at {SHARED_DATA} (set RF100VL_SHARED_DATA to its folder)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def sample_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder holding the generated sample export as ``sample`` (read-only: copy to change)."""
+    from rf100vl_hf.sample import write_sample_export
+
+    root = tmp_path_factory.mktemp("sample-data")
+    write_sample_export(root / "sample")
+    return root
