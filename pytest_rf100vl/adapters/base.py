@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,14 +30,12 @@ class FewShotExample:
 
 
 @dataclass(frozen=True)
-class DetectionTask:
-    """What a detector is told once per dataset. Category 0 never reaches here."""
+class ImageItem:
+    """One image of a batch: RGB pixels in the displayed frame, and its identity in the split."""
 
-    dataset: str
-    classes: list[str]
-    prompt: str = "names"  # one of PROMPT_MODES
-    instructions: dict[str, str] = field(default_factory=dict)  # class -> description + instructions
-    fewshot: tuple[FewShotExample, ...] = ()
+    image: Image.Image
+    image_id: int
+    file_name: str
 
 
 @dataclass
@@ -50,6 +49,20 @@ class Detections:
     @classmethod
     def empty(cls) -> "Detections":
         return cls(np.zeros((0, 4)), np.zeros((0,)), np.zeros((0,), dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class DetectionTask:
+    """What a detector is told once per dataset. Category 0 never reaches here."""
+
+    dataset: str
+    classes: list[str]
+    split: str = "test"
+    prompt: str = "names"  # one of PROMPT_MODES
+    instructions: dict[str, str] = field(default_factory=dict)  # class -> description + instructions
+    fewshot: tuple[FewShotExample, ...] = ()
+    category_ids: tuple[int, ...] = ()  # the export's category id of each class (for replayed files)
+    ground_truth: dict[int, Detections] | None = None  # image id -> boxes; only for needs_ground_truth
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,7 @@ class Adapter(ABC):
     name: ClassVar[str]
     default_checkpoint: ClassVar[str | None] = None
     prompt_modes: ClassVar[tuple[str, ...]] = ("names",)
+    needs_ground_truth: ClassVar[bool] = False  # only the oracle: the runner fills task.ground_truth
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         self.checkpoint = checkpoint or self.default_checkpoint
@@ -105,16 +119,16 @@ class Adapter(ABC):
         self.task = task
 
     @abstractmethod
-    def predict(self, images: list[Image.Image]) -> list[Detections]:
-        """Detections for each RGB image of the batch, in order."""
+    def predict(self, batch: list[ImageItem]) -> list[Detections]:
+        """Detections for each image of the batch, in order."""
 
-    def ground(self, images: list[Image.Image], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
+    def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
         """UOUO grounding. Detectors answer with their best box for the target's name; the
         quadrant is then read from the box centre by the scorer."""
         answers = []
-        for image, query in zip(images, queries):
+        for item, query in zip(batch, queries):
             self.set_task(DetectionTask(dataset="uouo", classes=[query.target]))
-            (detections,) = self.predict([image])
+            (detections,) = self.predict([item])
             if len(detections.scores) == 0:
                 answers.append(GroundingAnswer(None, None))
                 continue
@@ -135,3 +149,16 @@ class Adapter(ABC):
 
     def close(self) -> None:
         """Release memory; called once when the session ends."""
+
+
+TINY = "tiny"
+"""The checkpoint word for a tiny, randomly initialised model of the adapter's real
+architecture, built offline and loaded through the normal ``from_pretrained(path)`` route:
+``owlv2:tiny`` checks an installation end to end with no download (scores are meaningless)."""
+
+
+def tiny_model_dir(name: str) -> Path:
+    """Where the tiny random model of adapter ``name`` is built (once) under the cache home."""
+    from rf100vl_hf.paths import cache_home
+
+    return cache_home() / "tiny-models" / name

@@ -15,6 +15,16 @@ from pytest_rf100vl.adapters.base import Adapter
 ENTRY_POINT_GROUP = "rf100vl.adapters"
 
 BUILTIN: dict[str, str] = {
+    "owlv2": "pytest_rf100vl.adapters.owl:Owlv2Adapter",
+    "owlvit": "pytest_rf100vl.adapters.owl:OwlVitAdapter",
+    "grounding-dino": "pytest_rf100vl.adapters.grounding_dino:GroundingDinoAdapter",
+    "mm-grounding-dino": "pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
+    "omdet-turbo": "pytest_rf100vl.adapters.omdet:OmDetTurboAdapter",
+    "florence-2": "pytest_rf100vl.adapters.florence2:Florence2Adapter",
+    "qwen2.5-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter",
+    "qwen3-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen3VLAdapter",
+    "paligemma": "pytest_rf100vl.adapters.paligemma:PaliGemmaAdapter",
+    "clip-quadrant": "pytest_rf100vl.adapters.clip_quadrant:ClipQuadrantAdapter",
     "oracle": "pytest_rf100vl.adapters.oracle:OracleAdapter",
     "predictions": "pytest_rf100vl.adapters.replay:ReplayAdapter",
 }
