@@ -1,0 +1,174 @@
+"""``rf100vl-hf``: browse the catalogue, prepare datasets, export and push Hub repositories.
+
+Every command is a thin call into the package; ``rf100vl-hf COMMAND --help`` explains each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rf100vl_hf import paths
+from rf100vl_hf.errors import Rf100vlError
+
+EPILOG = f"""\
+data folders:
+  full exports       --data-dir, else ${paths.DATA_DIR_ENV}, else <cache home>/rf100-vl
+  few-shot exports   --fewshot-dir, else ${paths.FEWSHOT_DIR_ENV}, else <cache home>/rf100-vl-fsod
+  cache home         ${paths.CACHE_HOME_ENV}, else $XDG_CACHE_HOME/rf100vl-hf, else ~/.cache/rf100vl-hf
+  Arrow cache        $HF_DATASETS_CACHE (datasets' own setting)
+
+examples:
+  rf100vl-hf list --subset rf20vl
+  rf100vl-hf prepare sample && python -c "from datasets import load_dataset; print(load_dataset('rf100vl', 'sample', split='fewshot_10'))"
+  rf100vl-hf export --out ./rf100vl-hub --dataset bees --dataset actions
+  rf100vl-hf push ./rf100vl-hub --repo-id my-org/rf100vl
+"""
+
+
+def _add_data_dirs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="folder of full exports, one sub-folder per dataset")
+    parser.add_argument("--fewshot-dir", type=Path, help="folder of the official few-shot exports")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rf100vl_hf.rf100vl import catalog
+    from rf100vl_hf.rf100vl.sources import custom_exports
+
+    data_dir = args.data_dir or paths.default_data_dir()
+    rows = catalog.select(args.domain, args.subset)
+    print(f"{'dataset':34} {'domain':14} {'RF20-VL':8} on disk")
+    for entry in rows:
+        here = "yes" if (data_dir / entry.basename).is_dir() else "-"
+        print(f"{entry.basename:34} {entry.domain:14} {'yes' if entry.in_rf20vl else '-':8} {here}")
+    if args.domain is None and args.subset == "all":
+        for name in custom_exports(data_dir):
+            print(f"{name:34} {catalog.CUSTOM_DOMAIN:14} {'-':8} yes")
+    print(f"\n{len(rows)} datasets; data folder: {data_dir}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from rf100vl_hf.errors import DatasetNotFoundError
+    from rf100vl_hf.rf100vl import catalog
+    from rf100vl_hf.rf100vl.builder import Rf100vl
+    from rf100vl_hf.rf100vl.sources import locate
+
+    if catalog.contains(args.name):
+        entry = catalog.get(args.name)
+        print(f"{entry.basename}: {entry.domain}{', in RF20-VL' if entry.in_rf20vl else ''}")
+        print(f"  full export      {entry.full_project}  {entry.full_url}")
+        print(f"  few-shot export  {entry.fewshot_project}  {entry.fewshot_url}")
+    try:
+        source = locate(args.name, args.data_dir, args.fewshot_dir)
+    except DatasetNotFoundError as exc:
+        print(f"\n{exc}")
+        return 0
+    builder = Rf100vl(source, progress=False)
+    meta = builder.metadata
+    print(f"\non disk: {source.root}" + (f" (few-shot: {source.fewshot_root})" if source.fewshot_root else ""))
+    print(f"  layout {meta['layout']}, fingerprint {meta['fingerprint']}, licence {meta['license'] or 'unknown'}")
+    print(f"  classes ({len(meta['classes'])}): {', '.join(meta['classes'])}")
+    for split, exported in builder.export.splits.items():
+        boxes = sum(len(image.annotations) for image in exported.images)
+        print(f"  {split:11} {len(exported.images):6} images {boxes:7} boxes")
+    print(f"  few-shot split: {meta['fewshot']['source']}")
+    described = meta["instructions"]["classes"]
+    print(f"  annotator instructions: {len(described)} of {len(meta['classes'])} classes")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from rf100vl_hf.rf100vl.builder import rf100vl_builder
+
+    params = {
+        key: value
+        for key, value in {
+            "fewshot_k": args.fewshot_k,
+            "fewshot_seed": args.fewshot_seed,
+            "semisup_fraction": args.semisup_fraction,
+            "semisup_seed": args.semisup_seed,
+        }.items()
+        if value is not None
+    }
+    for name in args.names:
+        builder = rf100vl_builder(name, args.data_dir, args.fewshot_dir, args.cache_dir, **params)
+        builder.download_and_prepare()
+        splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
+        print(f"{name}: prepared {splits}\n  in {builder.cache_dir}")
+        if builder.config_id == name:
+            print(f"  load it anywhere with: load_dataset('rf100vl', '{name}', split='test')")
+        else:
+            print(
+                f"  custom parameters make the config id {builder.config_id!r}: load it with "
+                f"rf100vl_hf.rf100vl.builder.load_rf100vl('{name}', **params)"
+            )
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from rf100vl_hf.sample import write_sample_export
+
+    root = write_sample_export(args.out)
+    print(f"wrote the sample export to {root}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rf100vl-hf",
+        description="RF100-VL and UOUO as Hugging Face datasets.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="list the catalogue's datasets (and custom exports on disk)")
+    p.add_argument("--domain", help="one of the paper's seven domains, e.g. 'Flora & Fauna' or Medical")
+    p.add_argument("--subset", default="all", choices=["all", "rf20vl"], help="default: all")
+    p.add_argument("--data-dir", type=Path, help="folder of full exports (to show what is on disk)")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("info", help="show a dataset: catalogue entry, and classes and splits if on disk")
+    p.add_argument("name", help="dataset basename, e.g. bees, or 'sample'")
+    _add_data_dirs(p)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser(
+        "prepare",
+        help="validate exports and build the Arrow cache that load_dataset('rf100vl', NAME) reads",
+        description=(
+            "Read and validate each export, then write datasets' Arrow cache. Afterwards "
+            "load_dataset('rf100vl', NAME, split=...) works from any directory, offline "
+            "(set HF_HUB_OFFLINE=1 on a machine without network to skip the Hub lookup)."
+        ),
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="dataset basenames, custom export folders, or 'sample'")
+    _add_data_dirs(p)
+    p.add_argument("--cache-dir", type=Path, help="datasets cache (default: $HF_DATASETS_CACHE)")
+    p.add_argument("--fewshot-k", type=int, help="instances per class of a generated few-shot split (default 10)")
+    p.add_argument("--fewshot-seed", type=int, help="seed of a generated few-shot split (default 0)")
+    p.add_argument("--semisup-fraction", type=float, help="fraction of train images in semisup (default 0.1)")
+    p.add_argument("--semisup-seed", type=int, help="seed of the semi-supervised split (default 0)")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("sample", help="write the embedded sample export (drawn by the package) to a folder")
+    p.add_argument("--out", type=Path, default=Path("sample"), help="target folder (default: ./sample)")
+    p.set_defaults(func=cmd_sample)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Rf100vlError as exc:
+        print(f"rf100vl-hf: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

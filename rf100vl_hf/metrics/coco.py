@@ -1,0 +1,377 @@
+"""COCO box AP as RF100-VL reports it: pycocotools' ``COCOeval`` (bbox) at maxDets [1, 10, 500].
+
+Every number is read from the accumulated ``precision`` and ``recall`` arrays at maxDets=500,
+never from ``summarize()``, which hard-codes maxDets=100 for the headline AP (and reports -1
+when 100 is not among the maxDets). Two backends compute those arrays: faster-coco-eval's
+``COCOeval_faster`` (the default; C++ matching, identical arrays to within 2e-16) and
+pycocotools itself (the reference).
+
+Inputs are plain COCO dicts, so the metric works on any export, not only on datasets built
+by this package: a ground truth ``{"images", "annotations", "categories"}`` and predictions
+in the COCO results format ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from rf100vl_hf.boxes import MAX_DETECTIONS
+from rf100vl_hf.errors import DataError
+
+if TYPE_CHECKING:
+    import datasets
+
+MAX_DETS: tuple[int, ...] = (1, 10, MAX_DETECTIONS)
+"""The benchmark's maxDets: AP and AR are read at the last one."""
+
+GROUND_TRUTH = "ground truth"
+PREDICTIONS = "predictions"
+"""What a :class:`DataError` names when the bad input is an in-memory dict, not a file."""
+
+ARRAY_COLUMNS = ("image_id", "x", "y", "w", "h", "score", "category_id")
+"""Column order of predictions given as an ``(N, 7)`` array (pycocotools' ``loadNumpyAnnotations``)."""
+
+
+@dataclass(frozen=True)
+class CocoScores:
+    """Box AP and AR at maxDets=500, as fractions in [0, 1]; NaN where undefined (no ground truth)."""
+
+    ap: float  # AP50:95, the benchmark's headline number
+    ap50: float
+    ap75: float
+    ap_small: float
+    ap_medium: float
+    ap_large: float
+    ar500: float
+    per_class: dict[str, float]  # class name -> AP50:95; NaN for a class with no ground-truth box
+    n_images: int
+    n_predictions: int
+
+    def percent(self, decimals: int = 1) -> dict[str, float]:
+        """The headline numbers in percent, rounded as the paper's tables print them."""
+        names = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")
+        return {name: round(100 * getattr(self, name), decimals) for name in names}
+
+
+# ---------------------------------------------------------------- ground truth from a dataset
+
+
+def _dataset_label(dataset: datasets.Dataset) -> str:
+    info = dataset.info
+    name = info.config_name or info.dataset_name or "dataset"
+    return f"{name}[{dataset.split}]" if dataset.split else name
+
+
+def coco_ground_truth(dataset: datasets.Dataset, category_ids: Sequence[int] | None = None) -> dict[str, Any]:
+    """The COCO ground-truth dict of a split loaded with rf100vl_hf, without decoding an image.
+
+    Image ids are the rows' ``image_id``, annotation ids the rows' ``objects.id`` (numbered from
+    1 by the builder: an id 0 is refused, because plain pycocotools scores a match to it as a
+    false positive). ``category_ids`` gives the category id of each class index, e.g. the
+    export's own ids from ``read_metadata(ds)["category_ids"]``, so that predictions written
+    with those ids score; by default class index ``i`` has category id ``i + 1``.
+    """
+    label = _dataset_label(dataset)
+    names = list(dataset.features["objects"]["category"].feature.names)
+    if category_ids is None:
+        category_ids = range(1, len(names) + 1)
+    category_ids = [int(c) for c in category_ids]
+    if len(category_ids) != len(names):
+        raise DataError(
+            label, "category_ids", f"{len(category_ids)} ids given for {len(names)} classes ({', '.join(names)})"
+        )
+    if len(set(category_ids)) != len(category_ids):
+        raise DataError(label, "category_ids", f"ids repeat: {category_ids}")
+    columns = dataset.select_columns(["image_id", "width", "height", "objects"]).to_dict()
+    images, annotations = [], []
+    for image_id, width, height, objects in zip(
+        columns["image_id"], columns["width"], columns["height"], columns["objects"]
+    ):
+        images.append({"id": image_id, "width": width, "height": height})
+        for ann_id, bbox, category, area, iscrowd in zip(
+            objects["id"], objects["bbox"], objects["category"], objects["area"], objects["iscrowd"]
+        ):
+            if ann_id == 0:
+                raise DataError(
+                    label,
+                    f"objects.id (image_id {image_id})",
+                    "annotation id 0: pycocotools counts a match to it as a false positive; "
+                    "number annotations from 1",
+                )
+            annotations.append(
+                {
+                    "id": ann_id,
+                    "image_id": image_id,
+                    "category_id": category_ids[category],
+                    "bbox": bbox,
+                    "area": area,
+                    "iscrowd": iscrowd,
+                }
+            )
+    categories = [{"id": cid, "name": name} for cid, name in zip(category_ids, names)]
+    return {"images": images, "annotations": annotations, "categories": categories}
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _column(records: Sequence[Any], key: str, source: str, where: str) -> list[Any]:
+    """``record[key]`` of every record, or an error naming the first record without it.
+
+    ``where`` names a record's field with ``{}`` for its index, e.g. ``"annotations[{}].bbox"``.
+    """
+    try:
+        return [record[key] for record in records]
+    except (KeyError, TypeError, IndexError):
+        for i, record in enumerate(records):
+            if not isinstance(record, dict) or key not in record:
+                raise DataError(source, where.format(i), f"missing (record: {record!r:.200})") from None
+        raise
+
+
+def _numbers(values: Sequence[Any], source: str, where: str, width: int | None = None) -> np.ndarray:
+    """Values as a float64 array (``(N, width)`` when ``width`` is given), or an error naming the bad one."""
+    shape = (len(values),) if width is None else (len(values), width)
+    try:
+        array = np.asarray(values, dtype=np.float64).reshape(shape)
+    except (TypeError, ValueError):
+        for i, value in enumerate(values):
+            try:
+                np.asarray(value, dtype=np.float64).reshape(shape[1:])
+            except (TypeError, ValueError):
+                expected = f"{width} numbers" if width else "a number"
+                raise DataError(source, where.format(i), f"expected {expected}, found {value!r:.200}") from None
+        raise
+    bad = np.flatnonzero(~np.isfinite(array.reshape(shape[0], width or 1)).all(axis=1))
+    if bad.size:
+        raise DataError(
+            source, where.format(bad[0]), f"not finite: {values[bad[0]]!r} ({bad.size} such values in all)"
+        )
+    return array
+
+
+def _ids(values: Sequence[Any], source: str, where: str, known: np.ndarray | None = None) -> np.ndarray:
+    """Integer ids as an int64 array; with ``known``, every id must be one of them."""
+    array = _numbers(values, source, where)
+    bad = np.flatnonzero(array != np.round(array))
+    if bad.size:
+        raise DataError(source, where.format(bad[0]), f"expected an integer id, found {values[bad[0]]!r}")
+    ids = array.astype(np.int64)
+    if known is not None:
+        unknown = np.flatnonzero(~np.isin(ids, known))
+        if unknown.size:
+            first = int(unknown[0])
+            raise DataError(
+                source,
+                where.format(first),
+                f"id {int(ids[first])} is not in the ground truth ({unknown.size} such records in all)",
+            )
+    return ids
+
+
+def _unique_ids(records: Sequence[Any], what: str) -> np.ndarray:
+    ids = _ids(_column(records, "id", GROUND_TRUTH, f"{what}[{{}}].id"), GROUND_TRUTH, f"{what}[{{}}].id")
+    values, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise DataError(GROUND_TRUTH, f"{what}[].id", f"id {int(values[counts > 1][0])} repeats")
+    return ids
+
+
+@dataclass(frozen=True)
+class _GroundTruth:
+    """A private, checked copy of a COCO ground truth, ready for either backend."""
+
+    dataset: dict[str, Any]
+    image_ids: np.ndarray
+    category_ids: np.ndarray
+    category_names: list[str]  # in ascending category id order, as COCOeval orders them
+
+
+def _ground_truth(ground_truth: dict[str, Any], class_names: Sequence[str] | None) -> _GroundTruth:
+    """Check the dict and copy it with annotation ids renumbered from 1.
+
+    Renumbering makes an export's annotation id 0 (which pycocotools scores as a false
+    positive when matched) or repeated ids (which its index silently collapses) harmless;
+    the ids carry no meaning for the score. A missing ``iscrowd`` means 0, as in COCO.
+    """
+    for key in ("images", "annotations", "categories"):
+        if not isinstance(ground_truth.get(key), list):
+            raise DataError(GROUND_TRUTH, key, "missing, or not a list")
+    images, annotations, categories = ground_truth["images"], ground_truth["annotations"], ground_truth["categories"]
+    image_ids, category_ids = _unique_ids(images, "images"), _unique_ids(categories, "categories")
+    for key, known in (("image_id", image_ids), ("category_id", category_ids)):
+        where = f"annotations[{{}}].{key}"
+        _ids(_column(annotations, key, GROUND_TRUTH, where), GROUND_TRUTH, where, known)
+    for key, width in (("bbox", 4), ("area", None)):
+        where = f"annotations[{{}}].{key}"
+        _numbers(_column(annotations, key, GROUND_TRUTH, where), GROUND_TRUTH, where, width)
+    if class_names is None:
+        names = [str(name) for name in _column(categories, "name", GROUND_TRUTH, "categories[{}].name")]
+    elif len(class_names) != len(categories):
+        raise DataError("class_names", "length", f"{len(class_names)} names for {len(categories)} categories")
+    order = np.argsort(category_ids, kind="stable")
+    names = [names[i] for i in order] if class_names is None else list(class_names)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DataError(GROUND_TRUTH, "categories[].name", f"class names repeat: {', '.join(repeated)}")
+    dataset = {
+        "images": [dict(image) for image in images],
+        "annotations": [{"iscrowd": 0, **ann, "id": i} for i, ann in enumerate(annotations, start=1)],
+        "categories": [dict(category) for category in categories],
+    }
+    return _GroundTruth(dataset, image_ids, category_ids, names)
+
+
+def _results(predictions: Sequence[dict[str, Any]] | np.ndarray, gt: _GroundTruth) -> list[dict[str, Any]]:
+    """Checked COCO result records with the fields ``loadRes`` would add (id, area, iscrowd).
+
+    Built directly rather than through ``loadRes``, which raises on an empty list, writes into
+    the caller's dicts and adds a polygon per box that box AP never reads.
+    """
+    if isinstance(predictions, np.ndarray):
+        if predictions.ndim != 2 or predictions.shape[1] != len(ARRAY_COLUMNS):
+            raise DataError(
+                PREDICTIONS, "shape", f"expected (N, 7) columns {', '.join(ARRAY_COLUMNS)}; found {predictions.shape}"
+            )
+        columns = {
+            "image_id": predictions[:, 0],
+            "bbox": predictions[:, 1:5],
+            "score": predictions[:, 5],
+            "category_id": predictions[:, 6],
+        }
+        where = {"image_id": "[{}, 0]", "bbox": "[{}, 1:5]", "score": "[{}, 5]", "category_id": "[{}, 6]"}
+    else:
+        where = {key: f"[{{}}].{key}" for key in ("image_id", "category_id", "bbox", "score")}
+        columns = {key: _column(predictions, key, PREDICTIONS, where[key]) for key in where}
+    image_ids = _ids(columns["image_id"], PREDICTIONS, where["image_id"], gt.image_ids)
+    category_ids = _ids(columns["category_id"], PREDICTIONS, where["category_id"], gt.category_ids)
+    boxes = _numbers(columns["bbox"], PREDICTIONS, where["bbox"], 4)
+    scores = _numbers(columns["score"], PREDICTIONS, where["score"])
+    negative = np.flatnonzero((boxes[:, 2:] < 0).any(axis=1))
+    if negative.size:
+        raise DataError(
+            PREDICTIONS,
+            where["bbox"].format(negative[0]),
+            f"negative width or height in {boxes[negative[0]].tolist()} (COCO boxes are [x, y, w, h])",
+        )
+    areas = boxes[:, 2] * boxes[:, 3]
+    return [
+        {"id": i, "image_id": image, "category_id": cat, "bbox": box, "score": score, "area": area, "iscrowd": 0}
+        for i, (image, cat, box, score, area) in enumerate(
+            zip(image_ids.tolist(), category_ids.tolist(), boxes.tolist(), scores.tolist(), areas.tolist()), start=1
+        )
+    ]
+
+
+# ---------------------------------------------------------------- backends
+
+
+def _quiet(*args: Any) -> None:
+    """faster-coco-eval's print function: the metric reports through its return value only."""
+
+
+def _accumulate_faster(ground_truth: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    evaluator = COCOeval_faster(
+        _index(COCO, ground_truth), _index(COCO, _results_dataset(ground_truth, results)), "bbox",
+        print_function=_quiet,
+    )
+    return _run(evaluator)
+
+
+def _accumulate_pycocotools(ground_truth: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints every step
+        evaluator = COCOeval(
+            _index(COCO, ground_truth), _index(COCO, _results_dataset(ground_truth, results)), "bbox"
+        )
+        return _run(evaluator)
+
+
+BACKENDS: dict[str, Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, np.ndarray]]] = {
+    "faster-coco-eval": _accumulate_faster,
+    "pycocotools": _accumulate_pycocotools,
+}
+"""Backend name -> a function from (ground truth, results) to COCOeval's accumulated precision and
+recall arrays, with the IoU thresholds and area labels that index them."""
+
+
+def _index(coco_class: type, dataset: dict[str, Any]) -> Any:
+    coco = coco_class()
+    coco.dataset = dataset
+    coco.createIndex()
+    return coco
+
+
+def _results_dataset(ground_truth: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"images": ground_truth["images"], "categories": ground_truth["categories"], "annotations": results}
+
+
+def _run(evaluator: Any) -> dict[str, np.ndarray]:
+    evaluator.params.maxDets = list(MAX_DETS)
+    evaluator.evaluate()
+    evaluator.accumulate()
+    params = evaluator.params
+    return {
+        "precision": np.asarray(evaluator.eval["precision"]),  # [T, R, K, A, M]
+        "recall": np.asarray(evaluator.eval["recall"]),  # [T, K, A, M]
+        "iouThrs": np.asarray(params.iouThrs),
+        "areaRngLbl": list(params.areaRngLbl),
+    }
+
+
+# ---------------------------------------------------------------- scores
+
+
+def _mean_defined(values: np.ndarray) -> float:
+    """COCOeval's mean over cells that are defined (-1 marks a class/area with no ground truth)."""
+    defined = values[values > -1]
+    return float(defined.mean()) if defined.size else math.nan
+
+
+def evaluate(
+    ground_truth: dict[str, Any],
+    predictions: Sequence[dict[str, Any]] | np.ndarray,
+    backend: str = "faster-coco-eval",
+    class_names: Sequence[str] | None = None,
+) -> CocoScores:
+    """Box AP of COCO-format predictions against a COCO ground truth, at maxDets=500.
+
+    ``predictions`` are COCO result dicts ``{image_id, category_id, bbox: [x, y, w, h] px,
+    score}``, or an ``(N, 7)`` array with columns :data:`ARRAY_COLUMNS`; none at all scores 0.
+    A prediction for an image or category that is not in the ground truth is an error (COCOeval
+    would drop an unknown category silently), as is a non-finite box or score. ``class_names`` overrides the
+    categories' names for ``per_class``, in ascending category id order. The ground truth's
+    annotation ids are renumbered on a private copy, so a raw export's id 0 costs nothing;
+    neither input is modified.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown COCO backend {backend!r}; known: {', '.join(BACKENDS)}")
+    gt = _ground_truth(ground_truth, class_names)
+    results = _results(predictions, gt)
+    accumulated = BACKENDS[backend](gt.dataset, results)
+    precision, recall = accumulated["precision"], accumulated["recall"]
+    area = {label: i for i, label in enumerate(accumulated["areaRngLbl"])}
+    iou = {t: int(np.flatnonzero(np.isclose(accumulated["iouThrs"], t))[0]) for t in (0.5, 0.75)}
+    at_500 = precision[..., -1]  # [T, R, K, A]
+    return CocoScores(
+        ap=_mean_defined(at_500[:, :, :, area["all"]]),
+        ap50=_mean_defined(at_500[iou[0.5], :, :, area["all"]]),
+        ap75=_mean_defined(at_500[iou[0.75], :, :, area["all"]]),
+        ap_small=_mean_defined(at_500[:, :, :, area["small"]]),
+        ap_medium=_mean_defined(at_500[:, :, :, area["medium"]]),
+        ap_large=_mean_defined(at_500[:, :, :, area["large"]]),
+        ar500=_mean_defined(recall[:, :, area["all"], -1]),
+        per_class={name: _mean_defined(at_500[:, :, k, area["all"]]) for k, name in enumerate(gt.category_names)},
+        n_images=len(gt.image_ids),
+        n_predictions=len(results),
+    )
