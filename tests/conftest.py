@@ -46,3 +46,21 @@ def sample_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sample-data")
     write_sample_export(root / "sample")
     return root
+
+
+from collections.abc import Iterator  # noqa: E402  (imports of the hub_server fixture)
+
+from tests.support.hub_server import StandInHub, serve_hub  # noqa: E402  (imports neither HF library)
+
+
+@pytest.fixture(scope="module")
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInHub]:
+    """A stand-in Hugging Face Hub for the tests of one module (see ``tests/support/hub_server.py``).
+
+    While it lives, ``huggingface_hub`` and ``datasets`` talk to it instead of the real Hub
+    (offline mode is lifted for them); everything is restored when the module's tests end.
+    It yields the ``StandInHub``: ``.url``, ``.token`` (may write under ``tester`` and
+    ``org``), ``.files(repo_id)`` and ``.requests``.
+    """
+    with serve_hub(tmp_path_factory.mktemp("stand-in-hub")) as hub:
+        yield hub

@@ -1,0 +1,86 @@
+"""Push a repository folder written by :mod:`.export` and :mod:`.card` to the Hugging Face Hub.
+
+``HfApi.upload_folder`` is used rather than ``upload_large_folder``: it makes one commit
+(a loader never sees shards without the card that lists them; with ``hf_xet`` installed it
+pipelines very large folders into a few commits and resumes when re-run), it can delete
+remote files in the same commit, so shards of an earlier export with a different shard
+count do not linger, and it takes a commit message. ``upload_large_folder`` writes
+resume state into the folder, cannot delete and always splits the upload into many
+commits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import get_token
+
+from rf100vl_hf.errors import DataError, Rf100vlError
+from rf100vl_hf.hub.card import CARD_FILE
+from rf100vl_hf.hub.export import STAGING_PREFIX
+
+REPO_TYPE = "dataset"
+DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"
+
+_LOGIN_HINT = "log in with `hf auth login`, set HF_TOKEN, or pass a token with write access"
+
+
+class HubAuthError(Rf100vlError, PermissionError):
+    """No token, a token the Hub rejects, or one that may not write to the repository."""
+
+
+def _check_token(api: HfApi, token: str | None) -> str:
+    """The token to push with, checked against the Hub before anything is uploaded."""
+    token = token or get_token()
+    if not token:
+        raise HubAuthError(f"not logged in to {api.endpoint}: {_LOGIN_HINT}")
+    try:
+        api.whoami(token=token)
+    except HfHubHTTPError as exc:
+        if exc.response is not None and exc.response.status_code == 401:
+            raise HubAuthError(f"{api.endpoint} rejected the token (401 Unauthorized): {_LOGIN_HINT}") from None
+        raise
+    return token
+
+
+def push_repository(
+    path: Path,
+    repo_id: str,
+    token: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str = DEFAULT_COMMIT_MESSAGE,
+) -> str:
+    """Make the dataset repository ``repo_id`` hold exactly the folder ``path``; return the commit URL.
+
+    The repository is created if needed (``private`` applies only then), and so is the
+    branch ``revision``. The folder is the whole repository: remote files it lacks are
+    deleted in the same commit (the Hub's history keeps them), except ``.gitattributes``.
+    """
+    path = Path(path)
+    if not (path / CARD_FILE).is_file():
+        raise DataError(path, CARD_FILE, "missing: not a repository folder written by an export")
+    api = HfApi()
+    token = _check_token(api, token)
+    try:
+        api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, token=token, repo_type=REPO_TYPE, exist_ok=True)
+        info = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=path,
+            repo_type=REPO_TYPE,
+            token=token,
+            revision=revision,
+            commit_message=commit_message,
+            ignore_patterns=[f"{STAGING_PREFIX}*", f"*/{STAGING_PREFIX}*"],
+            delete_patterns=["*"],
+        )
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        if status in (401, 403):
+            raise HubAuthError(f"the token may not write to dataset {repo_id!r} on {api.endpoint}: {exc}") from None
+        raise
+    return info.commit_url

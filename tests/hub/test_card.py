@@ -1,0 +1,93 @@
+"""The dataset card: YAML that parses and lists what a loader needs, and a body that says what RF100-VL is."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.hub import read_card, write_card
+from rf100vl_hf.hub.card import StaleConfigWarning
+from rf100vl_hf.rf100vl.builder import CITATION
+from rf100vl_hf.sample import INSTRUCTIONS
+from tests.hub.source import SPLIT_FOLDERS, classes, expected_rows
+
+
+def _front_matter(repo):
+    text = (repo / "README.md").read_text(encoding="utf-8")
+    match = re.match(r"^---\n(.*?)\n---\n(.*)$", text, flags=re.DOTALL)
+    assert match, "README.md has no YAML front matter"
+    return yaml.safe_load(match.group(1)), match.group(2)
+
+
+def test_yaml_lists_configs_splits_features_and_licence(exported):
+    data, _ = _front_matter(exported.repo)
+    assert data["license"] == "apache-2.0"
+    assert data["task_categories"] == ["object-detection"]
+    assert data["pretty_name"] == "RF100-VL"
+    assert "rf100vl" in data["tags"]
+    config = next(c for c in data["configs"] if c["config_name"] == exported.name)
+    splits = [item["split"] for item in config["data_files"]]
+    assert splits[:3] == list(SPLIT_FOLDERS) and {"fewshot_10", "semisup_10"} <= set(splits)
+    for item in config["data_files"]:
+        assert sorted(exported.repo.glob(item["path"])), f"{item['path']} matches no shard"
+    info = next(i for i in data["dataset_info"] if i["config_name"] == exported.name)
+    assert [f["name"] for f in info["features"]] == ["image", "image_id", "file_name", "width", "height", "objects"]
+    objects = next(f for f in info["features"] if f["name"] == "objects")
+    category = next(f for f in objects["struct"] if f["name"] == "category")
+    assert list(category["list"]["class_label"]["names"].values()) == classes(exported.export)
+    counts = {s["name"]: s["num_examples"] for s in info["splits"]}
+    assert {s: counts[s] for s in SPLIT_FOLDERS} == {s: len(expected_rows(exported.export, s)) for s in SPLIT_FOLDERS}
+    assert info["description"].startswith("rf100vl-hf metadata: ")
+
+
+def test_body_has_the_table_the_instructions_the_protocol_and_the_citation(sample_repo):
+    _, body = _front_matter(sample_repo)
+    assert 'load_dataset("ORG/NAME", "sample", split="fewshot_10")' in body
+    row = next(line for line in body.splitlines() if line.startswith("| `sample` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:6] == ["`sample`", "custom", "3", "24", "8", "8"]
+    assert cells[-2:] == ["generated (federated)", "CC0 1.0"]
+    assert "A filled red disc, of any size, on a noisy background." in INSTRUCTIONS
+    assert "A filled red disc, of any size, on a noisy background." in body
+    assert "- Draw a tight box around the whole disc." in body
+    for fact in ("maxDets = [1, 10, 500]", "Category 0", "renumbered from 1", "federated"):
+        assert fact in body
+    assert CITATION in body
+
+
+def _copy(repo, target):
+    for path in repo.rglob("*"):
+        if path.is_file():
+            (target / path.relative_to(repo)).parent.mkdir(parents=True, exist_ok=True)
+            (target / path.relative_to(repo)).write_bytes(path.read_bytes())
+    return target
+
+
+def test_read_card_gives_back_what_was_written(sample_repo, tmp_path):
+    configs = read_card(sample_repo)
+    assert [c.name for c in configs] == ["sample"]
+    copy = _copy(sample_repo, tmp_path / "repo")
+    write_card(copy, configs, {"license": "apache-2.0"}, "# body")
+    assert read_card(copy) == configs
+
+
+def test_a_config_that_lost_its_shards_is_left_out_with_a_warning(sample_repo, tmp_path):
+    copy = _copy(sample_repo, tmp_path / "repo")
+    for shard in copy.glob("sample/test-*.parquet"):
+        shard.unlink()
+    with pytest.warns(StaleConfigWarning, match="'sample' has lost shards"):
+        assert read_card(copy) == []
+
+
+def test_a_card_without_data_files_is_an_error_naming_the_field(tmp_path):
+    (tmp_path / "README.md").write_text("---\nconfigs:\n- config_name: a\ndataset_info:\n- config_name: a\n---\n")
+    with pytest.raises(DataError, match=r"README.md: configs\[a\]"):
+        read_card(tmp_path)
+
+
+def test_write_card_refuses_to_overwrite_the_config_fields(sample_repo, tmp_path):
+    with pytest.raises(ValueError, match="configs"):
+        write_card(tmp_path, read_card(sample_repo), {"configs": []}, "# body")

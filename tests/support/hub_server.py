@@ -1,0 +1,710 @@
+"""A stand-in Hugging Face Hub: a small local HTTP server that pushes and loads can talk to.
+
+Tests cannot reach the real Hub, yet pushing a repository and loading it back with
+``load_dataset("org/name", config)`` should run the real client code of ``huggingface_hub``
+and ``datasets``. This server speaks the part of the Hub's HTTP API those clients use:
+
+- ``GET /api/whoami-v2``; ``POST /api/repos/create``; ``POST /api/validate-yaml``;
+- ``POST /api/{type}s/{repo}/preupload/{rev}`` (upload mode per file: LFS for binary files,
+  files of 10 MB or more and the patterns of ``.gitattributes``);
+- ``POST /{prefix}{repo}.git/info/lfs/objects/batch``, then ``PUT /_lfs/{oid}`` and
+  ``POST /_lfs/{oid}/verify`` (the basic transfer; the sha256 of every upload is checked);
+- ``POST /api/{type}s/{repo}/commit/{rev}`` (ndjson: header, file, lfsFile, deletedFile,
+  deletedFolder; ``parentCommit`` checked);
+- ``POST /api/{type}s/{repo}/branch/{branch}``, ``GET /api/{type}s/{repo}/refs``;
+- ``GET /api/{type}s/{repo}[/revision/{rev}]`` (repo info), ``GET .../tree/{rev}[/{path}]``
+  (``recursive``, ``expand``, paginated with a ``Link`` header), ``POST .../paths-info/{rev}``;
+- ``GET``/``HEAD /{prefix}{repo}/resolve/{rev}/{path}`` with ``ETag``, ``X-Repo-Commit``,
+  ``Content-Length`` and ``Range`` support (files are served directly, no CDN redirect).
+
+Errors carry the ``X-Error-Code`` headers the client maps to its exceptions
+(``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``). Reading a public repository
+needs no token; writing needs :attr:`StandInHub.token` (user :data:`USER`, member of
+:data:`ORG`); a wrong token is refused with 401 everywhere, as on the Hub. Blobs are stored
+once per sha256 in a folder; commits and branches are kept in memory.
+
+:func:`serve_hub` starts the server in a thread and points both libraries at it for the
+duration of a ``with`` block. ``huggingface_hub`` reads its settings into
+``huggingface_hub.constants`` and ``datasets`` into ``datasets.config`` when they are
+imported, and the test session has imported them (offline) long before, so setting
+``HF_ENDPOINT`` is not enough: the block patches the module attributes the libraries read
+at call time (endpoint, offline mode, Xet off, telemetry off, the hub cache and the token
+file, both moved under the server's folder), the endpoint of the ``HfApi`` instance behind
+the top-level functions (``huggingface_hub.create_repo``...), built at import, and the
+environment, and restores all of it on exit; ``HfFileSystem`` instances, which fsspec
+caches, are dropped. Clients built inside the block (``HfApi()``, ``HfFileSystem()``) need
+no arguments. The ``hub_server`` fixture of ``tests/conftest.py`` wraps it::
+
+    def test_push(hub_server, tmp_path):
+        push_repository(folder, "org/name", token=hub_server.token)
+        ds = load_dataset("org/name", "config", split="test")
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import json
+import re
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+import pytest
+import yaml
+
+USER = "tester"
+ORG = "org"
+TOKEN = "hf_standin_write_token"
+LFS_THRESHOLD = 10 * 1024 * 1024
+DEFAULT_GITATTRIBUTES = "".join(
+    f"{pattern} filter=lfs diff=lfs merge=lfs -text\n"
+    for pattern in ("*.parquet", "*.arrow", "*.bin", "*.png", "*.jpg", "*.jpeg", "*.zip", "*.gz", "*.tar")
+)
+_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+_URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
+
+
+def git_blob_id(data: bytes) -> str:
+    """The git object id of a blob with ``data`` (what the Hub reports as a regular file's oid)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    size: int
+    sha256: str  # the blob's name in storage
+    lfs: bool
+    last_commit: str  # the commit that last changed the file
+    content_oid: str  # git oid of the content, for a regular file
+
+    @property
+    def blob_id(self) -> str:
+        """The git oid: of the content for a regular file, of the pointer for an LFS file."""
+        return git_blob_id(lfs_pointer(self.sha256, self.size)) if self.lfs else self.content_oid
+
+    @property
+    def oid(self) -> str:
+        """What preupload reports, as the client computes it locally: sha256 for LFS, git oid otherwise."""
+        return self.sha256 if self.lfs else self.content_oid
+
+
+@dataclass
+class Commit:
+    oid: str
+    title: str
+    date: str
+    files: dict[str, StoredFile]
+
+
+@dataclass
+class Repo:
+    repo_type: str
+    repo_id: str
+    private: bool
+    branches: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, Commit] = field(default_factory=dict)
+
+    def resolve(self, revision: str) -> Commit | None:
+        """A branch name or a commit id (full, or a prefix of at least 7 characters)."""
+        revision = unquote(revision)
+        if revision in self.branches:
+            return self.commits[self.branches[revision]]
+        if re.fullmatch(r"[0-9a-f]{7,40}", revision):
+            found = [c for oid, c in self.commits.items() if oid.startswith(revision)]
+            if len(found) == 1:
+                return found[0]
+        return None
+
+
+class HubError(Exception):
+    """An HTTP error answer, with the Hub's ``X-Error-Code``/``X-Error-Message`` headers."""
+
+    def __init__(self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None,
+                 **extra: Any):
+        super().__init__(message)
+        self.status, self.message, self.code, self.headers, self.extra = status, message, code, headers or {}, extra
+
+
+class StandInHub:
+    """The server's state (repositories, blobs, tokens) and its lifecycle.
+
+    ``requests`` records ``(method, path, status)`` of every request, which helps to see
+    what a client asked when a test fails; ``tree_page_size`` and ``tree_expand_page_size``
+    (1000 and 50, as on the Hub) can be lowered to exercise the client's pagination.
+    """
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.blobs = self.root / "blobs"
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        self.token = TOKEN
+        self.user = USER
+        self.orgs = [ORG]
+        self.tokens = {TOKEN: USER}
+        self.repos: dict[tuple[str, str], Repo] = {}
+        self.requests: list[tuple[str, str, int]] = []
+        self.tree_page_size = 1000
+        self.tree_expand_page_size = 50
+        self.lock = threading.RLock()
+        self._announced: set[tuple[str, int]] = set()
+        self._counter = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._server.hub = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-hub", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    # Storage -------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes) -> str:
+        sha256 = hashlib.sha256(data).hexdigest()
+        path = self.blobs / sha256
+        if not path.exists():
+            tmp = path.with_suffix(".tmp-" + threading.current_thread().name)
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        return sha256
+
+    def read_blob(self, sha256: str) -> bytes:
+        return (self.blobs / sha256).read_bytes()
+
+    def has_blob(self, sha256: str, size: int | None = None) -> bool:
+        path = self.blobs / sha256
+        return path.is_file() and (size is None or path.stat().st_size == size)
+
+    def stored(self, data: bytes, lfs: bool, commit: str) -> StoredFile:
+        return StoredFile(len(data), self.put_blob(data), lfs, commit, git_blob_id(data))
+
+    def files(self, repo_id: str, revision: str = "main", repo_type: str = "dataset") -> dict[str, bytes]:
+        """The content of every file of a repository at a revision (for assertions in tests)."""
+        commit = self.repos[(repo_type, repo_id)].resolve(revision)
+        assert commit is not None, f"no revision {revision!r} in {repo_id}"
+        return {path: self.read_blob(f.sha256) for path, f in commit.files.items()}
+
+    # Repositories --------------------------------------------------------------------
+
+    def new_oid(self, *parts: str) -> str:
+        with self.lock:
+            self._counter += 1
+            return hashlib.sha1("\0".join((str(self._counter), *parts)).encode()).hexdigest()
+
+    def create_repo(self, repo_type: str, repo_id: str, private: bool) -> Repo:
+        repo = Repo(repo_type, repo_id, private)
+        oid = self.new_oid(repo_id, "initial commit")
+        attributes = self.stored(DEFAULT_GITATTRIBUTES.encode(), False, oid)
+        repo.commits[oid] = Commit(oid, "initial commit", _now(), {".gitattributes": attributes})
+        repo.branches["main"] = oid
+        self.repos[(repo_type, repo_id)] = repo
+        return repo
+
+    def can_write(self, user: str | None, repo_id: str) -> bool:
+        return user is not None and repo_id.split("/")[0] in {user, *self.orgs}
+
+    def announce(self, sha256: str, size: int) -> None:
+        with self.lock:
+            self._announced.add((sha256, size))
+
+    def was_announced(self, sha256: str, size: int) -> bool:
+        with self.lock:
+            return (sha256, size) in self._announced
+
+
+# Request handling ----------------------------------------------------------------------
+
+_REPO = r"(?P<repo>[^/]+/[^/]+)"
+_API = rf"^/api/(?P<kind>models|datasets|spaces)/{_REPO}"
+_PREFIXED = rf"^/(?:(?P<kind>datasets|spaces)/)?{_REPO}"
+_ROUTES: list[tuple[str, str, str]] = [
+    ("GET", r"^/api/whoami-v2$", "whoami"),
+    ("POST", r"^/api/repos/create$", "create_repo"),
+    ("POST", r"^/api/validate-yaml$", "validate_yaml"),
+    ("POST", _API + r"/preupload/(?P<rev>[^/]+)$", "preupload"),
+    ("POST", _API + r"/commit/(?P<rev>[^/]+)$", "commit"),
+    ("POST", _API + r"/branch/(?P<branch>[^/]+)$", "create_branch"),
+    ("GET", _API + r"/refs$", "refs"),
+    ("GET", _API + r"(?:/revision/(?P<rev>[^/]+))?$", "repo_info"),
+    ("GET", _API + r"/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?$", "tree"),
+    ("POST", _API + r"/paths-info/(?P<rev>[^/]+)$", "paths_info"),
+    ("POST", _PREFIXED + r"\.git/info/lfs/objects/batch$", "lfs_batch"),
+    ("PUT", r"^/_lfs/(?P<oid>[0-9a-f]{64})$", "lfs_put"),
+    ("POST", r"^/_lfs/(?P<oid>[0-9a-f]{64})/verify$", "lfs_verify"),
+    ("GET", _PREFIXED + r"/resolve/(?P<rev>[^/]+)/(?P<path>.+)$", "resolve"),
+    ("HEAD", _PREFIXED + r"/resolve/(?P<rev>[^/]+)/(?P<path>.+)$", "resolve"),
+]
+_INVALID = object()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the client's pooled connections expect
+    server: ThreadingHTTPServer
+
+    @property
+    def hub(self) -> StandInHub:
+        return self.server.hub  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # the request log is kept in hub.requests
+        pass
+
+    # Plumbing ------------------------------------------------------------------------
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+              content_type: str = "application/json", length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD" and body:
+            self.wfile.write(body)
+        self.hub.requests.append((self.command, self.path, status))
+
+    def _json(self, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(payload).encode(), headers)
+
+    def _dispatch(self) -> None:
+        url = urlsplit(self.path)
+        self.query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self.body = self._body() if self.command in ("POST", "PUT") else b""
+        try:
+            self.user = self._authenticate()
+            for method, pattern, name in _ROUTES:
+                match = re.match(pattern, url.path) if method == self.command else None
+                if match:
+                    getattr(self, "do_" + name)(**{k: unquote(v) if v else v for k, v in match.groupdict().items()})
+                    return
+            raise HubError(404, f"the stand-in Hub does not serve {self.command} {url.path}")
+        except HubError as exc:
+            headers = dict(exc.headers)
+            if exc.code:
+                headers["X-Error-Code"] = exc.code
+            headers["X-Error-Message"] = exc.message
+            self._json({"error": exc.message, **exc.extra}, exc.status, headers)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _dispatch  # type: ignore[assignment]
+
+    def _authenticate(self) -> str | None:
+        header = self.headers.get("Authorization")
+        if not header:
+            return None
+        user = self.hub.tokens.get(header.removeprefix("Bearer").strip(), _INVALID)
+        if user is _INVALID:
+            raise HubError(401, "Invalid credentials in Authorization header")
+        return user  # type: ignore[return-value]
+
+    def _require_user(self) -> str:
+        if self.user is None:
+            raise HubError(401, "You must be authenticated to do this: pass a token")
+        return self.user
+
+    def _repo(self, kind: str | None, repo_id: str, write: bool = False) -> Repo:
+        repo_type = _TYPES[kind] if kind else "model"
+        repo = self.hub.repos.get((repo_type, repo_id))
+        if repo is None or (repo.private and not self.hub.can_write(self.user, repo_id)):
+            raise HubError(404, "Repository not found", "RepoNotFound")
+        if write and not self.hub.can_write(self._require_user(), repo_id):
+            raise HubError(403, f"You don't have the rights to write to {repo_id}")
+        return repo
+
+    def _commit(self, repo: Repo, revision: str) -> Commit:
+        commit = repo.resolve(revision)
+        if commit is None:
+            raise HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
+        return commit
+
+    def _json_body(self) -> Any:
+        try:
+            return json.loads(self.body or b"{}")
+        except json.JSONDecodeError as exc:
+            raise HubError(400, f"body is not JSON: {exc}") from None
+
+    # Account and repositories ---------------------------------------------------------
+
+    def do_whoami(self) -> None:
+        user = self._require_user()
+        self._json({
+            "type": "user", "id": hashlib.sha1(user.encode()).hexdigest()[:24], "name": user, "fullname": user,
+            "orgs": [{"type": "org", "name": org} for org in self.hub.orgs],
+            "auth": {"type": "access_token", "accessToken": {"displayName": "stand-in", "role": "write"}},
+        })
+
+    def do_create_repo(self) -> None:
+        user = self._require_user()
+        payload = self._json_body()
+        repo_type = payload.get("type") or "model"
+        repo_id = f"{payload.get('organization') or user}/{payload['name']}"
+        if not self.hub.can_write(user, repo_id):
+            raise HubError(403, f"You don't have the rights to create a repository under {repo_id.split('/')[0]}")
+        private = payload.get("visibility") == "private" or bool(payload.get("private"))
+        url = f"{self.hub.url}/{_URL_PREFIX[repo_type]}{repo_id}"
+        with self.hub.lock:
+            if (repo_type, repo_id) in self.hub.repos:
+                raise HubError(409, "You already created this repo", url=url)
+            self.hub.create_repo(repo_type, repo_id, private)
+        self._json({"url": url, "name": repo_id})
+
+    def do_validate_yaml(self) -> None:
+        content = self._json_body().get("content", "")
+        match = re.match(r"^---\r?\n(.*?)\r?\n---", content, flags=re.DOTALL)
+        errors = []
+        try:
+            data = yaml.safe_load(match.group(1)) if match else {}
+        except yaml.YAMLError as exc:
+            data, errors = None, [f"YAML does not parse: {exc}"]
+        if not errors and not isinstance(data, dict):
+            errors.append("the metadata block must be a mapping")
+        elif not errors:
+            errors += _card_errors(data)
+        self._json({"errors": [{"message": m} for m in errors], "warnings": []}, 400 if errors else 200)
+
+    def do_create_branch(self, kind: str, repo: str, branch: str) -> None:
+        target = self._repo(kind, repo, write=True)
+        start = self._json_body().get("startingPoint") or "main"
+        with self.hub.lock:
+            if branch in target.branches:
+                raise HubError(409, "Reference already exists")
+            target.branches[branch] = self._commit(target, start).oid
+        self._json({})
+
+    def do_refs(self, kind: str, repo: str) -> None:
+        target = self._repo(kind, repo)
+        branches = [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": oid} for n, oid in target.branches.items()]
+        self._json({"branches": branches, "converts": [], "tags": [], "pullRequests": []})
+
+    def do_repo_info(self, kind: str, repo: str, rev: str | None = None) -> None:
+        target = self._repo(kind, repo)
+        commit = self._commit(target, rev or "main")
+        card = {}
+        if "README.md" in commit.files:
+            text = self.hub.read_blob(commit.files["README.md"].sha256).decode()
+            match = re.match(r"^---\r?\n(.*?)\r?\n---", text, flags=re.DOTALL)
+            card = (yaml.safe_load(match.group(1)) if match else None) or {}
+        first = min(target.commits.values(), key=lambda c: c.date)
+        self._json({
+            "_id": hashlib.sha1(repo.encode()).hexdigest()[:24], "id": repo, "author": repo.split("/")[0],
+            "sha": commit.oid, "lastModified": commit.date, "createdAt": first.date, "private": target.private,
+            "gated": False, "disabled": False, "downloads": 0, "likes": 0, "tags": [], "cardData": card,
+            "siblings": [{"rfilename": path} for path in sorted(commit.files)],
+        })
+
+    # Upload ---------------------------------------------------------------------------
+
+    def _is_lfs(self, commit: Commit, path: str, size: int, sample: bytes) -> bool:
+        if size >= LFS_THRESHOLD or b"\0" in sample:
+            return True
+        try:
+            sample.decode("utf-8")
+        except UnicodeDecodeError as exc:  # a cut multi-byte character at the end of the sample is still text
+            if exc.start < len(sample) - 3:
+                return True
+        attributes = commit.files.get(".gitattributes")
+        text = self.hub.read_blob(attributes.sha256).decode() if attributes else ""
+        patterns = [line.split()[0] for line in text.splitlines() if "filter=lfs" in line]
+        name = path.rsplit("/", 1)[-1]
+        return any(fnmatch.fnmatch(path if "/" in p else name, p) for p in patterns)
+
+    def do_preupload(self, kind: str, repo: str, rev: str) -> None:
+        target = self._repo(kind, repo, write=True)
+        commit = self._commit(target, rev)
+        answers = []
+        for item in self._json_body().get("files", []):
+            sample = base64.b64decode(item.get("sample") or "")
+            existing = commit.files.get(item["path"])
+            answers.append({
+                "path": item["path"],
+                "uploadMode": "lfs" if self._is_lfs(commit, item["path"], int(item["size"]), sample) else "regular",
+                "shouldIgnore": False,
+                "oid": existing.oid if existing else None,
+            })
+        self._json({"files": answers, "commitOid": commit.oid})
+
+    def do_lfs_batch(self, kind: str | None, repo: str) -> None:
+        payload = self._json_body()
+        write = payload.get("operation") == "upload"
+        self._repo(kind, repo, write=write)
+        if "basic" not in payload.get("transfers", ["basic"]):
+            raise HubError(422, "the stand-in Hub only offers the basic LFS transfer")
+        objects = []
+        for obj in payload.get("objects", []):
+            oid, size = obj["oid"], int(obj["size"])
+            entry: dict[str, Any] = {"oid": oid, "size": size, "authenticated": True}
+            if write and not self.hub.has_blob(oid, size):
+                self.hub.announce(oid, size)
+                entry["actions"] = {
+                    "upload": {"href": f"{self.hub.url}/_lfs/{oid}", "header": {}},
+                    "verify": {"href": f"{self.hub.url}/_lfs/{oid}/verify", "header": {}},
+                }
+            elif not write and not self.hub.has_blob(oid, size):
+                entry["error"] = {"code": 404, "message": "Object does not exist"}
+            objects.append(entry)
+        self._send(200, json.dumps({"transfer": "basic", "objects": objects}).encode(),
+                   content_type="application/vnd.git-lfs+json")
+
+    def do_lfs_put(self, oid: str) -> None:
+        if not self.hub.was_announced(oid, len(self.body)):
+            raise HubError(403, "upload of an object the LFS batch did not announce (or of the wrong size)")
+        if hashlib.sha256(self.body).hexdigest() != oid:
+            raise HubError(400, "the uploaded bytes do not hash to the announced sha256")
+        self.hub.put_blob(self.body)
+        self._send(200, headers={"ETag": f'"{hashlib.md5(self.body).hexdigest()}"'})
+
+    def do_lfs_verify(self, oid: str) -> None:
+        size = self._json_body().get("size")
+        if not self.hub.has_blob(oid, size):
+            raise HubError(404, f"object {oid} of size {size} was not uploaded")
+        self._json({"success": True})
+
+    def do_commit(self, kind: str, repo: str, rev: str) -> None:
+        target = self._repo(kind, repo, write=True)
+        if self.query.get("create_pr"):
+            raise HubError(501, "the stand-in Hub does not open pull requests")
+        lines = [json.loads(line) for line in self.body.splitlines() if line.strip()]
+        if not lines or lines[0].get("key") != "header":
+            raise HubError(400, "a commit payload starts with its header line")
+        header = lines[0]["value"]
+        with self.hub.lock:
+            branch = unquote(rev)
+            if branch not in target.branches:
+                raise HubError(404, f"Invalid rev id: {branch} (commits go to a branch)", "RevisionNotFound")
+            parent = target.commits[target.branches[branch]]
+            if header.get("parentCommit") and header["parentCommit"] != parent.oid:
+                raise HubError(412, "A commit has happened since. Please refresh and try again.")
+            oid = self.hub.new_oid(repo, header.get("summary", ""), parent.oid)
+            files = dict(parent.files)
+            for line in lines[1:]:
+                self._apply(line["key"], line["value"], files, oid)
+            target.commits[oid] = Commit(oid, header.get("summary", ""), _now(), files)
+            target.branches[branch] = oid
+        prefix = _URL_PREFIX[target.repo_type]
+        self._json({"success": True, "commitOid": oid, "commitUrl": f"{self.hub.url}/{prefix}{repo}/commit/{oid}",
+                    "pullRequestUrl": None})
+
+    def _apply(self, key: str, value: dict, files: dict[str, StoredFile], oid: str) -> None:
+        path = value["path"]
+        if key == "file":
+            data = base64.b64decode(value["content"]) if value.get("encoding") == "base64" else value["content"].encode()
+            new = self.hub.stored(data, False, oid)
+        elif key == "lfsFile":
+            if not self.hub.has_blob(value["oid"], value.get("size")):
+                raise HubError(422, f"LFS object {value['oid']} of {path} was never uploaded")
+            size = (self.hub.blobs / value["oid"]).stat().st_size
+            new = StoredFile(size, value["oid"], True, oid, "")
+        elif key == "deletedFile":
+            if files.pop(path, None) is None:
+                raise HubError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
+            return
+        elif key == "deletedFolder":
+            prefix = path.rstrip("/") + "/"
+            doomed = [p for p in files if p.startswith(prefix)]
+            if not doomed:
+                raise HubError(404, f"A folder with this name doesn't exist: {path}", "EntryNotFound")
+            for p in doomed:
+                del files[p]
+            return
+        else:
+            raise HubError(400, f"unknown commit operation {key!r}")
+        old = files.get(path)
+        files[path] = old if old is not None and (old.sha256, old.lfs) == (new.sha256, new.lfs) else new
+
+    # Download -------------------------------------------------------------------------
+
+    def _entry(self, commit: Commit, path: str, expand: bool) -> dict[str, Any]:
+        stored = commit.files.get(path)
+        if stored is None:  # a folder
+            entry: dict[str, Any] = {"type": "directory", "oid": hashlib.sha1(f"{commit.oid}:{path}".encode()).hexdigest(),
+                                     "size": 0, "path": path}
+            last = commit.oid
+        else:
+            entry = {"type": "file", "oid": stored.blob_id, "size": stored.size, "path": path}
+            if stored.lfs:
+                entry["lfs"] = {"oid": stored.sha256, "size": stored.size,
+                                "pointerSize": len(lfs_pointer(stored.sha256, stored.size))}
+            last = stored.last_commit
+        if expand:
+            entry["lastCommit"] = {"id": last, "title": commit.title, "date": commit.date}
+            if stored is not None:
+                entry["securityFileStatus"] = {"status": "safe", "avScan": {"virusFound": False}, "pickleImportScan": None}
+        return entry
+
+    @staticmethod
+    def _folders(commit: Commit) -> set[str]:
+        return {p.rsplit("/", i)[0] for p in commit.files for i in range(1, p.count("/") + 1)}
+
+    def do_tree(self, kind: str, repo: str, rev: str, path: str | None = None) -> None:
+        commit = self._commit(self._repo(kind, repo), rev)
+        base = (path or "").strip("/")
+        folders = self._folders(commit)
+        if base and base not in folders:
+            raise HubError(404, f"{base} is not a folder of revision {rev}", "EntryNotFound",
+                           {"X-Repo-Commit": commit.oid})
+        recursive = self.query.get("recursive", "").lower() in ("1", "true")
+        expand = self.query.get("expand", "").lower() in ("1", "true")
+        prefix = base + "/" if base else ""
+        paths = sorted(
+            p for p in (*folders, *commit.files)
+            if p.startswith(prefix) and p != base and (recursive or "/" not in p[len(prefix):])
+        )
+        size = self.hub.tree_expand_page_size if expand else self.hub.tree_page_size
+        start = int(self.query.get("cursor") or 0)
+        page = [self._entry(commit, p, expand) for p in paths[start : start + size]]
+        headers = {}
+        if start + size < len(paths):
+            query = urlencode({**self.query, "cursor": str(start + size)})
+            headers["Link"] = f'<{self.hub.url}{urlsplit(self.path).path}?{query}>; rel="next"'
+        self._json(page, headers=headers)
+
+    def do_paths_info(self, kind: str, repo: str, rev: str) -> None:
+        commit = self._commit(self._repo(kind, repo), rev)
+        if self.headers.get("Content-Type", "").startswith("application/json"):
+            form = self._json_body()
+            paths, expand = form.get("paths", []), bool(form.get("expand"))
+        else:
+            form = parse_qs(self.body.decode())
+            paths, expand = form.get("paths", []), form.get("expand", ["false"])[-1].lower() in ("1", "true")
+        folders = self._folders(commit)
+        wanted = [p.strip("/") for p in paths]
+        self._json([self._entry(commit, p, expand) for p in wanted if p in commit.files or p in folders])
+
+    def do_resolve(self, kind: str | None, repo: str, rev: str, path: str) -> None:
+        target = self._repo(kind, repo)
+        commit = self._commit(target, rev)
+        stored = commit.files.get(path)
+        if stored is None:
+            raise HubError(404, f"Entry not found: {path}", "EntryNotFound", {"X-Repo-Commit": commit.oid})
+        data = self.hub.read_blob(stored.sha256)
+        etag = stored.sha256 if stored.lfs else stored.blob_id
+        headers = {"ETag": f'"{etag}"', "X-Repo-Commit": commit.oid, "Accept-Ranges": "bytes"}
+        if stored.lfs:
+            headers.update({"X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(stored.size)})
+        status, body = 200, data
+        window = _byte_range(self.headers.get("Range"), len(data))
+        if window is not None:
+            first, last = window
+            status, body = 206, data[first : last + 1]
+            headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+        self._send(status, body, headers, content_type="application/octet-stream")
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The inclusive byte window of a single-range ``Range`` header, or None for the whole file."""
+    match = re.fullmatch(r"bytes=(\d*)-(\d*)", (header or "").strip())
+    if not match or size == 0 or match.group(1) == match.group(2) == "":
+        return None
+    first, last = match.groups()
+    if first == "":
+        return max(0, size - int(last)), size - 1
+    return int(first), min(size - 1, int(last)) if last else size - 1
+
+
+def _card_errors(data: dict[str, Any]) -> list[str]:
+    """The structural checks the Hub makes on a dataset card's ``configs`` and ``dataset_info``."""
+    errors = []
+    configs = data.get("configs", [])
+    if not isinstance(configs, list):
+        return ["configs must be a list"]
+    for i, config in enumerate(configs):
+        if not isinstance(config, dict) or not isinstance(config.get("config_name"), str):
+            errors.append(f"configs[{i}] needs a config_name")
+            continue
+        for item in config.get("data_files", []) if isinstance(config.get("data_files"), list) else []:
+            if isinstance(item, dict) and not re.fullmatch(r"\w+(\.\w+)*", str(item.get("split", ""))):
+                errors.append(f"configs[{i}].data_files: bad split name {item.get('split')!r}")
+    infos = data.get("dataset_info", [])
+    infos = infos if isinstance(infos, list) else [infos]
+    names = [info.get("config_name", "default") for info in infos if isinstance(info, dict)]
+    if len(names) != len(set(names)):
+        errors.append("dataset_info lists a config twice")
+    return errors
+
+
+@contextmanager
+def serve_hub(root: Path) -> Iterator[StandInHub]:
+    """Run a stand-in Hub storing under ``root`` and point ``huggingface_hub`` and ``datasets`` at it."""
+    import datasets.config
+    import huggingface_hub.constants as hub_constants
+    from huggingface_hub import HfFileSystem, hf_api
+
+    hub = StandInHub(Path(root))
+    hub.start()
+    cache = Path(root) / "hf-home"
+    settings: list[tuple[Any, str, Any]] = [
+        (hub_constants, "ENDPOINT", hub.url),
+        (hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}"),
+        (hub_constants, "HF_URL_HOSTS", hub_constants.HF_URL_HOSTS | {urlsplit(hub.url).hostname}),
+        (hub_constants, "HF_HUB_OFFLINE", False),
+        (hub_constants, "HF_HUB_DISABLE_XET", True),
+        (hub_constants, "HF_HUB_DISABLE_TELEMETRY", True),
+        (hub_constants, "HF_HUB_CACHE", str(cache / "hub")),
+        (hub_constants, "HUGGINGFACE_HUB_CACHE", str(cache / "hub")),
+        (hub_constants, "HF_TOKEN_PATH", str(cache / "token")),
+        (hub_constants, "HF_STORED_TOKENS_PATH", str(cache / "stored_tokens")),
+        (hf_api.api, "endpoint", hub.url),  # behind huggingface_hub.create_repo & co., built at import
+        (datasets.config, "HF_ENDPOINT", hub.url),
+        (datasets.config, "HUB_DATASETS_URL", hub.url + "/datasets/{repo_id}/resolve/{revision}/{path}"),
+        (datasets.config, "HF_HUB_OFFLINE", False),
+        (datasets.config, "HF_DATASETS_OFFLINE", False),
+        (datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", False),  # would HEAD a public bucket
+        (datasets.config, "USE_PARQUET_EXPORT", False),  # would ask the public dataset viewer
+    ]
+    environment = {
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_CACHE": str(cache / "hub"),
+        "HF_TOKEN_PATH": str(cache / "token"),
+    }
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for module, name, value in settings:
+                patch.setattr(module, name, value)
+            for name, value in environment.items():
+                patch.setenv(name, value)
+            for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HUGGINGFACE_CO_STAGING"):
+                patch.delenv(name, raising=False)
+            yield hub
+    finally:
+        HfFileSystem.clear_instance_cache()  # its instances hold listings of this server's repositories
+        hub.stop()
