@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rf100vl_hf import paths
-from rf100vl_hf.errors import Rf100vlError
+from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
 
 EPILOG = f"""\
 data folders:
@@ -25,6 +25,23 @@ examples:
   rf100vl-hf prepare sample && python -c "from datasets import load_dataset; print(load_dataset('rf100vl', 'sample', split='fewshot_10'))"
   rf100vl-hf export --out ./rf100vl-hub --dataset bees --dataset actions
   rf100vl-hf push ./rf100vl-hub --repo-id my-org/rf100vl
+"""
+
+
+EXPORT_DESCRIPTION = """\
+Write the Hugging Face Hub repository of RF100-VL datasets: one config per dataset, each
+split as parquet shards (images embedded as their original bytes), and a README.md whose
+YAML lists every config, its splits and features, and whose text has the domain table, the
+annotator instructions and the protocol notes. Check the result locally with
+  load_dataset("OUT", "<dataset>", split="test")
+Re-running into the same --out rebuilds the named datasets and keeps the others; the
+folder is replaced only when the whole export succeeded.
+"""
+
+PUSH_NOTE = """\
+pushing needs a token with write access: `hf auth login`, or HF_TOKEN in the environment.
+The pushed repository holds exactly the folder: remote files it lacks are deleted in the
+same commit (the Hub's history keeps them), so push a folder that holds every config.
 """
 
 
@@ -108,6 +125,29 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from rf100vl_hf.hub import push_repository
+    from rf100vl_hf.rf100vl.hub_card import datasets_on_disk, export_rf100vl
+
+    names = args.datasets or datasets_on_disk(args.data_dir)
+    if not names:
+        where = args.data_dir or paths.default_data_dir()
+        raise DatasetNotFoundError(f"no dataset found in {where}; see 'rf100vl-hf export --help'")
+    out = export_rf100vl(names, args.out, args.data_dir, args.fewshot_dir, repo_id=args.push)
+    print(f"wrote {out}\n  check it with: load_dataset('{out}', '{names[0]}', split='test')")
+    if args.push:
+        print(f"pushed: {push_repository(out, args.push, private=args.private)}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from rf100vl_hf.hub import push_repository
+
+    url = push_repository(args.path, args.repo_id, token=args.token, private=args.private, revision=args.revision)
+    print(f"pushed: {url}")
+    return 0
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from rf100vl_hf.sample import write_sample_export
 
@@ -153,6 +193,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--semisup-fraction", type=float, help="fraction of train images in semisup (default 0.1)")
     p.add_argument("--semisup-seed", type=int, help="seed of the semi-supervised split (default 0)")
     p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser(
+        "export",
+        help="write a Hub-ready repository (parquet shards + dataset card), optionally push it",
+        description=EXPORT_DESCRIPTION,
+        epilog=PUSH_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_data_dirs(p)
+    p.add_argument("--out", type=Path, required=True, help="the repository folder to write (created or updated)")
+    p.add_argument(
+        "--dataset", action="append", dest="datasets", metavar="NAME",
+        help="a dataset to export (repeatable); default: every dataset found in the data folder",
+    )
+    p.add_argument("--push", metavar="ORG/NAME", help="then push the folder to this Hub dataset repository")
+    p.add_argument("--private", action="store_true", help="create the pushed repository as private")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "push",
+        help="push a repository folder written by 'export' to the Hub",
+        epilog=PUSH_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", type=Path, help="the folder written by 'rf100vl-hf export'")
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset repository")
+    p.add_argument("--token", help="a token with write access (default: the logged-in one or $HF_TOKEN)")
+    p.add_argument("--private", action="store_true", help="create the repository as private")
+    p.add_argument("--revision", help="push to this branch (created if needed) instead of main")
+    p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("sample", help="write the embedded sample export (drawn by the package) to a folder")
     p.add_argument("--out", type=Path, default=Path("sample"), help="target folder (default: ./sample)")
