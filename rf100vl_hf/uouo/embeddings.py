@@ -1,0 +1,176 @@
+"""CLIP image embeddings of cut-outs, cached on disk.
+
+What CLIP sees: each cut-out cropped to its alpha box, centred on a square of the mosaics'
+plain background colour (:data:`rf100vl_hf.uouo.compose.BACKGROUND`) and alpha-composited
+there. The object therefore looks the way it does in a mosaic, and the square keeps CLIP's
+centre crop from cutting it. Embeddings are the image tower's output, L2-normalised (unit
+norm), float32.
+
+The default model is open_clip's ``ViT-B-32`` with the ``laion2b_s34b_b79k`` weights
+(512-d): open weights trained on a documented data set, open_clip's reference ViT-B-32.
+Any open_clip model name and pretrained tag (or weights file) can be used instead.
+
+The cache is one SQLite file under :func:`rf100vl_hf.paths.cache_home`, keyed by the
+cut-out's content hash (image and mask bytes), the view version, the model name and the
+weights, so a rebuild, or another source holding the same files, never embeds twice.
+Randomly initialised models (``pretrained=None``) are seeded, so they too are one fixed
+model and can be cached. The device is not part of the key: embeddings computed on a GPU
+and on a CPU differ in their last bits, and whichever was computed first is reused.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+import xxhash
+from PIL import Image
+from tqdm.auto import tqdm
+
+from rf100vl_hf import paths
+from rf100vl_hf.uouo.compose import BACKGROUND
+from rf100vl_hf.uouo.sources import Cutout, read_alpha
+
+DEFAULT_MODEL = "ViT-B-32"
+DEFAULT_PRETRAINED = "laion2b_s34b_b79k"
+VIEW_VERSION = "square-on-background-1"
+"""Changes whenever :func:`embedding_view` changes, so old cache entries stop matching."""
+RANDOM_INIT_SEED = 0
+
+
+def embedding_view(cutout: Cutout) -> Image.Image:
+    """The RGB picture CLIP embeds for a cut-out (see the module docstring)."""
+    rgba, _, _ = read_alpha(cutout.path, cutout.mask_path)
+    crop = rgba.crop(cutout.alpha_box)
+    side = max(crop.size)
+    square = Image.new("RGBA", (side, side), (*BACKGROUND, 255))
+    square.alpha_composite(crop, ((side - crop.width) // 2, (side - crop.height) // 2))
+    return square.convert("RGB")
+
+
+def weights_key(pretrained: str | None) -> str:
+    """What identifies the weights: the tag, a weights file's content hash, or the seeded random init."""
+    if pretrained is None:
+        return f"random-init-seed{RANDOM_INIT_SEED}"
+    path = Path(pretrained)
+    if path.is_file():
+        hasher = xxhash.xxh3_128()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 24), b""):
+                hasher.update(block)
+        return f"file-{hasher.hexdigest()}"
+    return pretrained
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class ClipEmbedder:
+    """An open_clip image tower, loaded on first use."""
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_MODEL,
+        pretrained: str | None = DEFAULT_PRETRAINED,
+        device: str | None = None,
+        batch_size: int = 64,
+    ):
+        self.model_name = model_name
+        self.pretrained = pretrained
+        self.weights = weights_key(pretrained)
+        self.device = device or default_device()
+        self.batch_size = batch_size
+        self._model: torch.nn.Module | None = None
+        self._preprocess = None
+
+    def _load(self) -> None:
+        import open_clip
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(RANDOM_INIT_SEED)
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                self.model_name, pretrained=self.pretrained, device=self.device
+            )
+        self._model = model.eval()
+        self._preprocess = preprocess
+
+    @torch.inference_mode()
+    def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """Unit-norm float32 embeddings of RGB images, shape ``(len(images), dim)``."""
+        if self._model is None:
+            self._load()
+        assert self._model is not None and self._preprocess is not None
+        batch = torch.stack([self._preprocess(image) for image in images]).to(self.device)
+        features = self._model.encode_image(batch, normalize=True)
+        return features.float().cpu().numpy()
+
+
+class EmbeddingCache:
+    """Embeddings by (content hash, model, weights) in one SQLite file, safe for several processes."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else paths.cache_home() / "uouo-embeddings.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (digest TEXT, model TEXT, weights TEXT, vector BLOB, "
+                "PRIMARY KEY (digest, model, weights))"
+            )
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection that commits on success and is always closed."""
+        db = sqlite3.connect(self.path, timeout=60)
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def get(self, digests: Iterable[str], model: str, weights: str) -> dict[str, np.ndarray]:
+        wanted = list(dict.fromkeys(digests))
+        found: dict[str, np.ndarray] = {}
+        with self._connect() as db:
+            for start in range(0, len(wanted), 500):  # SQLite limits the number of parameters
+                chunk = wanted[start : start + 500]
+                rows = db.execute(
+                    f"SELECT digest, vector FROM embeddings WHERE model = ? AND weights = ? AND digest IN "
+                    f"({','.join('?' * len(chunk))})",
+                    [model, weights, *chunk],
+                )
+                found.update((digest, np.frombuffer(blob, dtype=np.float32)) for digest, blob in rows)
+        return found
+
+    def put(self, vectors: dict[str, np.ndarray], model: str, weights: str) -> None:
+        with self._connect() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
+                [(d, model, weights, np.asarray(v, dtype=np.float32).tobytes()) for d, v in vectors.items()],
+            )
+
+
+def embed_cutouts(
+    cutouts: Sequence[Cutout],
+    embedder: ClipEmbedder,
+    cache: EmbeddingCache | None = None,
+    progress: bool = True,
+) -> np.ndarray:
+    """Embeddings of ``cutouts`` in order, ``(len(cutouts), dim)``; only cache misses are computed."""
+    cache = cache or EmbeddingCache()
+    model = f"{embedder.model_name}|{VIEW_VERSION}"
+    known = cache.get((c.digest for c in cutouts), model, embedder.weights)
+    missing = list({c.digest: c for c in cutouts if c.digest not in known}.values())
+    with tqdm(total=len(missing), desc=f"embedding cut-outs with {embedder.model_name}", disable=not progress) as bar:
+        for start in range(0, len(missing), embedder.batch_size):
+            batch = missing[start : start + embedder.batch_size]
+            vectors = embedder.encode([embedding_view(c) for c in batch])
+            fresh = {c.digest: v for c, v in zip(batch, vectors)}
+            cache.put(fresh, model, embedder.weights)
+            known.update(fresh)
+            bar.update(len(batch))
+    return np.stack([known[c.digest] for c in cutouts]) if cutouts else np.zeros((0, 0), dtype=np.float32)

@@ -1,0 +1,91 @@
+"""The UOUO Hub repository: local round trip, the card, a push to the stand-in Hub, the loading script."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import datasets
+import pytest
+
+from rf100vl_hf.hub import push_repository
+from rf100vl_hf.metadata import read_metadata
+from rf100vl_hf.uouo.builder import load_uouo
+from rf100vl_hf.uouo.hub_card import export_uouo
+from rf100vl_hf.uouo.prompts import QUADRANT_PROMPT
+
+SCRIPT = Path(__file__).resolve().parents[2] / "loading_scripts" / "uouo.py"
+COUNT = 5
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's LFS upload
+
+
+@pytest.fixture(scope="module")
+def repo(iotkits: Path, tiny_clip: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("uouo-hub") / "repo"
+    return export_uouo(out, iotkits, clip_model=tiny_clip, clip_pretrained=None, num_mosaics=COUNT,
+                       license="cc-by-4.0", repo_id="org/uouo")
+
+
+def _rows(ds: datasets.Dataset) -> list[dict]:
+    return list(ds.cast_column("image", datasets.Image(decode=False)).map(lambda r: {"image": r["image"]["bytes"]}))
+
+
+@pytest.fixture(scope="module")
+def expected(iotkits: Path, tiny_clip: str) -> dict[str, datasets.Dataset]:
+    return {
+        mode: load_uouo(mode, source_dir=iotkits, clip_model=tiny_clip, clip_pretrained=None, num_mosaics=COUNT,
+                        progress=False)
+        for mode in ("random", "mmd")
+    }
+
+
+@pytest.mark.parametrize("mode", ["random", "mmd"])
+def test_local_repository_loads_the_same_rows(repo: Path, expected, mode: str) -> None:
+    loaded = datasets.load_dataset(str(repo), mode, split="test")
+    assert _rows(loaded) == _rows(expected[mode])
+    assert read_metadata(loaded) == read_metadata(expected[mode])
+
+
+def test_card_states_spec_prompts_metrics_and_table1(repo: Path) -> None:
+    card = (repo / "README.md").read_text()
+    assert "license: cc-by-4.0" in card and 'load_dataset("org/uouo", "mmd", split="test")' in card
+    for text in (QUADRANT_PROMPT, "quadrant accuracy", "mIoU", "biased estimator", "| gpt-4o | 0.3286 | 0.3472 |"):
+        assert text in card
+    assert "| `mmd` | 5 | 10 | 50 | iotkits-uouo" in card
+
+
+def test_push_round_trip(repo: Path, expected, hub_server) -> None:
+    url = push_repository(repo, "org/uouo", token=hub_server.token)
+    assert url.startswith(f"{hub_server.url}/datasets/org/uouo/commit/")
+    loaded = datasets.load_dataset("org/uouo", "mmd", split="test")
+    assert _rows(loaded) == _rows(expected["mmd"])
+    assert read_metadata(loaded)["clip"]["weights"] == "random-init-seed0"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("uouo_loading_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_script_explains_itself(script, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--source-dir", "--config", "--out", "--num-mosaics", "--seed", "--sigma", "--clip-model", "--push"):
+        assert option in text
+    assert "load_dataset" in text and "HF_TOKEN" in text and "UOUO_SOURCE_DIR" in text
+
+
+def test_script_builds_a_repository(script, iotkits: Path, tiny_clip: str, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "repo"
+    code = script.main(["--source-dir", str(iotkits), "--config", "random", "--num-mosaics", "3", "--seed", "2",
+                        "--clip-model", tiny_clip, "--clip-pretrained", "none", "--out", str(out)])
+    assert code == 0 and f"wrote {out}" in capsys.readouterr().out
+    loaded = datasets.load_dataset(str(out), "random", split="test")
+    assert len(loaded) == 3 and read_metadata(loaded)["seed"] == 2
+    assert script.main(["--source-dir", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "nowhere: folder: not found" in capsys.readouterr().err
