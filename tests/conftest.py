@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]  # the plugin's black-box tests (tests/plugin) run pytest in pytest
+
 _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="rf100vl-hf-tests-"))
 os.environ["HF_DATASETS_CACHE"] = str(_SESSION_CACHE / "hf-datasets")
 os.environ["RF100VL_HF_HOME"] = str(_SESSION_CACHE / "home")

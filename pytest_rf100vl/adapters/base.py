@@ -50,6 +50,36 @@ class Detections:
     def empty(cls) -> "Detections":
         return cls(np.zeros((0, 4)), np.zeros((0,)), np.zeros((0,), dtype=np.int64))
 
+    @classmethod
+    def concatenate(cls, parts: list[Detections]) -> Detections:
+        """One image's detections gathered from several passes (one per caption, say), in order."""
+        if not parts:
+            return cls.empty()
+        return cls(
+            np.concatenate([np.asarray(p.boxes, dtype=np.float64).reshape(-1, 4) for p in parts]),
+            np.concatenate([np.asarray(p.scores, dtype=np.float64).reshape(-1) for p in parts]),
+            np.concatenate([np.asarray(p.labels, dtype=np.int64).reshape(-1) for p in parts]),
+        )
+
+    def check(self, num_classes: int) -> None:
+        """Raise ``ValueError`` unless this is well-formed output for ``num_classes`` classes:
+        ``(N, 4)`` floating boxes, ``(N,)`` floating scores, ``(N,)`` integer labels in range."""
+        boxes, scores, labels = (np.asarray(a) for a in (self.boxes, self.scores, self.labels))
+        n = len(scores)
+        failures = {
+            f"boxes of shape {boxes.shape}, expected ({n}, 4)": boxes.shape != (n, 4),
+            f"scores of shape {scores.shape}, expected ({n},)": scores.shape != (n,),
+            f"labels of shape {labels.shape}, expected ({n},)": labels.shape != (n,),
+            f"boxes of dtype {boxes.dtype}": not np.issubdtype(boxes.dtype, np.floating),
+            f"scores of dtype {scores.dtype}": not np.issubdtype(scores.dtype, np.floating),
+            f"labels of dtype {labels.dtype}": not np.issubdtype(labels.dtype, np.integer),
+        }
+        problems = [message for message, failed in failures.items() if failed]
+        if not problems and n and (labels.min() < 0 or labels.max() >= num_classes):
+            problems.append(f"labels outside 0..{num_classes - 1}: {sorted(set(labels.tolist()))}")
+        if problems:
+            raise ValueError("malformed detections: " + "; ".join(problems))
+
 
 @dataclass(frozen=True)
 class DetectionTask:
@@ -63,6 +93,7 @@ class DetectionTask:
     fewshot: tuple[FewShotExample, ...] = ()
     category_ids: tuple[int, ...] = ()  # the export's category id of each class (for replayed files)
     ground_truth: dict[int, Detections] | None = None  # image id -> boxes; only for needs_ground_truth
+    image_ids: tuple[int, ...] = ()  # the split's image ids, so replayed files can name unknown images
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ one file (or one line of another package's ``pyproject.toml``)."""
 from __future__ import annotations
 
 import importlib
+from functools import reduce
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -45,11 +46,15 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 
 def adapter_class(name: str) -> type[Adapter]:
+    """The class registered under ``name``, imported on first use (heavy model code loads lazily)."""
     table = available()
     if name not in table:
         raise unknown("model adapter", name, sorted(table))
     module, _, attr = table[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    cls = reduce(getattr, attr.split("."), importlib.import_module(module))
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+        raise TypeError(f"model adapter {name!r} points at {table[name]}, which is not an Adapter subclass")
+    return cls
 
 
 def create(spec: str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:

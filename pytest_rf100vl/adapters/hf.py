@@ -1,0 +1,226 @@
+"""What every Hugging Face detector adapter shares: device and dtype resolution, loading
+with ``from_pretrained``, the model's revision, and the tiny random models that let a
+fresh machine check the whole path offline.
+
+A checkpoint is a Hub id, a local folder, or :data:`~pytest_rf100vl.adapters.base.TINY`;
+the tiny model is built once into :func:`~pytest_rf100vl.adapters.base.tiny_model_dir`
+(under a file lock, renamed into place when complete) and then loaded through the very
+same ``from_pretrained(path)`` route as a real checkpoint.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import re
+import shutil
+from abc import abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import xxhash
+from filelock import FileLock
+from PIL import Image
+
+from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, ImageItem, tiny_model_dir
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+MAX_ASPECT = 16.0
+"""Images more elongated than this are padded (bottom or right) before preprocessing: a
+processor that resizes the short side to a few pixels would otherwise round it to zero."""
+
+TINY_RECIPE = 1
+"""Bumped whenever a tiny model's recipe changes, so a cache built by an older version is not reused."""
+
+_MARKUP = re.compile(r"[*_`#>]+|^\s*[-+]\s+", re.MULTILINE)
+_COMMIT = re.compile(r"snapshots/([0-9a-f]{40})(?:/|$)")
+
+
+def resolve_device(device: str) -> torch.device:
+    """``cpu``, ``cuda``, ``cuda:N`` or ``mps``, checked against what this machine has."""
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r} (use cpu, cuda, cuda:N or mps)") from exc
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device!r} requested but CUDA is not available on this machine")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise RuntimeError(f"device {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
+    elif resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"device {device!r} requested but MPS is not available on this machine")
+    elif resolved.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unsupported device {device!r} (use cpu, cuda, cuda:N or mps)")
+    return resolved
+
+
+def resolve_dtype(dtype: str) -> torch.dtype:
+    """The torch dtype of a name in :data:`DTYPES`."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r} (use one of {', '.join(DTYPES)})")
+    return DTYPES[dtype]
+
+
+def content_hash(folder: str | Path) -> str:
+    """A hash of every file in a local checkpoint folder (names and bytes), for results
+    that must say exactly which weights ran when there is no Hub commit to cite."""
+    folder = Path(folder)
+    hasher = xxhash.xxh3_128()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        hasher.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 24), b""):
+                hasher.update(block)
+    return f"xxh3:{hasher.hexdigest()}"
+
+
+def checkpoint_revision(source: str | Path) -> str | None:
+    """The Hub commit a checkpoint was loaded from, or a content hash for a local folder;
+    ``None`` when neither can be known (a Hub id not in the local cache)."""
+    if Path(source).is_dir():
+        return content_hash(source)
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(str(source), "config.json")
+    match = _COMMIT.search(Path(cached).as_posix()) if isinstance(cached, str) else None
+    return match.group(1) if match else None
+
+
+def build_once(folder: Path, build: Callable[[Path], None]) -> Path:
+    """Run ``build(tmp)`` once per ``folder``: under a file lock, into a temporary sibling
+    renamed into place when complete, so concurrent test workers never see half a model.
+    Torch's random generator is seeded inside (and restored after), so a build is
+    reproducible and leaves the caller's random state alone."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        if folder.is_dir():
+            return folder
+        tmp = folder.parent / f".{folder.name}.building-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                build(tmp)
+            os.rename(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def tiny_clip_tokenizer(max_length: int) -> Any:
+    """A CLIP tokenizer from an in-memory byte-level vocabulary (no merges, no download).
+
+    CLIP-style text models pool at ``input_ids.argmax()`` and OWL treats a query whose
+    first id is 0 as padding, so ``<|startoftext|>`` and ``<|endoftext|>`` take the two
+    largest ids."""
+    from tokenizers import pre_tokenizers
+    from transformers import CLIPTokenizer
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tokens = alphabet + [c + "</w>" for c in alphabet] + ["<|startoftext|>", "<|endoftext|>"]
+    return CLIPTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=[], model_max_length=max_length)
+
+
+def plain_text(markdown: str) -> str:
+    """Annotator instructions without markdown emphasis, headings or list bullets, on one line."""
+    return " ".join(_MARKUP.sub("", markdown).split())
+
+
+def pad_elongated(image: Image.Image, max_aspect: float = MAX_ASPECT) -> Image.Image:
+    """Pad an image at the bottom or right (black) so neither side is under ``1/max_aspect``
+    of the other. Pixel coordinates are unchanged, so boxes need no correction; the runner
+    clips them to the original image."""
+    width, height = image.size
+    new_w = max(width, math.ceil(height / max_aspect), 1)
+    new_h = max(height, math.ceil(width / max_aspect), 1)
+    if (new_w, new_h) == (width, height):
+        return image
+    canvas = Image.new("RGB", (new_w, new_h))
+    canvas.paste(image, (0, 0))
+    return canvas
+
+
+def to_numpy(boxes: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor) -> Detections:
+    """Tensors of one image (any device, any dtype) as :class:`Detections`."""
+    return Detections(
+        boxes.detach().float().cpu().numpy().astype("float64").reshape(-1, 4),
+        scores.detach().float().cpu().numpy().astype("float64").reshape(-1),
+        labels.detach().cpu().numpy().astype("int64").reshape(-1),
+    )
+
+
+class HFDetector(Adapter):
+    """An adapter around a ``transformers`` detection model and its processor.
+
+    Subclasses set ``model_class``, the options they accept with their defaults
+    (``option_defaults``; an unknown option is an error, not silently ignored), how to
+    build their tiny model (:meth:`build_tiny`), and :meth:`detect`.
+    """
+
+    model_class: ClassVar[Any]
+    option_defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        unknown = sorted(set(options) - set(self.option_defaults))
+        if unknown:
+            raise TypeError(
+                f"adapter {self.name!r} got unknown option(s) {', '.join(unknown)} "
+                f"(accepted: {', '.join(self.option_defaults) or 'none'})"
+            )
+        super().__init__(checkpoint, device, dtype, **{**self.option_defaults, **options})
+        self.torch_device = resolve_device(device)
+        self.torch_dtype = resolve_dtype(dtype)
+        if self.checkpoint == TINY:
+            self.source = str(build_once(tiny_model_dir(f"{self.name}-r{TINY_RECIPE}"), self.build_tiny))
+        else:
+            self.source = self.checkpoint
+        self._revision: str | None = None
+        from transformers import AutoProcessor
+
+        self.processor = AutoProcessor.from_pretrained(self.source)
+        self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype)
+        self.model.to(self.torch_device).eval()
+
+    @classmethod
+    @abstractmethod
+    def build_tiny(cls, folder: Path) -> None:
+        """Save a tiny random model of the real architecture, with its processor, to ``folder``."""
+
+    @abstractmethod
+    def detect(self, images: list[Image.Image]) -> list[Detections]:
+        """Detections for RGB images (already padded if elongated), in their pixels."""
+
+    @property
+    def revision(self) -> str | None:
+        if self._revision is None:
+            self._revision = checkpoint_revision(self.source)
+        return self._revision
+
+    @property
+    def is_smoke(self) -> bool:
+        return self.checkpoint == TINY
+
+    def to_model(self, tensor: torch.Tensor) -> torch.Tensor:
+        """An input tensor on the model's device; floating point ones in the model's dtype."""
+        tensor = tensor.to(self.torch_device)
+        return tensor.to(self.torch_dtype) if tensor.is_floating_point() else tensor
+
+    def predict(self, batch: list[ImageItem]) -> list[Detections]:
+        if self.task is None:
+            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before predict")
+        if not batch:
+            return []
+        if not self.task.classes:
+            return [Detections.empty() for _ in batch]
+        with torch.inference_mode():
+            return self.detect([pad_elongated(item.image) for item in batch])
+
+    def close(self) -> None:
+        self.model = None
+        gc.collect()
+        if self.torch_device.type == "cuda":
+            torch.cuda.empty_cache()

@@ -1,0 +1,227 @@
+"""Qwen2.5-VL and Qwen3-VL: chat models that write their boxes as JSON.
+
+Detection prompt (the Qwen cookbook's, with the answer format spelled out)::
+
+    Locate every instance that belongs to the following categories: "a", "b". Report bbox
+    coordinates in JSON format, as a list of {"bbox_2d": [x1, y1, x2, y2], "label": "<category>"},
+    using the category names exactly as given.
+
+In ``instructions`` mode the classes' annotator instructions follow. UOUO questions are
+asked as written, inside the chat template. Answers are read by
+:func:`~pytest_rf100vl.adapters.parsing.parse_json_boxes`.
+
+Coordinate spaces, converted in :meth:`TextAnswerAdapter.to_pixels`:
+
+- Qwen2.5-VL answers in absolute pixels of its resized input (``smart_resize`` to
+  multiples of ``patch_size * merge_size``); the frame is read back from the processor's
+  ``image_grid_thw`` (grid height and width in patches, times ``patch_size``).
+- Qwen3-VL answers in coordinates relative to the image, 0..1000 on both axes.
+
+Options: ``per_class`` (False), ``max_new_tokens`` (2048: about 80 JSON boxes).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from PIL import Image
+from transformers import (
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2_5_VLProcessor,
+    Qwen2Tokenizer,
+    Qwen2VLImageProcessor,
+    Qwen2VLVideoProcessor,
+    Qwen3VLConfig,
+    Qwen3VLForConditionalGeneration,
+    Qwen3VLProcessor,
+    Qwen3VLVideoProcessor,
+)
+
+from pytest_rf100vl.adapters.base import GroundingQuery
+from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
+from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter, instructions_block
+
+SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+
+TINY_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""The Qwen chat layout, reduced to what the adapters send (the real checkpoints ship their own)."""
+
+
+def tiny_qwen_tokenizer() -> Qwen2Tokenizer:
+    """A byte-level BPE over the 256 byte symbols (no merges: one token per byte) and the chat and vision tokens."""
+    from tokenizers import pre_tokenizers
+
+    vocab = {"<|endoftext|>": 0}
+    for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[symbol] = len(vocab)
+    return Qwen2Tokenizer(vocab=vocab, merges=[], extra_special_tokens=list(SPECIAL_TOKENS))
+
+
+class QwenVLAdapter(TextAnswerAdapter):
+    """What both Qwen generations share: the chat template, JSON answers, batched generation."""
+
+    processor_class: ClassVar[Any]
+    video_processor_class: ClassVar[Any]
+    config_class: ClassVar[Any]
+    native_patch_size: ClassVar[int]
+    """The architecture's vision patch size, for the tiny model (the processor's own is used at run time)."""
+    prompt_modes = ("names", "instructions")
+    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 2048}
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        self.processor.tokenizer.padding_side = "left"  # decoder-only: answers start where every prompt ends
+
+    def detection_prompt(self, names: list[str], instructions: dict[str, str]) -> str:
+        categories = ", ".join(f'"{name}"' for name in names)
+        return (
+            f"Locate every instance that belongs to the following categories: {categories}. "
+            "Report bbox coordinates in JSON format, as a list of "
+            '{"bbox_2d": [x1, y1, x2, y2], "label": "<category>"}, using the category names exactly as given.'
+            + instructions_block(instructions)
+        )
+
+    def box_prompt(self, query: GroundingQuery) -> str:
+        return query.box_prompt
+
+    def quadrant_prompt(self, query: GroundingQuery) -> str:
+        return query.quadrant_prompt
+
+    def parse(self, text: str) -> BoxParse:
+        return parse_json_boxes(text)
+
+    def generate(self, images: list[Image.Image], prompts: list[str]) -> list[Reply]:
+        texts = [
+            self.processor.apply_chat_template(
+                [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            for prompt in prompts
+        ]
+        inputs = self.processor(text=texts, images=images, padding=True, return_tensors="pt")
+        output = self.run_generate(inputs)
+        answers = self.processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        grids = inputs["image_grid_thw"].tolist()
+        return [Reply(text, self.frame(grid)) for text, grid in zip(answers, grids)]
+
+    @abstractmethod
+    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
+        """The ``(width, height)`` of the space this model's coordinates are in, for an image
+        the processor cut into ``grid_thw`` patches."""
+
+    @classmethod
+    def build_tiny(cls, folder: Path) -> None:
+        """Two 32-wide text layers and two vision layers; inputs capped at 16 merged patches."""
+        import torch
+
+        tokenizer = tiny_qwen_tokenizer()
+        ids = dict(zip(SPECIAL_TOKENS, tokenizer.convert_tokens_to_ids(list(SPECIAL_TOKENS))))
+        unit = cls.native_patch_size * 2  # patch_size * merge_size
+        size = {"shortest_edge": unit * unit * 4, "longest_edge": unit * unit * 16}
+        processor = cls.processor_class(
+            image_processor=Qwen2VLImageProcessor(size=size, patch_size=cls.native_patch_size),
+            video_processor=cls.video_processor_class(size=size, patch_size=cls.native_patch_size),
+            tokenizer=tokenizer,
+            chat_template=TINY_CHAT_TEMPLATE,
+        )
+        config = cls.config_class(
+            text_config=cls.tiny_text_config(len(tokenizer), eos=ids["<|im_end|>"]),
+            vision_config=cls.tiny_vision_config(),
+            image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"],
+            vision_start_token_id=ids["<|vision_start|>"],
+            vision_end_token_id=ids["<|vision_end|>"],
+        )
+        torch.manual_seed(0)
+        model = cls.model_class(config)
+        model.generation_config.eos_token_id = ids["<|im_end|>"]
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.save_pretrained(folder)
+        processor.save_pretrained(folder)
+
+    @classmethod
+    def tiny_text_config(cls, vocab_size: int, eos: int) -> dict[str, Any]:
+        return dict(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=2048,
+            bos_token_id=0,
+            eos_token_id=eos,
+            pad_token_id=0,
+        )
+
+    @classmethod
+    def tiny_vision_config(cls) -> dict[str, Any]:
+        return dict(
+            depth=2,
+            hidden_size=32,
+            intermediate_size=64,
+            num_heads=2,
+            out_hidden_size=32,
+            patch_size=cls.native_patch_size,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+        )
+
+
+class Qwen25VLAdapter(QwenVLAdapter):
+    """Qwen2.5-VL: absolute pixel coordinates of its resized input."""
+
+    name = "qwen2.5-vl"
+    default_checkpoint = "Qwen/Qwen2.5-VL-3B-Instruct"
+    model_class = Qwen2_5_VLForConditionalGeneration
+    processor_class = Qwen2_5_VLProcessor
+    video_processor_class = Qwen2VLVideoProcessor
+    config_class = Qwen2_5_VLConfig
+    native_patch_size = 14
+
+    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
+        patch = self.processor.image_processor.patch_size
+        return (grid_thw[2] * patch, grid_thw[1] * patch)
+
+    @classmethod
+    def tiny_text_config(cls, vocab_size: int, eos: int) -> dict[str, Any]:
+        rope = {"rope_type": "default", "mrope_section": [1, 1, 2], "rope_theta": 10000.0}
+        return {**super().tiny_text_config(vocab_size, eos), "rope_parameters": rope}
+
+    @classmethod
+    def tiny_vision_config(cls) -> dict[str, Any]:
+        return {**super().tiny_vision_config(), "fullatt_block_indexes": [1], "window_size": 56}
+
+
+class Qwen3VLAdapter(QwenVLAdapter):
+    """Qwen3-VL: coordinates relative to the image, 0..1000."""
+
+    name = "qwen3-vl"
+    default_checkpoint = "Qwen/Qwen3-VL-2B-Instruct"
+    model_class = Qwen3VLForConditionalGeneration
+    processor_class = Qwen3VLProcessor
+    video_processor_class = Qwen3VLVideoProcessor
+    config_class = Qwen3VLConfig
+    native_patch_size = 16
+
+    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
+        return (1000.0, 1000.0)
+
+    @classmethod
+    def tiny_text_config(cls, vocab_size: int, eos: int) -> dict[str, Any]:
+        rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True, "rope_theta": 10000.0}
+        return {**super().tiny_text_config(vocab_size, eos), "head_dim": 8, "rope_parameters": rope}
+
+    @classmethod
+    def tiny_vision_config(cls) -> dict[str, Any]:
+        return {**super().tiny_vision_config(), "num_position_embeddings": 64, "deepstack_visual_indexes": [0]}

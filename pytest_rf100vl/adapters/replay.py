@@ -1,0 +1,145 @@
+"""Replay detections saved in COCO results format, the format of challenge submissions:
+a JSON list of ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}`` with the
+image and category ids of the dataset's original export and boxes in pixels.
+
+The spec is ``predictions:PATH``. PATH is one file (used for whatever dataset is run) or
+a folder holding one file per dataset, found as ``<dataset>/<split>.json``, else
+``<dataset>_<split>.json``, else ``<dataset>.json``. Every record is checked when the
+task is set: a malformed record, an unknown category id, or (when the runner passes the
+split's image ids) an unknown image id stops the run with the file and the record's
+index. Images with no record get no detections.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from rf100vl_hf.errors import DataError
+
+from pytest_rf100vl.adapters.base import PROMPT_MODES, Adapter, Detections, DetectionTask, ImageItem
+
+FIELDS = ("image_id", "category_id", "bbox", "score")
+
+
+def predictions_file(path: Path, dataset: str, split: str) -> Path:
+    """The file holding ``dataset``'s predictions for ``split`` under ``path`` (see module docs)."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: predictions file or folder does not exist")
+    candidates = [path / dataset / f"{split}.json", path / f"{dataset}_{split}.json", path / f"{dataset}.json"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    tried = ", ".join(str(c.relative_to(path)) for c in candidates)
+    raise FileNotFoundError(f"{path}: no predictions for dataset {dataset!r}, split {split!r} (looked for {tried})")
+
+
+def _integer(value: Any, path: Path, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        raise DataError(path, field, f"expected an integer id, got {value!r}")
+    return int(value)
+
+
+def _number(value: Any, path: Path, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError(path, field, f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def read_predictions(
+    path: Path, category_ids: tuple[int, ...], image_ids: tuple[int, ...] = ()
+) -> dict[int, Detections]:
+    """Image id -> detections (``xyxy`` pixels, class indices into the task's classes) from
+    a COCO results file; ``category_ids`` holds the export's category id of each class."""
+    try:
+        records = json.loads(path.read_bytes())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(path, "file", f"cannot be read as JSON ({exc})") from exc
+    if not isinstance(records, list):
+        raise DataError(path, "top level", f"expected a list of COCO result records, got {type(records).__name__}")
+    class_of = {category: index for index, category in enumerate(category_ids)}
+    known_images = set(image_ids)
+    rows: dict[int, list[tuple[float, ...]]] = defaultdict(list)
+    for index, record in enumerate(records):
+        where = f"[{index}]"
+        if not isinstance(record, dict):
+            raise DataError(path, where, f"expected an object with {', '.join(FIELDS)}, got {type(record).__name__}")
+        missing = [name for name in FIELDS if name not in record]
+        if missing:
+            raise DataError(path, where, f"missing {', '.join(missing)}")
+        image_id = _integer(record["image_id"], path, f"{where}.image_id")
+        category = _integer(record["category_id"], path, f"{where}.category_id")
+        bbox = record["bbox"]
+        if not isinstance(bbox, list) or len(bbox) != 4:
+            raise DataError(path, f"{where}.bbox", f"expected [x, y, w, h], got {bbox!r}")
+        x, y, w, h = (_number(v, path, f"{where}.bbox") for v in bbox)
+        if w < 0 or h < 0:
+            raise DataError(path, f"{where}.bbox", f"negative width or height in {bbox!r}")
+        score = _number(record["score"], path, f"{where}.score")
+        if category not in class_of:
+            raise DataError(
+                path,
+                f"{where}.category_id",
+                f"{category} is not a category of this dataset (its ids: {list(category_ids)})",
+            )
+        if known_images and image_id not in known_images:
+            raise DataError(path, f"{where}.image_id", f"{image_id} is not an image of this split")
+        rows[image_id].append((x, y, x + w, y + h, score, class_of[category]))
+    out = {}
+    for image_id, values in rows.items():
+        array = np.asarray(values, dtype=np.float64)
+        out[image_id] = Detections(array[:, :4], array[:, 4], array[:, 5].astype(np.int64))
+    return out
+
+
+class ReplayAdapter(Adapter):
+    """Saved detections instead of a model: ``predictions:PATH`` (no default)."""
+
+    name = "predictions"
+    prompt_modes = PROMPT_MODES
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        if not self.checkpoint:
+            raise ValueError(
+                "the predictions adapter needs a path: predictions:PATH, a COCO results file "
+                "or a folder of <dataset>.json files"
+            )
+        self.path = Path(self.checkpoint).expanduser()
+        self.file: Path | None = None
+        self._revision: str | None = None
+        self.detections: dict[int, Detections] = {}
+
+    @property
+    def revision(self) -> str | None:
+        """A content hash of the file replayed for the current dataset."""
+        return self._revision
+
+    def set_task(self, task: DetectionTask) -> None:
+        super().set_task(task)
+        if not task.category_ids:
+            raise ValueError(
+                f"replaying predictions for {task.dataset!r} needs the export's category ids (task.category_ids)"
+            )
+        if not task.image_ids:
+            warnings.warn(
+                f"{task.dataset}: the split's image ids were not given, so records of unknown images go unreported",
+                stacklevel=2,
+            )
+        self.file = predictions_file(self.path, task.dataset, task.split)
+        self.detections = read_predictions(self.file, task.category_ids, task.image_ids)
+        self._revision = f"xxh3:{xxhash.xxh3_128_hexdigest(self.file.read_bytes())}"
+
+    def predict(self, batch: list[ImageItem]) -> list[Detections]:
+        if self.task is None:
+            raise RuntimeError("predictions: set_task must be called before predict")
+        return [self.detections.get(item.image_id, Detections.empty()) for item in batch]

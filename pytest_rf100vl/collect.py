@@ -1,0 +1,55 @@
+"""Collection of the matrix: one module node, ``rf100vl``, that holds the plugin's test, added
+to what the session collects (or replacing it when the user named no test paths)."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from pytest_rf100vl.selection import Pair
+
+NODE = "rf100vl"
+MODULE = "pytest_rf100vl.matrix"
+TEST = "test_detection"
+
+
+class MatrixModule(pytest.Module):
+    """The plugin's test module, imported by name (the user's ``sys.path`` and
+    ``python_functions`` settings do not apply to it)."""
+
+    def _getobj(self) -> ModuleType:
+        return importlib.import_module(MODULE)
+
+    def istestfunction(self, obj: object, name: str) -> bool:
+        return name == TEST and callable(obj)
+
+    def istestclass(self, obj: object, name: str) -> bool:
+        return False
+
+
+def matrix_module(session: pytest.Session) -> MatrixModule:
+    # The node's path is only a name under the rootdir (no file is read there); it gives
+    # the node its place among the user's tests and conftest files.
+    return MatrixModule.from_parent(session, path=session.config.rootpath / NODE, name=NODE, nodeid=NODE)
+
+
+def user_named_paths(config: pytest.Config) -> bool:
+    """Whether test paths came from the command line (not from testpaths or the current folder)."""
+    return config.args_source == pytest.Config.ArgsSource.ARGS
+
+
+def pair_of(item: pytest.Item) -> Pair | None:
+    callspec: Any = getattr(item, "callspec", None)
+    return callspec.params.get("rf100vl_pair") if callspec is not None else None
+
+
+def model_major(items: list[pytest.Item], models: tuple[str, ...]) -> None:
+    """Reorder, in place, the items of pairs so each model's pairs run together (the model is
+    then loaded once); other items keep their places."""
+    slots = [i for i, item in enumerate(items) if pair_of(item) is not None]
+    ordered = sorted((items[i] for i in slots), key=lambda item: models.index(pair_of(item).model))  # type: ignore[union-attr]
+    for slot, item in zip(slots, ordered):
+        items[slot] = item

@@ -1,0 +1,123 @@
+"""Public fixtures, for the plugin's own matrix test and for tests users write.
+
+Any test that uses one of them (directly or through another fixture) is parametrized over
+the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-bees``::
+
+    def test_ap50_reaches_a_third(rf100vl_run):
+        assert rf100vl_run.row["ap50"] >= 33.3
+
+    def test_finds_something(rf100vl_adapter, rf100vl_dataset):
+        ...
+
+- ``rf100vl_settings`` (session): the validated options (:class:`~pytest_rf100vl.options.Settings`);
+- ``rf100vl_pair``: the :class:`~pytest_rf100vl.selection.Pair` (``model`` spec, ``dataset`` name);
+- ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
+- ``rf100vl_dataset``: the pair's split as a ``datasets.Dataset`` (``read_metadata`` gives
+  its classes); a dataset that is not on disk skips the test with how to get it;
+- ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.session.PairRun`:
+  ``scores``, ``row``, ``evaluation.predictions``, ``threshold``, ``failure``), timed by
+  pytest-benchmark when it is active and written to the results folder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+
+from pytest_rf100vl.options import Settings
+from pytest_rf100vl.selection import Pair
+
+if TYPE_CHECKING:
+    import datasets
+
+    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.session import MatrixSession, PairRun
+
+SESSION_KEY = pytest.StashKey["MatrixSession"]()
+SETTINGS_KEY = pytest.StashKey[Settings]()
+PAIR_FIXTURES = ("rf100vl_pair",)
+"""Every fixture above depends on this one, which the plugin parametrizes."""
+
+
+def matrix_session(config: pytest.Config) -> "MatrixSession":
+    """The session's matrix state, created on first use (it reads the catalogue and thresholds)."""
+    if SESSION_KEY not in config.stash:
+        from pytest_rf100vl.session import MatrixSession
+
+        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[SETTINGS_KEY])
+    return config.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def rf100vl_settings(pytestconfig: pytest.Config) -> Settings:
+    """The validated ``--rf100vl-*`` options of this session."""
+    return pytestconfig.stash[SETTINGS_KEY]
+
+
+@pytest.fixture
+def rf100vl_pair(request: pytest.FixtureRequest) -> Pair:
+    """The (model, dataset) pair of this test; parametrized by the plugin from the options."""
+    if not hasattr(request, "param"):
+        pytest.skip("no rf100vl matrix: pass --rf100vl-model (and datasets) to run this test")
+    return request.param
+
+
+def _not_on_disk(session: "MatrixSession", pair: Pair, error: Exception) -> NoReturn:
+    session.missing.setdefault(pair.dataset, str(error))
+    first_line = str(error).splitlines()[0]
+    pytest.skip(f"{first_line} (how to get it: see the rf100vl summary)")
+
+
+def _cannot_run(session: "MatrixSession", pair: Pair, what: str, error: Exception) -> NoReturn:
+    message = f"{what}: {type(error).__name__}: {error}"
+    session.errors.setdefault(pair.id, message)
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture
+def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "datasets.Dataset":
+    """The pair's split, prepared once per session."""
+    from rf100vl_hf.errors import DatasetNotFoundError
+
+    session = matrix_session(pytestconfig)
+    try:
+        return session.dataset(rf100vl_pair.dataset)
+    except DatasetNotFoundError as exc:
+        _not_on_disk(session, rf100vl_pair, exc)
+    except ValueError as exc:  # bad data (a DataError names the file and field) or an unknown split
+        _cannot_run(session, rf100vl_pair, f"dataset {rf100vl_pair.dataset}", exc)
+
+
+@pytest.fixture
+def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter":
+    """The pair's adapter, loaded once for all the pairs of its model."""
+    session = matrix_session(pytestconfig)
+    try:
+        return session.adapter(rf100vl_pair.model)
+    except Exception as exc:
+        _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.model}", exc)
+
+
+def _benchmark(request: pytest.FixtureRequest) -> Any:
+    """pytest-benchmark's fixture for this test, when that plugin is active and not skipping."""
+    config = request.config
+    if not config.pluginmanager.has_plugin("pytest-benchmark") or config.getoption("benchmark_skip", False):
+        return None
+    return request.getfixturevalue("benchmark")
+
+
+@pytest.fixture
+def rf100vl_run(
+    rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", rf100vl_adapter: "Adapter", request: pytest.FixtureRequest
+) -> "PairRun":
+    """The pair, run once per session and recorded in the results folder."""
+    session = matrix_session(request.config)
+    if rf100vl_pair in session.runs:
+        return session.runs[rf100vl_pair]
+    from rf100vl_hf.errors import Rf100vlError
+
+    try:
+        return session.run(rf100vl_pair, _benchmark(request))
+    except (Rf100vlError, ValueError) as exc:  # bad data, a split or prompt mode the pair lacks
+        _cannot_run(session, rf100vl_pair, rf100vl_pair.id, exc)

@@ -1,0 +1,154 @@
+"""OWLv2 and OWL-ViT adapters on their tiny random models, loaded with from_pretrained(path)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from pytest_rf100vl.adapters import DetectionTask, FewShotExample, ImageItem, create
+from pytest_rf100vl.adapters.owl import instruction_query
+
+CLASSES = ["cat", "red fox", "dog"]
+INSTRUCTIONS = {"cat": "- **Small** felines, often striped. Box the whole body.", "red fox": "Foxes are orange canids."}
+
+
+def noise_items(*sizes: tuple[int, int]) -> list[ImageItem]:
+    rng = np.random.default_rng(0)
+    return [
+        ImageItem(Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)), i, f"{i}.jpg")
+        for i, (w, h) in enumerate(sizes)
+    ]
+
+
+@pytest.fixture(scope="module", params=["owlv2", "owlvit"])
+def owl(request: pytest.FixtureRequest):
+    adapter = create(f"{request.param}:tiny")
+    yield adapter
+    adapter.close()
+
+
+def fewshot_task(prompt: str = "fewshot") -> DetectionTask:
+    (item,) = noise_items((120, 80))
+    example = FewShotExample(
+        item.image, np.array([[10.0, 10.0, 60.0, 50.0], [70.0, 20.0, 110.0, 70.0]]), np.array([0, 1])
+    )
+    return DetectionTask("toy", CLASSES, prompt=prompt, instructions=INSTRUCTIONS, fewshot=(example,))
+
+
+@pytest.mark.parametrize("prompt", ["names", "instructions", "fewshot"])
+def test_every_prompt_mode_gives_well_formed_detections(owl, prompt: str) -> None:
+    # "dog" has neither a description nor a few-shot box: those modes fall back to its name
+    fallback = pytest.warns(UserWarning, match="dog") if prompt != "names" else contextlib.nullcontext()
+    with fallback:
+        owl.set_task(fewshot_task(prompt))
+    batch = noise_items((200, 100), (64, 160))
+    out = owl.predict(batch)
+    assert len(out) == len(batch)
+    for detections in out:
+        detections.check(len(CLASSES))
+        assert len(detections.scores) > 0
+        assert np.all(detections.scores > owl.options["score_threshold"])
+
+
+@pytest.mark.parametrize("size", [(1, 1), (1, 300), (300, 1)])
+def test_degenerate_images_do_not_crash(owl, size: tuple[int, int]) -> None:
+    owl.set_task(DetectionTask("toy", CLASSES))
+    (detections,) = owl.predict(noise_items(size))
+    detections.check(len(CLASSES))
+
+
+@pytest.mark.parametrize("spec", ["owlv2:tiny", "owlvit:tiny"])
+def test_boxes_are_in_pixels_of_the_original_image(spec: str) -> None:
+    """With the box head zeroed, each patch predicts its own grid cell (the model's box
+    bias), so every box is at a known place: OWLv2 pads to a square (scale by the longer
+    side), OWL-ViT stretches (scale by width and height)."""
+    adapter = create(spec, score_threshold=-1.0, nms_iou=1.0)  # keep every box
+    head = adapter.model.box_head.dense2
+    torch.nn.init.zeros_(head.weight)
+    torch.nn.init.zeros_(head.bias)
+    adapter.set_task(DetectionTask("toy", ["cat"]))
+    width, height = 200, 100
+    (detections,) = adapter.predict(noise_items((width, height)))
+    cells = adapter.model.config.vision_config.image_size // adapter.model.config.vision_config.patch_size
+    sx, sy = (max(width, height),) * 2 if spec.startswith("owlv2") else (width, height)
+    centers = np.arange(1, cells + 1) / cells
+    expected = np.array(
+        [
+            [(cx - 0.5 / cells) * sx, (cy - 0.5 / cells) * sy, (cx + 0.5 / cells) * sx, (cy + 0.5 / cells) * sy]
+            for cy in centers
+            for cx in centers
+        ]
+    )
+    assert len(detections.boxes) == cells * cells
+    order = np.lexsort((detections.boxes[:, 0], detections.boxes[:, 1]))
+    np.testing.assert_allclose(detections.boxes[order], expected, atol=0.1)
+
+
+def test_text_queries_are_embedded_once_per_dataset(owl, monkeypatch: pytest.MonkeyPatch) -> None:
+    owl.set_task(DetectionTask("toy", CLASSES))
+    assert owl.queries.shape[0] == len(CLASSES)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("text tower ran during predict")
+
+    monkeypatch.setattr(owl.model.base_model, "get_text_features", refuse)
+    owl.predict(noise_items((50, 40)))
+
+
+def test_instruction_queries_lead_with_the_name_and_fit_the_text_tower(owl) -> None:
+    assert instruction_query("cat", INSTRUCTIONS["cat"]) == "cat: Small felines, often striped."
+    assert instruction_query("red fox", "Red fox pups. More.") == "Red fox pups."
+    assert instruction_query("dog", "") == ""
+    query = instruction_query("cat", "A " + "very " * 40 + "long description. Second.")
+    tokens = owl.processor.tokenizer([query], truncation=True, max_length=16)["input_ids"][0]
+    head = owl.processor.tokenizer(["cat:"], add_special_tokens=False)["input_ids"][0]
+    assert len(tokens) == 16 and tokens[-1] == owl.processor.tokenizer.eos_token_id
+    assert tokens[1 : 1 + len(head)] == head
+    with pytest.warns(UserWarning, match="dog"):
+        owl.set_task(DetectionTask("toy", CLASSES, prompt="instructions", instructions=INSTRUCTIONS))
+    described = owl.queries.clone()
+    owl.set_task(DetectionTask("toy", CLASSES))
+    assert not torch.allclose(described[:2], owl.queries[:2])  # the descriptions were used
+    torch.testing.assert_close(described[2], owl.queries[2])  # "dog" fell back to its name
+
+
+def test_fewshot_query_is_the_embedding_of_the_best_matching_box(owl) -> None:
+    """A few-shot box placed exactly on a predicted box must select that box's embedding,
+    which checks that few-shot boxes and predictions share one pixel frame."""
+    (item,) = noise_items((120, 80))
+    with torch.inference_mode():
+        _, class_embeds, boxes = owl._image_tower([item.image])
+        logits = torch.zeros(boxes.shape[:2] + (1,))
+        (predicted,) = owl._pixel_boxes(logits, boxes, [item.image], threshold=-1.0)
+    chosen = 5
+    example = FewShotExample(
+        item.image, predicted["boxes"][chosen : chosen + 1].numpy().astype(np.float64), np.array([1])
+    )
+    with pytest.warns(UserWarning, match="no few-shot box"):
+        owl.set_task(DetectionTask("toy", CLASSES, prompt="fewshot", fewshot=(example,)))
+    expected = torch.nn.functional.normalize(class_embeds[0, chosen], dim=-1)
+    torch.testing.assert_close(owl.queries[1].float(), expected.float())
+
+
+def test_runs_in_bfloat16() -> None:
+    adapter = create("owlv2:tiny", dtype="bfloat16")
+    assert adapter.model.dtype == torch.bfloat16
+    adapter.set_task(DetectionTask("toy", CLASSES))
+    (detections,) = adapter.predict(noise_items((90, 60)))
+    detections.check(len(CLASSES))
+    assert detections.boxes.dtype == np.float64
+
+
+def test_unknown_option_is_refused() -> None:
+    with pytest.raises(TypeError, match="score_treshold.*accepted: score_threshold"):
+        create("owlv2:tiny", score_treshold=0.1)
+
+
+def test_tiny_model_reports_itself_as_smoke(owl) -> None:
+    info = owl.describe()
+    assert info["smoke"] is True and info["checkpoint"] == "tiny"
+    assert info["revision"].startswith("xxh3:")

@@ -1,0 +1,189 @@
+"""Qwen2.5-VL and Qwen3-VL adapters: tiny models end to end, then scripted answers through
+the real processor and tokenizer to check prompts, labels and each coordinate space."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
+
+from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.registry import create
+from pytest_rf100vl.adapters.vlm import TextAnswerAdapter
+
+WIDE = (300, 200)  # a non-square image, so x and y scales differ
+
+
+def image_item(size: tuple[int, int], seed: int = 0) -> ImageItem:
+    pixels = np.random.default_rng(seed).integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+    return ImageItem(Image.fromarray(pixels), image_id=seed, file_name=f"{seed}.jpg")
+
+
+def script(adapter: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch, answer: Callable[[str], str]) -> list[str]:
+    """Make a decoder-only model "answer" ``answer(prompt)`` to each prompt of a batch: the
+    tokens come back through the adapter's own decoding. Returns the prompts the model got."""
+    tokenizer = adapter.processor.tokenizer
+    seen: list[str] = []
+
+    def generate(input_ids: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        rows = []
+        for ids in input_ids:
+            seen.append(tokenizer.decode(ids, skip_special_tokens=False))
+            rows.append(tokenizer(answer(seen[-1]), add_special_tokens=False)["input_ids"])
+        width = max(map(len, rows))
+        tail = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows], dtype=torch.long)
+        return torch.cat([input_ids, tail.reshape(len(rows), width)], dim=1)
+
+    monkeypatch.setattr(adapter.model, "generate", generate)
+    return seen
+
+
+@pytest.fixture(scope="module", params=["qwen2.5-vl", "qwen3-vl"])
+def qwen(request: pytest.FixtureRequest) -> TextAnswerAdapter:
+    adapter = create(f"{request.param}:tiny", max_new_tokens=4)
+    assert isinstance(adapter, TextAnswerAdapter)
+    return adapter
+
+
+def native_box(adapter: TextAnswerAdapter, size: tuple[int, int], box: tuple[float, ...]) -> list[float]:
+    """A pixel box of an image of ``size`` written in the model's own coordinates, computed
+    with the reference resize (Qwen2.5-VL) or the 0..1000 convention (Qwen3-VL)."""
+    width, height = size
+    if adapter.name == "qwen3-vl":
+        frame_w, frame_h = 1000, 1000
+    else:
+        processor = adapter.processor.image_processor
+        frame_h, frame_w = smart_resize(
+            height,
+            width,
+            factor=processor.patch_size * processor.merge_size,
+            min_pixels=processor.size["shortest_edge"],
+            max_pixels=processor.size["longest_edge"],
+        )
+    return [box[0] * frame_w / width, box[1] * frame_h / height, box[2] * frame_w / width, box[3] * frame_h / height]
+
+
+@pytest.mark.filterwarnings("ignore:.*is not a class of")
+def test_tiny_model_end_to_end(qwen: TextAnswerAdapter) -> None:
+    batch = [image_item(WIDE, 0), image_item((90, 120), 1)]
+    qwen.set_task(DetectionTask(dataset="d", classes=["cat", "dog"]))
+    detections = qwen.predict(batch)
+    assert len(detections) == 2
+    for item, found in zip(batch, detections):
+        found.check(num_classes=2)
+        assert found.boxes.shape == (len(found.scores), 4)
+        assert np.all(found.scores == 1.0) and np.all((found.labels >= 0) & (found.labels < 2))
+        assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
+            found.boxes[:, [1, 3]] <= item.image.height
+        )
+    answers = qwen.ground(batch, [GroundingQuery("cat", box_prompt("cat", 300), quadrant_prompt("cat"))] * 2)
+    assert [set(answer.raw) for answer in answers] == [{"box", "quadrant"}] * 2
+    described = qwen.describe()
+    assert described["smoke"] is True and described["revision"].startswith("xxh3:")
+    assert described["answers"]["answers"] == 2 + 2
+
+
+def test_boxes_come_back_in_pixels(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+    cat, dog = (75.0, 50.0, 225.0, 150.0), (3.0, 120.0, 60.0, 199.0)
+    answer = (
+        "```json\n[\n"
+        f'  {{"bbox_2d": {native_box(qwen, WIDE, cat)}, "label": "cat"}},\n'
+        f'  {{"bbox_2d": {native_box(qwen, WIDE, dog)}, "label": "dog"}}\n'
+        "]\n```"
+    )
+    script(qwen, monkeypatch, lambda prompt: answer)
+    qwen.set_task(DetectionTask(dataset="d", classes=["cat", "dog"]))
+    (found,) = qwen.predict([image_item(WIDE)])
+    np.testing.assert_allclose(found.boxes, [cat, dog], atol=1e-6)
+    assert found.labels.tolist() == [0, 1] and found.scores.tolist() == [1.0, 1.0]
+
+
+def test_labels_map_to_classes_and_unknown_ones_are_counted(
+    qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    labels = ["cat", "DOG.", "B+", "b", "horse"]
+    answer = "[" + ", ".join(f'{{"bbox_2d": [1, 1, 9, 9], "label": "{label}"}}' for label in labels) + "]"
+    script(qwen, monkeypatch, lambda prompt: answer)
+    qwen.set_task(DetectionTask(dataset="parts", classes=["Cat", "dog", "B+", "B-"]))
+    with pytest.warns(UserWarning) as warned:
+        (found,) = qwen.predict([image_item(WIDE)])
+    assert [str(w.message).split(" is not")[0] for w in warned] == [
+        f"{qwen.name}: label 'b'",
+        f"{qwen.name}: label 'horse'",
+    ]
+    assert found.labels.tolist() == [0, 1, 2]
+    assert qwen.describe()["unknown_labels"] == {"b": 1, "horse": 1}
+
+
+def test_multi_class_prompt_names_every_class_once(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = script(qwen, monkeypatch, lambda prompt: "[]")
+    qwen.set_task(DetectionTask(dataset="d", classes=["black-pawn", "white king"]))
+    qwen.predict([image_item(WIDE), image_item((64, 64), 1)])
+    assert len(seen) == 2
+    assert all('categories: "black-pawn", "white king".' in prompt and "bbox_2d" in prompt for prompt in seen)
+
+
+def test_per_class_prompts_label_boxes_by_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = create("qwen3-vl:tiny", per_class="true")
+    assert isinstance(adapter, TextAnswerAdapter) and adapter.per_class
+    seen = script(adapter, monkeypatch, lambda prompt: '[{"bbox_2d": [100, 100, 500, 500], "label": "whatever"}]')
+    adapter.set_task(DetectionTask(dataset="d", classes=["cat", "dog", "bird"]))
+    (found,) = adapter.predict([image_item(WIDE)])
+    classes = ["cat", "dog", "bird"]
+    assert [[name for name in classes if f'"{name}"' in prompt] for prompt in seen] == [["cat"], ["dog"], ["bird"]]
+    assert found.labels.tolist() == [0, 1, 2]
+
+
+def test_instructions_mode_appends_each_classes_instructions(
+    qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = script(qwen, monkeypatch, lambda prompt: "[]")
+    instructions = {"knot": "A dark, round area in the grain. Box the whole knot.", "crack": ""}
+    qwen.set_task(
+        DetectionTask(dataset="wood", classes=["knot", "crack"], prompt="instructions", instructions=instructions)
+    )
+    qwen.predict([image_item(WIDE)])
+    qwen.set_task(DetectionTask(dataset="wood", classes=["knot", "crack"], prompt="names", instructions=instructions))
+    qwen.predict([image_item(WIDE)])
+    assert "- knot: A dark, round area in the grain. Box the whole knot." in seen[0]
+    assert "- crack:" not in seen[0]
+    assert "round area" not in seen[1]
+
+
+def test_ground_reads_box_and_quadrant(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+    size, target = (800, 800), (430.0, 412.0, 790.0, 700.0)
+    box = native_box(qwen, size, target)
+
+    def answer(prompt: str) -> str:
+        if "bounding box" in prompt:
+            return f"The resistor is at {box}."
+        return "It is in the Bottom Right quadrant."
+
+    seen = script(qwen, monkeypatch, answer)
+    query = GroundingQuery("resistor", box_prompt("resistor", 800), quadrant_prompt("resistor"))
+    (result,) = qwen.ground([image_item(size)], [query])
+    np.testing.assert_allclose(result.box, target, atol=1e-6)
+    assert result.quadrant == "bottom-right"
+    assert result.raw == {"box": f"The resistor is at {box}.", "quadrant": "It is in the Bottom Right quadrant."}
+    assert query.box_prompt in seen[0] and query.quadrant_prompt in seen[1]
+
+
+def test_unanswerable_grounding_gives_none(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+    script(qwen, monkeypatch, lambda prompt: "I am not sure.")
+    query = GroundingQuery("resistor", box_prompt("resistor", 800), quadrant_prompt("resistor"))
+    (result,) = qwen.ground([image_item((800, 800))], [query])
+    assert (result.box, result.quadrant) == (None, None)
+    assert result.raw == {"box": "I am not sure.", "quadrant": "I am not sure."}
+
+
+def test_bad_options_and_modes_are_refused(qwen: TextAnswerAdapter) -> None:
+    with pytest.raises(TypeError, match="unknown option"):
+        create("qwen2.5-vl:tiny", temperature=0.7)
+    with pytest.raises(ValueError, match="prompt mode 'fewshot'"):
+        qwen.set_task(DetectionTask(dataset="d", classes=["cat"], prompt="fewshot"))

@@ -1,0 +1,161 @@
+"""Replaying COCO results files: id mapping both ways, file layouts, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from rf100vl_hf.errors import DataError
+
+from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
+
+# A raw export numbers classes from 1 (0 is the supercategory); ids need not be dense
+CATEGORY_IDS = (1, 2, 5)
+IMAGE_IDS = (0, 3, 8)
+RECORDS = [
+    {"image_id": 3, "category_id": 5, "bbox": [10, 20, 30, 40], "score": 0.9},
+    {"image_id": 3, "category_id": 1, "bbox": [0.5, 1.5, 2.0, 0.0], "score": 0.25},
+    {"image_id": 8, "category_id": 2, "bbox": [1, 1, 1, 1], "score": 0.5, "area": 1},
+]
+
+
+def task(**overrides) -> DetectionTask:
+    return DetectionTask(
+        **{
+            "dataset": "toy",
+            "classes": ["a", "b", "c"],
+            "category_ids": CATEGORY_IDS,
+            "image_ids": IMAGE_IDS,
+            **overrides,
+        }
+    )
+
+
+def items(*image_ids: int) -> list[ImageItem]:
+    return [ImageItem(Image.new("RGB", (64, 64)), i, f"{i}.jpg") for i in image_ids]
+
+
+def write(path: Path, records) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records))
+    return path
+
+
+def test_records_become_detections_with_class_indices(tmp_path: Path) -> None:
+    adapter = create(f"predictions:{write(tmp_path / 'run.json', RECORDS)}")
+    adapter.set_task(task())
+    empty, three, eight = adapter.predict(items(0, 3, 8))
+    assert len(empty.scores) == 0
+    np.testing.assert_array_equal(three.boxes, [[10, 20, 40, 60], [0.5, 1.5, 2.5, 1.5]])
+    np.testing.assert_array_equal(three.labels, [2, 0])
+    np.testing.assert_array_equal(three.scores, [0.9, 0.25])
+    np.testing.assert_array_equal(eight.labels, [1])
+    for detections in (empty, three, eight):
+        detections.check(3)
+
+
+def test_detections_written_back_replay_unchanged(tmp_path: Path) -> None:
+    """Class index -> export category id on the way out, and back on the way in."""
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 50, (20, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(0, 10, (20, 2))], axis=1)
+    labels, scores, image_ids = rng.integers(0, 3, 20), rng.uniform(0, 1, 20), rng.choice(IMAGE_IDS, 20)
+    records = [
+        {
+            "image_id": int(i),
+            "category_id": CATEGORY_IDS[l],
+            "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]],
+            "score": float(s),
+        }
+        for b, l, s, i in zip(boxes.tolist(), labels.tolist(), scores, image_ids)
+    ]
+    adapter = create(f"predictions:{write(tmp_path / 'p.json', records)}")
+    adapter.set_task(task())
+    for item, detections in zip(items(*IMAGE_IDS), adapter.predict(items(*IMAGE_IDS))):
+        mine = image_ids == item.image_id
+        np.testing.assert_allclose(detections.boxes, boxes[mine], atol=1e-9)
+        np.testing.assert_array_equal(detections.labels, labels[mine])
+        np.testing.assert_array_equal(detections.scores, scores[mine])
+
+
+@pytest.mark.parametrize("layout", ["toy/test.json", "toy_test.json", "toy.json"])
+def test_a_folder_holds_one_file_per_dataset(tmp_path: Path, layout: str) -> None:
+    write(tmp_path / layout, RECORDS)
+    write(tmp_path / "other.json", [])
+    adapter = create(f"predictions:{tmp_path}")
+    adapter.set_task(task())
+    assert adapter.file == tmp_path / layout
+    assert adapter.revision.startswith("xxh3:")
+    assert len(adapter.predict(items(3))[0].scores) == 2
+
+
+def test_the_split_specific_file_wins(tmp_path: Path) -> None:
+    write(tmp_path / "toy.json", [])
+    write(tmp_path / "toy" / "valid.json", RECORDS)
+    adapter = create(f"predictions:{tmp_path}")
+    adapter.set_task(task(split="valid"))
+    assert adapter.file == tmp_path / "toy" / "valid.json"
+
+
+def test_a_missing_file_names_the_folder_and_what_was_looked_for(tmp_path: Path) -> None:
+    adapter = create(f"predictions:{tmp_path}")
+    with pytest.raises(FileNotFoundError, match=r"no predictions for dataset 'toy', split 'test'.*toy_test\.json"):
+        adapter.set_task(task())
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        create(f"predictions:{tmp_path / 'nowhere.json'}").set_task(task())
+
+
+def bad(**change) -> list[dict]:
+    """RECORDS with entry 1 changed (a key set to None is removed)."""
+    entry = {k: v for k, v in {**RECORDS[1], **change}.items() if v is not None}
+    return [RECORDS[0], entry, RECORDS[2]]
+
+
+@pytest.mark.parametrize(
+    ("content", "field", "reason"),
+    [
+        ({"annotations": []}, "top level", "expected a list"),
+        (["not a record"], "[0]", "expected an object"),
+        (bad(score=None), "[1]", "missing score"),
+        (bad(category_id=0), "[1].category_id", "0 is not a category"),
+        (bad(category_id=7), "[1].category_id", "7 is not a category"),
+        (bad(category_id="1"), "[1].category_id", "expected an integer"),
+        (bad(image_id=True), "[1].image_id", "expected an integer"),
+        (bad(image_id=4), "[1].image_id", "4 is not an image of this split"),
+        (bad(bbox=[1, 2, 3]), "[1].bbox", "expected [x, y, w, h]"),
+        (bad(bbox=[1, 2, float("nan"), 3]), "[1].bbox", "finite number"),
+        (bad(bbox=[1, 2, -3, 4]), "[1].bbox", "negative width"),
+        (bad(score="high"), "[1].score", "finite number"),
+    ],
+)
+def test_each_malformed_record_names_the_file_and_the_entry(tmp_path: Path, content, field: str, reason: str) -> None:
+    path = write(tmp_path / "run.json", content)
+    with pytest.raises(DataError) as caught:
+        create(f"predictions:{path}").set_task(task())
+    assert caught.value.path == str(path) and caught.value.field == field
+    assert reason in caught.value.reason
+
+
+def test_a_file_that_is_not_json_is_a_data_error(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text('[{"image_id": 3,')
+    with pytest.raises(DataError, match="run.json: file: cannot be read as JSON"):
+        create(f"predictions:{path}").set_task(task())
+
+
+def test_without_image_ids_unknown_images_cannot_be_reported(tmp_path: Path) -> None:
+    adapter = create(f"predictions:{write(tmp_path / 'run.json', bad(image_id=99))}")
+    with pytest.warns(UserWarning, match="image ids were not given"):
+        adapter.set_task(task(image_ids=()))
+
+
+def test_replay_needs_a_path_and_the_category_ids(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="needs a path"):
+        create("predictions")
+    adapter = create(f"predictions:{write(tmp_path / 'run.json', RECORDS)}")
+    with pytest.raises(ValueError, match="category ids"):
+        adapter.set_task(task(category_ids=()))

@@ -1,0 +1,134 @@
+"""Which tests a run collects: pair ids, selection by name, domain, subset and -k, the
+user's own tests, ini options, and usage errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rf100vl_hf.rf100vl import catalog
+from tests.plugin.helpers import link
+
+
+def collected(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.outlines if "::" in line]
+
+
+def matrix_ids(model: str, datasets: list[str]) -> list[str]:
+    return [f"rf100vl::test_detection[{model}-{name}]" for name in datasets]
+
+
+def test_a_pair_collects_in_an_empty_folder(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("--rf100vl-model", "owlv2", "--rf100vl-dataset", "bees", "--co", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    assert collected(result) == ["rf100vl::test_detection[owlv2-bees]"]
+
+
+def test_models_and_datasets_make_a_model_major_matrix_and_k_selects(pytester: pytest.Pytester) -> None:
+    args = ["--rf100vl-model", "oracle", "--rf100vl-model", "owlv2:tiny", "--rf100vl-dataset", "bees,sample"]
+    result = pytester.runpytest_inprocess(*args, "--co", "-q")
+    assert collected(result) == matrix_ids("oracle", ["bees", "sample"]) + matrix_ids("owlv2:tiny", ["bees", "sample"])
+    result = pytester.runpytest_inprocess(*args, "--co", "-q", "-k", "owlv2 and sample")
+    assert collected(result) == matrix_ids("owlv2:tiny", ["sample"])
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--rf100vl-domain", "Sports"], [e.basename for e in catalog.select("Sports")]),
+        (["--rf100vl-domain", "sport", "--rf100vl-subset", "rf20vl"], ["actions", "lacrosse-object-detection"]),
+        (["--rf100vl-subset", "rf20vl"], [e.basename for e in catalog.select(subset="rf20vl")]),
+        (["--rf100vl-dataset", "sample", "--rf100vl-domain", "Medical,Sports", "--rf100vl-subset", "rf20vl"],
+         ["sample", "dentalai", "x-ray-id", "actions", "lacrosse-object-detection"]),
+        ([], [e.basename for e in catalog.entries()]),
+    ],
+    ids=["domain", "domain-alias-and-subset", "subset", "names-then-domains", "everything"],
+)
+def test_selection_by_domain_and_subset(pytester: pytest.Pytester, options: list[str], expected: list[str]) -> None:
+    result = pytester.runpytest_inprocess("--rf100vl-model", "oracle", *options, "--co", "-q")
+    assert collected(result) == matrix_ids("oracle", expected)
+
+
+def test_custom_domain_selects_the_other_exports_of_the_data_dir(
+    pytester: pytest.Pytester, data_dir: Path, small_sample: Path
+) -> None:
+    for name in ("bees", "my-shapes", "more-shapes"):
+        link(data_dir, name, small_sample)
+    result = pytester.runpytest_inprocess(
+        "--rf100vl-model", "oracle", "--rf100vl-domain", "custom", "--rf100vl-data-dir", str(data_dir), "--co", "-q"
+    )
+    assert collected(result) == matrix_ids("oracle", ["more-shapes", "my-shapes"])
+
+
+def test_only_the_matrix_runs_unless_test_paths_are_named(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine="def test_mine(): pass")
+    matrix = ["--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", "--co", "-q"]
+    assert collected(pytester.runpytest_inprocess(*matrix)) == matrix_ids("oracle", ["sample"])
+    both = collected(pytester.runpytest_inprocess(*matrix, "test_mine.py"))
+    assert both == ["test_mine.py::test_mine"] + matrix_ids("oracle", ["sample"])
+    assert collected(pytester.runpytest_inprocess("--co", "-q")) == ["test_mine.py::test_mine"]
+
+
+def test_user_tests_with_the_fixtures_are_parametrized_over_the_matrix(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_mine="""
+        def test_pair(rf100vl_pair, rf100vl_settings):
+            assert rf100vl_pair.model in rf100vl_settings.models
+        """
+    )
+    result = pytester.runpytest_inprocess(
+        "--rf100vl-model", "oracle", "--rf100vl-model", "nothing", "--rf100vl-dataset", "sample,bees", "test_mine.py",
+        "--co", "-q",
+    )
+    assert [line for line in collected(result) if line.startswith("test_mine")] == [
+        "test_mine.py::test_pair[oracle-sample]",
+        "test_mine.py::test_pair[oracle-bees]",
+        "test_mine.py::test_pair[nothing-sample]",
+        "test_mine.py::test_pair[nothing-bees]",
+    ]
+    result = pytester.runpytest_inprocess("test_mine.py", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no rf100vl matrix: pass --rf100vl-model*"])
+
+
+def test_ini_options_are_equivalent_to_the_command_line(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        rf100vl_model =
+            oracle
+            owlv2
+        rf100vl_dataset = sample
+        """
+    )
+    result = pytester.runpytest_inprocess("--co", "-q")
+    assert collected(result) == matrix_ids("oracle", ["sample"]) + matrix_ids("owlv2", ["sample"])
+    result = pytester.runpytest_inprocess("--rf100vl-dataset", "bees", "--co", "-q")
+    assert collected(result) == matrix_ids("oracle", ["bees"]) + matrix_ids("owlv2", ["bees"])
+
+
+def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("--help")
+    result.stdout.fnmatch_lines(["rf100vl: benchmark (model x dataset) pairs*", "*--rf100vl-model=SPEC*"])
+    for name in ("dataset", "domain", "subset", "split", "data-dir", "fewshot-dir", "device", "dtype", "batch-size",
+                 "prompt", "results", "min-ap", "thresholds", "reference", "tolerance"):
+        assert f"--rf100vl-{name}" in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--rf100vl-model", "oracle", "--rf100vl-dataset", "bess"], "*unknown dataset 'bess'; closest: bees*"),
+        (["--rf100vl-model", "oracle", "--rf100vl-domain", "Aeriall"], "*unknown domain 'Aeriall'; closest: Aerial*"),
+        (["--rf100vl-dataset", "bees"], "*--rf100vl-model is required*"),
+        (["--rf100vl-model", "oracle", "--rf100vl-prompt", "poem"], "*--rf100vl-prompt: 'poem' is not one of names*"),
+        (["--rf100vl-model", "oracle", "--rf100vl-batch-size", "0"], "*--rf100vl-batch-size: must be at least 1*"),
+        (["--rf100vl-model", "oracle", "--rf100vl-device", "gpu"], "*--rf100vl-device: 'gpu' is not auto*"),
+    ],
+    ids=["dataset", "domain", "no-model", "prompt", "batch-size", "device"],
+)
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, options: list[str], message: str) -> None:
+    result = pytester.runpytest_inprocess(*options, "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
