@@ -148,6 +148,123 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+UOUO_DESCRIPTION = """\
+UOUO mosaics of four uncommon objects, each asked "where is the <category>" (a box) and
+"which quadrant" (one of four words). Config `random` draws four categories at random;
+config `mmd` puts an anchor beside its three nearest categories by MMD over CLIP image
+embeddings (the hard mosaics). Cut-out embeddings are cached, so a rebuild does not embed
+again.
+"""
+
+UOUO_SOURCES = f"""\
+the cut-outs:
+  --source-dir, else ${paths.UOUO_SOURCE_ENV}, else <cache home>/uouo-source, else the
+  package's embedded sample (8 drawn categories x 4 images). One folder per category of
+  RGBA images, or of image + <stem>.mask.png pairs; a manifest.json may rename folders
+  ({{"categories": {{"folder": "Name"}}}}) or list the cut-outs ({{"items": [...]}}).
+  The default CLIP weights are downloaded by open_clip the first time; offline, pass a
+  local weights file with --clip-pretrained.
+"""
+
+
+def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
+    from rf100vl_hf.uouo.builder import DEFAULT_NUM_MOSAICS
+    from rf100vl_hf.uouo.embeddings import DEFAULT_MODEL, DEFAULT_PRETRAINED
+    from rf100vl_hf.uouo.mmd import DEFAULT_SIGMA, ROUTES
+    from rf100vl_hf.uouo.plan import MODES
+
+    parser.add_argument("--source-dir", type=Path, help="folder of cut-outs, one sub-folder per category")
+    parser.add_argument(
+        "--config", action="append", dest="configs", choices=MODES,
+        help="a config to build (repeatable); default: all of them",
+    )
+    parser.add_argument("--num-mosaics", type=int, default=DEFAULT_NUM_MOSAICS, help="mosaics per config (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the mosaics (default %(default)s)")
+    parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help="RBF kernel width of the MMD (default %(default)s)")
+    parser.add_argument(
+        "--route", choices=ROUTES, default="auto",
+        help="nearest categories: exact MMD, mean embeddings, or auto by category count (default %(default)s)",
+    )
+    parser.add_argument("--clip-model", default=DEFAULT_MODEL, help="open_clip model name (default %(default)s)")
+    parser.add_argument(
+        "--clip-pretrained", default=DEFAULT_PRETRAINED, type=lambda v: None if v.lower() == "none" else v,
+        help="open_clip pretrained tag or weights file; 'none' for a seeded random init (default %(default)s)",
+    )
+    parser.add_argument("--device", help="where to embed and compute MMD (default: cuda when available, else cpu)")
+
+
+def _uouo_kwargs(args: argparse.Namespace) -> dict:
+    return {
+        "clip_model": args.clip_model,
+        "clip_pretrained": args.clip_pretrained,
+        "device": args.device,
+        "num_mosaics": args.num_mosaics,
+        "seed": args.seed,
+        "sigma": args.sigma,
+        "route": args.route,
+    }
+
+
+def cmd_uouo_prepare(args: argparse.Namespace) -> int:
+    from rf100vl_hf.uouo.builder import uouo_builder
+    from rf100vl_hf.uouo.plan import MODES
+
+    for config in args.configs or MODES:
+        builder = uouo_builder(config, args.source_dir, args.cache_dir, **_uouo_kwargs(args))
+        builder.download_and_prepare()
+        print(f"uouo/{config}: prepared {builder.info.splits['test'].num_examples} mosaics\n  in {builder.cache_dir}")
+        if builder.config_id == config:
+            print(f"  load it anywhere with: load_dataset('uouo', '{config}', split='test')")
+    return 0
+
+
+def cmd_uouo_export(args: argparse.Namespace) -> int:
+    from rf100vl_hf.hub import push_repository
+    from rf100vl_hf.uouo.hub_card import export_uouo
+    from rf100vl_hf.uouo.plan import MODES
+
+    out = export_uouo(
+        args.out, args.source_dir, tuple(args.configs or MODES), repo_id=args.push, license=args.license,
+        **_uouo_kwargs(args),
+    )
+    print(f"wrote {out}\n  check it with: load_dataset('{out}', 'mmd', split='test')")
+    if args.push:
+        print(f"pushed: {push_repository(out, args.push, private=args.private)}")
+    return 0
+
+
+def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
+    uouo = sub.add_parser("uouo", help="build, export and push UOUO mosaics", description=UOUO_DESCRIPTION)
+    commands = uouo.add_subparsers(dest="uouo_command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser(
+        "prepare",
+        help="build the Arrow cache that load_dataset('uouo', CONFIG, split='test') reads",
+        description=UOUO_DESCRIPTION,
+        epilog=UOUO_SOURCES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_uouo_options(p)
+    p.add_argument("--cache-dir", type=Path, help="datasets cache (default: $HF_DATASETS_CACHE)")
+    p.set_defaults(func=cmd_uouo_prepare)
+
+    p = commands.add_parser(
+        "export",
+        help="write a Hub-ready repository (parquet shards + dataset card), optionally push it",
+        description=UOUO_DESCRIPTION
+        + '\nCheck the result locally with load_dataset("OUT", "mmd", split="test"). Re-running into\n'
+        + "the same --out rebuilds the named configs and keeps the others.",
+        epilog=UOUO_SOURCES + "\n" + PUSH_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_uouo_options(p)
+    p.add_argument("--out", type=Path, required=True, help="the repository folder to write (created or updated)")
+    p.add_argument("--license", default="other", help="the source images' licence, as a Hub licence id (default %(default)s)")
+    p.add_argument("--push", metavar="ORG/NAME", help="then push the folder to this Hub dataset repository")
+    p.add_argument("--private", action="store_true", help="create the pushed repository as private")
+    p.set_defaults(func=cmd_uouo_export)
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from rf100vl_hf.sample import write_sample_export
 
@@ -228,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("sample"), help="target folder (default: ./sample)")
     p.set_defaults(func=cmd_sample)
 
+    _add_uouo_commands(sub)
     return parser
 
 
