@@ -18,6 +18,7 @@ MARKER = "rf100vl-hf metadata: "
 
 
 def to_description(metadata: dict[str, Any]) -> str:
+    """The ``DatasetInfo.description`` that carries ``metadata`` (see :func:`read_metadata`)."""
     return MARKER + json.dumps(metadata, sort_keys=True, ensure_ascii=False)
 
 

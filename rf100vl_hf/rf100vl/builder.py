@@ -4,13 +4,19 @@ The builder is constructed from an export on disk (see :mod:`.sources`) and writ
 Arrow cache under ``<HF_DATASETS_CACHE>/rf100vl/<config>/<version>/<hash>``, where the
 hash is the source fingerprint. Because the config id is the bare config name, the cache
 is what ``load_dataset("rf100vl", "<config>")`` falls back to when no Hub repository of
-that name answers: preparing once makes the bare call work anywhere, offline.
+that name answers: preparing once makes the bare call work anywhere, offline (with
+``HF_HUB_OFFLINE=1``, or it first waits for the Hub to answer), from any working
+directory that has no ``rf100vl`` folder of its own. When exports of different contents
+were prepared under one name, the bare call takes the latest; split parameters other than
+the defaults make another config id, which the bare call does not find.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,11 +27,11 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import to_description
 from rf100vl_hf.rf100vl import splits as split_makers
 from rf100vl_hf.rf100vl.instructions import Instructions, match_classes, parse_instructions
-from rf100vl_hf.rf100vl.reader import Export, ImageRecord, read_export
+from rf100vl_hf.rf100vl.reader import Export, ImageRecord, VerifyImages, read_export
 from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 
 BUILDER_NAME = "rf100vl"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 """Bumped whenever the normalisation changes, so an old cache is not reused."""
 
 CITATION = """@article{robicheaux2025roboflow100vl,
@@ -55,6 +61,7 @@ class Rf100vlConfig(datasets.BuilderConfig):
 
 
 def features(classes: list[str]) -> datasets.Features:
+    """The columns of every split; boxes are COCO ``[x, y, w, h]`` in pixels of the displayed image."""
     label = datasets.ClassLabel(names=classes)
     return datasets.Features(
         {
@@ -85,6 +92,8 @@ def _homepage(text: str | None) -> str | None:
 
 
 class Rf100vl(datasets.GeneratorBasedBuilder):
+    """One export (plus its official few-shot export, if any) as a datasets builder."""
+
     BUILDER_CONFIG_CLASS = Rf100vlConfig
     VERSION = datasets.Version("1.0.0")
 
@@ -94,34 +103,55 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
         export: Export | None = None,
         fewshot_export: Export | None = None,
         progress: bool = True,
+        verify_images: VerifyImages = "header",
         **kwargs: Any,
     ):
         self.source = source
-        self.export = export or read_export(source.root, progress=progress)
+        self.export = export or read_export(source.root, verify_images, progress)
         if fewshot_export is None and source.fewshot_root is not None:
-            fewshot_export = read_export(source.fewshot_root, progress=progress)
+            fewshot_export = read_export(source.fewshot_root, verify_images, progress, splits=["train"])
         self.fewshot_export = fewshot_export
-        self._fewshot_class_map = self._map_fewshot_classes() if fewshot_export else None
-        digest = xxhash.xxh3_64(
-            f"{FORMAT_VERSION}:{self.export.fingerprint}:{fewshot_export.fingerprint if fewshot_export else ''}".encode()
-        )
+        fewshot_fingerprint = fewshot_export.fingerprint if fewshot_export else ""
+        digest = xxhash.xxh3_64(f"{FORMAT_VERSION}:{self.export.fingerprint}:{fewshot_fingerprint}".encode())
         kwargs.setdefault("dataset_name", BUILDER_NAME)
         kwargs.setdefault("config_name", source.name)
         kwargs.setdefault("hash", digest.hexdigest())
         super().__init__(**kwargs)
+        # datasets names a builder after its module; this one's module is not its name.
+        self.name = self.info.builder_name = BUILDER_NAME
 
-    def _map_fewshot_classes(self) -> dict[int, int]:
+    @cached_property
+    def fewshot_images(self) -> list[ImageRecord] | None:
+        """The few-shot split: the official export's train split, else drawn from train."""
+        config: Rf100vlConfig = self.config
+        if self.fewshot_export is not None:
+            mapping = self._fewshot_class_map()
+            return [
+                replace(image, annotations=[replace(a, category=mapping[a.category]) for a in image.annotations])
+                for image in self.fewshot_export.splits["train"].images
+            ]
+        if "train" not in self.export.splits:
+            return None
+        return split_makers.fewshot(
+            self.export.splits["train"].images,
+            len(self.export.classes),
+            config.fewshot_k,
+            config.fewshot_seed,
+            class_names=self.export.classes,
+        )
+
+    def _fewshot_class_map(self) -> dict[int, int]:
         """Few-shot class index -> full export class index, matched by name."""
         assert self.fewshot_export is not None
         full = {name: i for i, name in enumerate(self.export.classes)}
-        mapping = {}
-        for i, name in enumerate(self.fewshot_export.classes):
-            if name not in full:
-                raise DataError(
-                    self.fewshot_export.root, "categories", f"class {name!r} is not a class of {self.export.root}"
-                )
-            mapping[i] = full[name]
-        return mapping
+        missing = [name for name in self.fewshot_export.classes if name not in full]
+        if missing:
+            raise DataError(
+                self.fewshot_export.splits["train"].annotation_file,
+                "categories",
+                f"classes {missing} are not classes of {self.export.root}",
+            )
+        return {i: full[name] for i, name in enumerate(self.fewshot_export.classes)}
 
     @property
     def instructions(self) -> Instructions | None:
@@ -133,12 +163,18 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
 
     @property
     def metadata(self) -> dict[str, Any]:
+        """Everything a user of the dataset needs to know beyond its rows (see :mod:`rf100vl_hf.metadata`)."""
         config: Rf100vlConfig = self.config
         export = self.export
         instructions = self.instructions
         per_class = match_classes(instructions, export.classes) if instructions else {}
-        readmes = (self.fewshot_export.readme_dataset if self.fewshot_export else None, export.readme_dataset,
-                   export.readme_roboflow)
+        readmes = (
+            self.fewshot_export.readme_dataset if self.fewshot_export else None,
+            export.readme_dataset,
+            export.readme_roboflow,
+        )
+        fewshot = self.fewshot_images
+        instances = Counter(export.classes[a.category] for image in fewshot or [] for a in image.annotations)
         return {
             "benchmark": "rf100vl",
             "name": self.source.name,
@@ -150,14 +186,19 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
             "supercategory": export.supercategory,
             "fingerprint": export.fingerprint,
             "fewshot": {
-                "split": config.fewshot_split,
+                "split": config.fewshot_split if fewshot is not None else None,
                 "source": "official" if self.fewshot_export else "generated",
                 "k": config.fewshot_k,
                 "seed": None if self.fewshot_export else config.fewshot_seed,
                 "fingerprint": self.fewshot_export.fingerprint if self.fewshot_export else None,
                 "federated": not self.fewshot_export,
+                "instances": {name: instances[name] for name in export.classes},
             },
-            "semisup": {"split": config.semisup_split, "fraction": config.semisup_fraction, "seed": config.semisup_seed},
+            "semisup": {
+                "split": config.semisup_split,
+                "fraction": config.semisup_fraction,
+                "seed": config.semisup_seed,
+            },
             "instructions": {
                 "raw": instructions.raw if instructions else None,
                 "introduction": instructions.introduction if instructions else "",
@@ -188,9 +229,10 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
             datasets.SplitGenerator(name=name, gen_kwargs={"images": split.images})
             for name, split in self.export.splits.items()
         ]
-        fewshot = self._fewshot_images()
-        if fewshot is not None:
-            generators.append(datasets.SplitGenerator(name=config.fewshot_split, gen_kwargs={"images": fewshot}))
+        if self.fewshot_images is not None:
+            generators.append(
+                datasets.SplitGenerator(name=config.fewshot_split, gen_kwargs={"images": self.fewshot_images})
+            )
         if "train" in self.export.splits:
             semisup = split_makers.semisup(
                 self.export.splits["train"].images, config.semisup_fraction, config.semisup_seed
@@ -198,23 +240,13 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
             generators.append(datasets.SplitGenerator(name=config.semisup_split, gen_kwargs={"images": semisup}))
         return generators
 
-    def _fewshot_images(self) -> list[ImageRecord] | None:
-        config: Rf100vlConfig = self.config
-        if self.fewshot_export is not None:
-            if "train" not in self.fewshot_export.splits:
-                raise DataError(self.fewshot_export.root, "train", "the few-shot export has no train split")
-            mapping = self._fewshot_class_map or {}
-            return [
-                replace(image, annotations=[replace(a, category=mapping[a.category]) for a in image.annotations])
-                for image in self.fewshot_export.splits["train"].images
-            ]
-        if "train" not in self.export.splits:
-            return None
-        return split_makers.fewshot(
-            self.export.splits["train"].images, len(self.export.classes), config.fewshot_k, config.fewshot_seed
-        )
-
     def _generate_examples(self, images: list[ImageRecord]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Rows with the original file bytes, which the validation pass left in the page cache.
+
+        Reading each file again costs a memory copy; keeping the bytes between the passes
+        would cost the whole dataset in RAM, and validating inside this loop would raise a
+        bad file's error from within datasets instead of before anything is written.
+        """
         for index, record in enumerate(images):
             anns = record.annotations
             yield index, {
@@ -239,16 +271,20 @@ def rf100vl_builder(
     fewshot_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    verify_images: VerifyImages = "header",
     **config: Any,
 ) -> Rf100vl:
     """A builder for the dataset ``name`` (see :func:`.sources.locate` for where it looks).
 
-    ``config`` sets :class:`Rf100vlConfig` fields (``fewshot_k``, ``fewshot_seed``,
-    ``semisup_fraction``, ``semisup_seed``); any of them makes the config id differ from
-    the bare name, so such a build is not what the bare ``load_dataset`` call finds.
+    ``verify_images="full"`` decodes every image while validating (see
+    :func:`rf100vl_hf.images.probe_image`). ``config`` sets :class:`Rf100vlConfig` fields
+    (``fewshot_k``, ``fewshot_seed``, ``semisup_fraction``, ``semisup_seed``); any of them
+    makes the config id differ from the bare name, so such a build is not what the bare
+    ``load_dataset`` call finds.
     """
     source = locate(name, data_dir, fewshot_dir)
-    return Rf100vl(source, cache_dir=str(cache_dir) if cache_dir else None, progress=progress, **config)
+    cache = str(cache_dir) if cache_dir else None
+    return Rf100vl(source, cache_dir=cache, progress=progress, verify_images=verify_images, **config)
 
 
 def load_rf100vl(
@@ -258,9 +294,14 @@ def load_rf100vl(
     fewshot_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    verify_images: VerifyImages = "header",
     **config: Any,
 ) -> datasets.Dataset | datasets.DatasetDict:
-    """Prepare ``name`` if its cache is missing or stale, then load it (one split or all)."""
-    builder = rf100vl_builder(name, data_dir, fewshot_dir, cache_dir, progress=progress, **config)
+    """Prepare ``name`` if its cache is missing or stale, then load it (one split or all).
+
+    Finding the cache reads and fingerprints the export; a prepared config loads faster,
+    from anywhere, with ``load_dataset("rf100vl", name, split=...)``.
+    """
+    builder = rf100vl_builder(name, data_dir, fewshot_dir, cache_dir, progress, verify_images, **config)
     builder.download_and_prepare()
     return builder.as_dataset(split=split)

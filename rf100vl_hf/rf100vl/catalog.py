@@ -95,6 +95,7 @@ def get(name: str) -> CatalogEntry:
 
 
 def contains(name: str) -> bool:
+    """Whether ``name`` is the basename of a catalogue dataset (project slugs are not)."""
     return name in _by_name()
 
 

@@ -3,15 +3,20 @@
 Layout: ``<root>/{train,valid,test}/`` each with its images and ``_annotations.coco.json``,
 plus ``README.dataset.txt`` and ``README.roboflow.txt`` at the root.
 
-Normalisation (DESIGN.md section 2):
+Normalisation, as the benchmark's protocol needs it:
 
 - category 0 of a raw Roboflow export is the dataset's supercategory, not a class: it is
   dropped; exports cleaned by the ``rf100vl`` package (ids 0..N-1) and "COCO for
   MMDetection" exports (no category 0, no ``supercategory``) keep every category;
 - annotation ids are renumbered from 1 within each split, in file order, because
   pycocotools treats a match to annotation id 0 as a false positive;
+- images with no boxes are kept; zero-width and zero-height boxes are kept and counted;
 - boxes are kept exactly as exported (integer or float) and in the displayed frame, the
-  one datasets' ``Image`` feature decodes to (EXIF orientation applied).
+  one datasets' ``Image`` feature decodes to (EXIF orientation applied). An annotation
+  tool records the displayed frame, so that is what boxes are taken to be in, unless the
+  JSON size is the stored size of an image turned by 90 degrees (see ``exif-rotated``).
+  Flips and half-turns (orientations 2-4), and turns of square images, keep the size, so
+  the frame cannot be told from the JSON: those boxes are taken as displayed.
 
 Every problem raises :class:`~rf100vl_hf.errors.DataError` naming the file and the field,
 except the safe repairs listed in :data:`REPAIRS`, which are applied with a warning.
@@ -21,18 +26,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import posixpath
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Literal
 
 import xxhash
 from tqdm.auto import tqdm
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.images import ImageProbe, probe_image
+from rf100vl_hf.images import TRANSPOSING_ORIENTATIONS, ImageProbe, probe_image
 
 ANNOTATIONS_FILE = "_annotations.coco.json"
 SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}
@@ -40,11 +46,11 @@ README_DATASET = "README.dataset.txt"
 README_ROBOFLOW = "README.roboflow.txt"
 
 REPAIRS: dict[str, str] = {
-    "box-clipped": "a box that reaches outside its image is clipped to the image",
+    "box-clipped": "a box that reaches outside its image is clipped to the image (a box entirely outside is an error)",
     "size-from-file": "an image entry without width/height takes them from the file",
     "exif-rotated": (
         "an image whose EXIF orientation turns it by 90 degrees, and whose JSON size is the "
-        "stored (unturned) size, has its boxes turned into the displayed frame"
+        "stored (unturned) size, has its size and boxes turned into the displayed frame"
     ),
     "area-from-box": "an annotation without area gets the area of its box",
     "duplicate-annotation-id": "repeated annotation ids are harmless (ids are renumbered from 1) and reported",
@@ -52,6 +58,14 @@ REPAIRS: dict[str, str] = {
 }
 """The repairs applied with a warning instead of an error: each is safe because the
 intended value is unambiguous. Everything else that is wrong is an error."""
+
+VerifyImages = Literal["header", "full"]
+"""``header``: parse headers and check end markers; ``full``: decode every image."""
+
+ROBOFLOW_SUPERCATEGORY = "none"
+READ_AHEAD = 32
+"""Image files the kernel is asked to start reading while earlier ones are checked, so that
+disk waits overlap the checks (on a cold cache this halves the time of the validation pass)."""
 
 
 class RepairWarning(UserWarning):
@@ -62,6 +76,7 @@ class RepairWarning(UserWarning):
 class Category:
     id: int
     name: str
+    supercategory: Any = None
 
 
 @dataclass
@@ -106,11 +121,14 @@ class Export:
     splits: dict[str, ExportSplit]
     readme_dataset: str | None
     readme_roboflow: str | None
-    fingerprint: str
+    fingerprint: str  # xxh3-128 over every byte the export is made of
 
     @property
     def name(self) -> str:
         return self.root.name
+
+
+# ---------------------------------------------------------------------------- JSON
 
 
 def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
@@ -120,9 +138,10 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
         raise DataError(path, "file", "annotation file not found") from None
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise DataError(path, "json", f"not valid JSON{where}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(path, "json", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(path, "json", f"not valid UTF-8 JSON: {exc}") from None
     if not isinstance(data, dict):
         raise DataError(path, "json", f"expected an object at top level, found {type(data).__name__}")
     for key in ("images", "annotations", "categories"):
@@ -138,12 +157,18 @@ def _int_field(path: Path, where: str, record: dict, key: str) -> int:
     return int(value)
 
 
-def _parse_categories(path: Path, data: dict) -> tuple[list[Category], dict[int, Any]]:
-    categories, supers, seen = [], {}, set()
-    for i, cat in enumerate(data["categories"]):
+def _object(path: Path, where: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise DataError(path, where, f"expected an object, found {value!r}")
+    return value
+
+
+def _parse_categories(path: Path, data: dict) -> list[Category]:
+    categories: list[Category] = []
+    seen: set[int] = set()
+    for i, raw in enumerate(data["categories"]):
         where = f"categories[{i}]"
-        if not isinstance(cat, dict):
-            raise DataError(path, where, f"expected an object, found {cat!r}")
+        cat = _object(path, where, raw)
         cid = _int_field(path, where, cat, "id")
         if cid in seen:
             raise DataError(path, f"{where}.id", f"duplicate category id {cid}")
@@ -151,29 +176,190 @@ def _parse_categories(path: Path, data: dict) -> tuple[list[Category], dict[int,
         name = cat.get("name")
         if not isinstance(name, str) or not name.strip():
             raise DataError(path, f"{where}.name", f"expected a non-empty string, found {name!r}")
-        categories.append(Category(cid, name))
-        supers[cid] = cat.get("supercategory")
-    return categories, supers
+        categories.append(Category(cid, name, cat.get("supercategory")))
+    return categories
 
 
-def decide_classes(
-    path: Path, categories: list[Category], supercategories: dict[int, Any], used: set[int]
-) -> tuple[list[Category], str, str | None]:
+def decide_classes(path: Path, categories: list[Category]) -> tuple[list[Category], str, str | None]:
     """Which categories are classes, and which of the three layouts the export has.
 
-    A category 0 with ``supercategory: "none"`` that no annotation uses, beside other
-    categories, is Roboflow's dataset-level supercategory and is dropped ("roboflow").
+    A category 0 with ``supercategory: "none"`` that other categories name as their
+    supercategory is Roboflow's dataset-level category and is dropped ("roboflow").
     Otherwise a category 0 is a real class ("rf100vl-cleaned", ids 0..N-1); with no
     category 0 at all every category is a class ("mmdetection").
     """
     ordered = sorted(categories, key=lambda c: c.id)
-    ids = {c.id for c in categories}
-    if 0 not in ids:
-        return ordered, "mmdetection", None
-    zero = next(c for c in categories if c.id == 0)
-    if supercategories.get(0) == "none" and 0 not in used and len(categories) > 1:
-        return [c for c in ordered if c.id != 0], "roboflow", zero.name
-    return ordered, "rf100vl-cleaned", None
+    zero = next((c for c in ordered if c.id == 0), None)
+    if zero is None:
+        classes, layout, dropped = ordered, "mmdetection", None
+    elif zero.supercategory == ROBOFLOW_SUPERCATEGORY and any(c.supercategory == zero.name for c in ordered[1:]):
+        classes, layout, dropped = ordered[1:], "roboflow", zero.name
+    else:
+        classes, layout, dropped = ordered, "rf100vl-cleaned", None
+    if not classes:
+        raise DataError(path, "categories", "no classes")
+    first_id: dict[str, int] = {}
+    for c in classes:
+        if c.name in first_id:
+            raise DataError(path, "categories", f"class name {c.name!r} is used by ids {first_id[c.name]} and {c.id}")
+        first_id[c.name] = c.id
+    return classes, layout, dropped
+
+
+def read_classes(
+    root: Path, splits: Iterable[str]
+) -> tuple[list[Category], str, str | None, dict[str, tuple[dict, bytes]]]:
+    """Parse the annotation files of ``splits`` and decide the export's classes.
+
+    Every split must list the same categories (Roboflow writes the full list into each).
+    """
+    parsed: dict[str, tuple[dict, bytes]] = {}
+    reference: tuple[Path, list[Category]] | None = None
+    for split in splits:
+        path = root / SPLIT_FOLDERS[split] / ANNOTATIONS_FILE
+        data, raw = _load_json(path)
+        categories = _parse_categories(path, data)
+        if reference is None:
+            reference = (path, categories)
+        elif {(c.id, c.name) for c in categories} != {(c.id, c.name) for c in reference[1]}:
+            raise DataError(path, "categories", f"differ from those of {reference[0]}")
+        parsed[split] = (data, raw)
+    if reference is None:
+        folders = ", ".join(SPLIT_FOLDERS.values())
+        raise DataError(root, "splits", f"no split folder ({folders}) with {ANNOTATIONS_FILE}")
+    classes, layout, supercategory = decide_classes(*reference)
+    return classes, layout, supercategory, parsed
+
+
+# -------------------------------------------------------------------------- images
+
+
+def _safe_image_path(folder: Path, json_path: Path, where: str, file_name: Any) -> Path:
+    """``folder/file_name``, refusing a name that would leave the folder."""
+    if not isinstance(file_name, str) or not file_name:
+        raise DataError(json_path, f"{where}.file_name", f"expected a file name, found {file_name!r}")
+    normalized = posixpath.normpath(file_name.replace("\\", "/"))
+    first = normalized.split("/")[0]
+    if normalized.startswith("/") or first == ".." or ":" in first:  # absolute, upwards, or a drive
+        raise DataError(json_path, f"{where}.file_name", f"{file_name!r} escapes the folder {folder}")
+    return folder / normalized
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """How an image's JSON entry relates to its file: the probe, and whether boxes need turning."""
+
+    probe: ImageProbe
+    turn: bool
+
+
+def _image_size(json_path: Path, where: str, entry: dict, probe: ImageProbe, repairs: Counter) -> bool:
+    """Check the JSON size against the file; return whether the boxes are in the stored frame."""
+    sizes = (entry.get("width"), entry.get("height"))
+    if None in sizes:
+        repairs["size-from-file"] += 1
+        return False
+    width, height = _int_field(json_path, where, entry, "width"), _int_field(json_path, where, entry, "height")
+    if (width, height) == (probe.width, probe.height):
+        return False
+    if probe.orientation in TRANSPOSING_ORIENTATIONS and (width, height) == (probe.stored_width, probe.stored_height):
+        repairs["exif-rotated"] += 1
+        return True
+    raise DataError(
+        json_path,
+        f"{where}.width/height",
+        f"{width}x{height} disagrees with the file {entry['file_name']!r}, which is {probe.width}x{probe.height}",
+    )
+
+
+def _read_or_error(path: Path) -> bytes | OSError:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        return exc
+
+
+def _advise_will_need(path: Path) -> None:
+    """Ask the kernel to start reading ``path`` into the page cache, and return at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # reading the file reports what is wrong with it
+
+
+def _read_ahead(paths: list[Path], depth: int = READ_AHEAD) -> Iterator[bytes | OSError]:
+    """The contents of ``paths`` in order (or the error reading each), with the next ``depth``
+    files already on their way from the disk where the system can be told (POSIX)."""
+    advise = hasattr(os, "posix_fadvise")
+    for path in paths[:depth] if advise else []:
+        _advise_will_need(path)
+    for i, path in enumerate(paths):
+        if advise and i + depth < len(paths):
+            _advise_will_need(paths[i + depth])
+        yield _read_or_error(path)
+
+
+def _image_entries(folder: Path, json_path: Path, rows: list) -> list[tuple[str, dict, int, Path]]:
+    """Each image entry with its place, id and file, checked before any file is read."""
+    entries, seen = [], set()
+    for i, raw in enumerate(rows):
+        where = f"images[{i}]"
+        entry = _object(json_path, where, raw)
+        image_id = _int_field(json_path, where, entry, "id")
+        if image_id in seen:
+            raise DataError(json_path, f"{where}.id", f"duplicate image id {image_id}")
+        seen.add(image_id)
+        entries.append((where, entry, image_id, _safe_image_path(folder, json_path, where, entry.get("file_name"))))
+    return entries
+
+
+def _read_images(
+    folder: Path,
+    json_path: Path,
+    rows: list,
+    repairs: Counter,
+    hasher: Any | None,
+    verify_images: VerifyImages,
+    progress: bool,
+) -> tuple[dict[int, ImageRecord], dict[int, _Frame]]:
+    images: dict[int, ImageRecord] = {}
+    frames: dict[int, _Frame] = {}
+    entries = _image_entries(folder, json_path, rows)
+    progress_bar = tqdm(entries, f"{folder.parent.name}/{folder.name}", unit="img", disable=not progress)
+    for (where, entry, image_id, path), blob in zip(progress_bar, _read_ahead([path for *_, path in entries])):
+        file_name = entry["file_name"]
+        if isinstance(blob, FileNotFoundError):
+            raise DataError(json_path, f"{where}.file_name", f"image {file_name!r} not found in {folder}")
+        if isinstance(blob, OSError):
+            raise DataError(json_path, f"{where}.file_name", f"{file_name!r} cannot be read ({blob.strerror})")
+        if hasher is not None:
+            hasher.update(file_name.encode())
+            hasher.update(xxhash.xxh3_64_digest(blob))
+        probe = probe_image(blob, path, full=verify_images == "full")
+        frames[image_id] = _Frame(probe, _image_size(json_path, where, entry, probe, repairs))
+        images[image_id] = ImageRecord(image_id, file_name, path, probe.width, probe.height)
+    return images, frames
+
+
+# --------------------------------------------------------------------- annotations
+
+
+def _turn_box(box: list[float], orientation: int, stored_w: int, stored_h: int) -> list[float]:
+    """Map an xywh box from the stored frame into the displayed frame of EXIF ``orientation`` 5-8."""
+    x0, y0, x1, y1 = box[0], box[1], box[0] + box[2], box[1] + box[3]
+    if orientation == 5:  # transpose
+        xs, ys = (y0, y1), (x0, x1)
+    elif orientation == 6:  # displayed = stored turned 90 degrees clockwise
+        xs, ys = (stored_h - y0, stored_h - y1), (x0, x1)
+    elif orientation == 7:  # transverse
+        xs, ys = (stored_h - y0, stored_h - y1), (stored_w - x0, stored_w - x1)
+    else:  # 8: displayed = stored turned 90 degrees counter-clockwise
+        xs, ys = (y0, y1), (stored_w - x0, stored_w - x1)
+    return [min(xs), min(ys), abs(xs[1] - xs[0]), abs(ys[1] - ys[0])]
 
 
 def _bbox(path: Path, where: str, ann: dict) -> list[float]:
@@ -187,144 +373,62 @@ def _bbox(path: Path, where: str, ann: dict) -> list[float]:
     return list(box)
 
 
-def _safe_image_path(folder: Path, json_path: Path, where: str, file_name: Any) -> Path:
-    """Resolve ``file_name`` inside ``folder``; refuse anything that would leave it."""
-    if not isinstance(file_name, str) or not file_name:
-        raise DataError(json_path, f"{where}.file_name", f"expected a file name, found {file_name!r}")
-    normalized = posixpath.normpath(file_name.replace("\\", "/"))
-    if normalized.startswith(("/", "../")) or normalized == ".." or ":" in normalized.split("/")[0]:
-        raise DataError(json_path, f"{where}.file_name", f"{file_name!r} escapes the folder {folder}")
-    path = folder / normalized
-    try:
-        path.resolve().relative_to(folder.resolve())
-    except ValueError:
-        raise DataError(json_path, f"{where}.file_name", f"{file_name!r} escapes the folder {folder}") from None
-    return path
-
-
-def _turn_box(box: list[float], orientation: int, stored_w: int, stored_h: int) -> list[float]:
-    """Map an xywh box from the stored frame into the displayed frame of EXIF ``orientation`` 5-8."""
+def _inside(path: Path, where: str, box: list[float], record: ImageRecord) -> tuple[list[float], float]:
+    """The box clipped to its image and how far it reached out (0 when inside)."""
     x0, y0, x1, y1 = box[0], box[1], box[0] + box[2], box[1] + box[3]
-    if orientation == 5:  # transpose
-        corners = [(y0, x0), (y1, x1)]
-    elif orientation == 6:  # rotate 90 degrees clockwise
-        corners = [(stored_h - y0, x0), (stored_h - y1, x1)]
-    elif orientation == 7:  # transverse
-        corners = [(stored_h - y0, stored_w - x0), (stored_h - y1, stored_w - x1)]
-    else:  # 8: rotate 90 degrees counter-clockwise
-        corners = [(y0, stored_w - x0), (y1, stored_w - x1)]
-    xs, ys = [c[0] for c in corners], [c[1] for c in corners]
-    return [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+    ix0, iy0 = max(0, x0), max(0, y0)
+    ix1, iy1 = min(record.width, x1), min(record.height, y1)
+    has_area = box[2] > 0 and box[3] > 0
+    if ix1 < ix0 or iy1 < iy0 or (has_area and (ix1 == ix0 or iy1 == iy0)):
+        raise DataError(
+            path,
+            f"{where}.bbox",
+            f"{box!r} lies entirely outside image {record.file_name!r} ({record.width}x{record.height})",
+        )
+    overhang = max(0, -x0, -y0, x1 - record.width, y1 - record.height)
+    if not overhang:
+        return box, 0
+    return [ix0, iy0, ix1 - ix0, iy1 - iy0], overhang
 
 
-def _warn(path: Path, repairs: Counter, details: dict[str, str]) -> None:
-    for kind, count in sorted(repairs.items()):
-        extra = f" ({details[kind]})" if kind in details else ""
-        warnings.warn(f"{path}: repaired {count} x {kind}: {REPAIRS[kind]}{extra}", RepairWarning, stacklevel=3)
-
-
-def read_split(
-    folder: Path,
-    parsed: tuple[dict[str, Any], bytes],
+def _read_annotations(
+    json_path: Path,
+    rows: list,
+    images: dict[int, ImageRecord],
+    frames: dict[int, _Frame],
     class_of: dict[int, int],
-    hasher: Any | None = None,
-    verify_images: str = "header",
-    progress: bool = True,
-) -> ExportSplit:
-    """Validate one split folder from its parsed annotation file (see :func:`read_classes`).
-
-    ``class_of`` maps the export's category ids to class indices; category 0 of a raw export
-    maps to nothing, so a box on it is an error.
-    """
-    json_path = folder / ANNOTATIONS_FILE
-    data, raw = parsed
-    if hasher is not None:
-        hasher.update(raw)
-    if not data["images"]:
-        raise DataError(json_path, "images", "no images: the split is empty")
-    repairs: Counter = Counter()
-    details: dict[str, str] = {}
-    images: dict[int, ImageRecord] = {}
-    probes: dict[int, ImageProbe] = {}
-    json_sizes: dict[int, tuple[int | None, int | None]] = {}
-    rows = data["images"]
-    for i, img in enumerate(tqdm(rows, desc=f"{folder.parent.name}/{folder.name}", unit="img", disable=not progress)):
-        where = f"images[{i}]"
-        if not isinstance(img, dict):
-            raise DataError(json_path, where, f"expected an object, found {img!r}")
-        image_id = _int_field(json_path, where, img, "id")
-        if image_id in images:
-            raise DataError(json_path, f"{where}.id", f"duplicate image id {image_id}")
-        path = _safe_image_path(folder, json_path, where, img.get("file_name"))
-        try:
-            blob = path.read_bytes()
-        except FileNotFoundError:
-            raise DataError(json_path, f"{where}.file_name", f"image {img['file_name']!r} not found in {folder}") from None
-        except IsADirectoryError:
-            raise DataError(json_path, f"{where}.file_name", f"{img['file_name']!r} is a folder, not an image") from None
-        if hasher is not None:
-            hasher.update(img["file_name"].encode())
-            hasher.update(xxhash.xxh3_64_digest(blob))
-        probe = probe_image(blob, path, full=verify_images == "full")
-        sizes = (img.get("width"), img.get("height"))
-        for key, value in zip(("width", "height"), sizes):
-            if value is not None:
-                _int_field(json_path, where, img, key)
-        if None in sizes:
-            repairs["size-from-file"] += 1
-            width, height = probe.width, probe.height
-        elif (sizes[0], sizes[1]) == (probe.width, probe.height):
-            width, height = probe.width, probe.height
-        elif probe.orientation in (5, 6, 7, 8) and (sizes[0], sizes[1]) == (probe.stored_width, probe.stored_height):
-            width, height = probe.width, probe.height
-        else:
-            raise DataError(
-                json_path,
-                f"{where}.width/height",
-                f"{sizes[0]}x{sizes[1]} disagrees with the file {img['file_name']!r}, which is {probe.width}x{probe.height}",
-            )
-        images[image_id] = ImageRecord(image_id, img["file_name"], path, int(width), int(height))
-        probes[image_id] = probe
-        json_sizes[image_id] = (sizes[0], sizes[1])
-
-    seen_ann_ids: set[int] = set()
-    zero_area = 0
-    overhang = 0.0
-    for i, ann in enumerate(data["annotations"]):
+    dropped_category: int | None,
+    repairs: Counter,
+) -> tuple[int, float]:
+    """Attach the annotations to their images; return the zero-area count and largest overhang."""
+    seen_ids: set[int] = set()
+    zero_area, overhang = 0, 0.0
+    for i, raw in enumerate(rows):
         where = f"annotations[{i}]"
-        if not isinstance(ann, dict):
-            raise DataError(json_path, where, f"expected an object, found {ann!r}")
+        ann = _object(json_path, where, raw)
         source_id = _int_field(json_path, where, ann, "id")
-        if source_id in seen_ann_ids:
+        if source_id in seen_ids:
             repairs["duplicate-annotation-id"] += 1
-        seen_ann_ids.add(source_id)
+        seen_ids.add(source_id)
         image_id = _int_field(json_path, where, ann, "image_id")
         if image_id not in images:
             raise DataError(json_path, f"{where}.image_id", f"no image has id {image_id}")
         category_id = _int_field(json_path, where, ann, "category_id")
         if category_id not in class_of:
-            known = sorted(class_of)
-            raise DataError(json_path, f"{where}.category_id", f"{category_id} is not a class id (classes: {known})")
+            if category_id == dropped_category:
+                reason = f"{category_id} is the export's dataset-level supercategory, not a class"
+            else:
+                reason = f"{category_id} is not a class id (classes: {sorted(class_of)})"
+            raise DataError(json_path, f"{where}.category_id", reason)
+        record, frame = images[image_id], frames[image_id]
         box = _bbox(json_path, where, ann)
-        record = images[image_id]
-        probe = probes[image_id]
-        if probe.orientation in (5, 6, 7, 8) and json_sizes[image_id] == (probe.stored_width, probe.stored_height):
-            if json_sizes[image_id] != (probe.width, probe.height):
-                box = _turn_box(box, probe.orientation, probe.stored_width, probe.stored_height)
-                repairs["exif-rotated"] += 1
-        x0, y0, x1, y1 = box[0], box[1], box[0] + box[2], box[1] + box[3]
-        ix0, iy0 = max(0, x0), max(0, y0)
-        ix1, iy1 = min(record.width, x1), min(record.height, y1)
-        if ix1 < ix0 or iy1 < iy0 or (box[2] > 0 and box[3] > 0 and (ix1 == ix0 or iy1 == iy0)):
-            raise DataError(
-                json_path,
-                f"{where}.bbox",
-                f"{box!r} lies entirely outside image {record.file_name!r} ({record.width}x{record.height})",
-            )
-        if (ix0, iy0, ix1, iy1) != (x0, y0, x1, y1):
-            overhang = max(overhang, -x0, -y0, x1 - record.width, y1 - record.height)
-            box = [ix0, iy0, ix1 - ix0, iy1 - iy0]
+        if frame.turn:
+            probe = frame.probe
+            box = _turn_box(box, probe.orientation, probe.stored_width, probe.stored_height)
+        box, reach = _inside(json_path, where, box, record)
+        if reach:
             repairs["box-clipped"] += 1
+            overhang = max(overhang, reach)
         if box[2] == 0 or box[3] == 0:
             zero_area += 1
         area = ann.get("area")
@@ -340,19 +444,47 @@ def read_split(
         elif iscrowd not in (0, 1):
             raise DataError(json_path, f"{where}.iscrowd", f"expected 0 or 1, found {iscrowd!r}")
         record.annotations.append(
-            Annotation(
-                id=i + 1,
-                source_id=source_id,
-                category=class_of[category_id],
-                bbox=box,
-                area=float(area),
-                iscrowd=int(iscrowd),
-            )
+            Annotation(i + 1, source_id, class_of[category_id], box, float(area), int(iscrowd))
         )
-    if overhang:
-        details["box-clipped"] = f"largest overhang {overhang:g} px"
-    _warn(json_path, repairs, details)
+    return zero_area, overhang
+
+
+def _warn(path: Path, repairs: Counter, details: dict[str, str]) -> None:
+    for kind, count in sorted(repairs.items()):
+        extra = f" ({details[kind]})" if kind in details else ""
+        warnings.warn(f"{path}: repaired {count} x {kind}: {REPAIRS[kind]}{extra}", RepairWarning, stacklevel=4)
+
+
+def read_split(
+    folder: Path,
+    parsed: tuple[dict[str, Any], bytes],
+    class_of: dict[int, int],
+    hasher: Any | None = None,
+    verify_images: VerifyImages = "header",
+    progress: bool = True,
+    dropped_category: int | None = None,
+) -> ExportSplit:
+    """Validate one split folder from its parsed annotation file (see :func:`read_classes`).
+
+    ``class_of`` maps the export's category ids to class indices; ``dropped_category`` is
+    the id of a raw export's category 0, named in the error when a box uses it.
+    """
+    json_path = folder / ANNOTATIONS_FILE
+    data, raw = parsed
+    if hasher is not None:
+        hasher.update(raw)
+    if not data["images"]:
+        raise DataError(json_path, "images", "no images: the split is empty")
+    repairs: Counter = Counter()
+    images, frames = _read_images(folder, json_path, data["images"], repairs, hasher, verify_images, progress)
+    zero_area, overhang = _read_annotations(
+        json_path, data["annotations"], images, frames, class_of, dropped_category, repairs
+    )
+    _warn(json_path, repairs, {"box-clipped": f"largest overhang {overhang:g} px"} if overhang else {})
     return ExportSplit(json_path, list(images.values()), zero_area, repairs)
+
+
+# -------------------------------------------------------------------------- export
 
 
 def _read_text(path: Path) -> str | None:
@@ -364,54 +496,37 @@ def _read_text(path: Path) -> str | None:
         raise DataError(path, "text", f"not UTF-8 ({exc})") from None
 
 
-def read_classes(root: Path, splits: Iterable[str]) -> tuple[list[Category], str, str | None, dict[str, tuple[dict, bytes]]]:
-    """Parse the annotation files of ``splits`` and decide the export's classes.
-
-    Every split must list the same categories (Roboflow writes the full list into each).
-    """
-    parsed: dict[str, tuple[dict, bytes]] = {}
-    reference: tuple[Path, list[Category], dict[int, Any]] | None = None
-    used: set[int] = set()
-    for split in splits:
-        path = root / SPLIT_FOLDERS[split] / ANNOTATIONS_FILE
-        data, raw = _load_json(path)
-        categories, supers = _parse_categories(path, data)
-        if reference is None:
-            reference = (path, categories, supers)
-        elif {(c.id, c.name) for c in categories} != {(c.id, c.name) for c in reference[1]}:
-            raise DataError(path, "categories", f"differ from those of {reference[0]}")
-        used.update(a.get("category_id") for a in data["annotations"] if isinstance(a, dict))
-        parsed[split] = (data, raw)
-    if reference is None:
-        raise DataError(root, "splits", f"no split folder ({', '.join(SPLIT_FOLDERS.values())}) with {ANNOTATIONS_FILE}")
-    classes, layout, supercategory = decide_classes(reference[0], reference[1], reference[2], used)
-    if not classes:
-        raise DataError(reference[0], "categories", "no classes")
-    return classes, layout, supercategory, parsed
-
-
 def present_splits(root: Path) -> list[str]:
     """The splits of an export folder that have an annotation file, in train/validation/test order."""
     return [s for s, folder in SPLIT_FOLDERS.items() if (root / folder / ANNOTATIONS_FILE).is_file()]
 
 
-def read_export(root: str | Path, verify_images: str = "header", progress: bool = True) -> Export:
-    """Read and validate a whole export folder (every split that is present)."""
+def read_export(
+    root: str | Path,
+    verify_images: VerifyImages = "header",
+    progress: bool = True,
+    splits: Iterable[str] | None = None,
+) -> Export:
+    """Read and validate an export folder: every split that is present, or only ``splits``."""
     root = Path(root)
+    if verify_images not in ("header", "full"):
+        raise ValueError(f"verify_images must be 'header' or 'full', not {verify_images!r}")
     if not root.is_dir():
         raise DataError(root, "folder", "not found")
-    splits = present_splits(root)
-    classes, layout, supercategory, parsed = read_classes(root, splits)
+    wanted = present_splits(root) if splits is None else list(splits)
+    classes, layout, supercategory, parsed = read_classes(root, wanted)
     class_of = {c.id: i for i, c in enumerate(classes)}
+    dropped = 0 if supercategory is not None else None
     hasher = xxhash.xxh3_128()
     readme_dataset = _read_text(root / README_DATASET)
     readme_roboflow = _read_text(root / README_ROBOFLOW)
     for text in (readme_dataset, readme_roboflow):
         hasher.update((text or "").encode())
     read = {}
-    for split in splits:
+    for split in wanted:
         hasher.update(split.encode())
-        read[split] = read_split(root / SPLIT_FOLDERS[split], parsed[split], class_of, hasher, verify_images, progress)
+        folder = root / SPLIT_FOLDERS[split]
+        read[split] = read_split(folder, parsed[split], class_of, hasher, verify_images, progress, dropped)
     return Export(
         root=root,
         classes=[c.name for c in classes],

@@ -1,15 +1,19 @@
 """The few-shot and semi-supervised splits, made from a train split.
 
 ``fewshot`` follows the sampling of the RF100-VL challenge tooling (the FsDet recipe):
-K *instances* per class, not K images. Classes are visited in category-id order with one
-``random.Random(seed)``; for each, the images holding that class (in annotation-file order)
-are drawn with ``random.sample`` and an image's boxes of that class are all taken unless
-that would exceed K. Draws repeat until exactly K are taken. Two deliberate differences,
-both only where the original would loop forever: when a class has fewer images than K the
-target drops to the number of images (as in the original), and after ``max_rounds`` draws
-without reaching the target the split keeps what it has and says so. An image keeps only
-the boxes of the classes it was drawn for: the others in it are unlabelled, so the split
-is federated and training or evaluating on it must not treat missing boxes as background.
+K *instances* per class, not K images. One ``random.Random(seed)`` serves every class, in
+category-id order. For each class, the images holding it are listed in annotation-file
+order; while fewer than K instances are taken, K of those images are drawn with
+``random.sample`` and each drawn image's boxes of that class are all taken, unless the
+image was taken already or its boxes would exceed K. When a class is in fewer than K
+images, the target drops to the number of images and the first pass takes them in order
+without drawing, as the tooling does. Crowd boxes are skipped.
+
+The tooling loops forever when the target cannot be met exactly (say two images with 6
+boxes each and K = 10); here the draws stop after ``max_rounds``, the class keeps what it
+has, and a :class:`FewShotWarning` says so. An image keeps only the boxes of the classes
+it was drawn for: the others in it are unlabelled, so the split is federated and
+training or evaluating on it must not treat missing boxes as background.
 
 ``semisup`` is a seeded random fraction of the train images after sorting them by file
 name, so it does not depend on directory or JSON order.
@@ -42,44 +46,65 @@ def _renumbered(images: list[ImageRecord]) -> list[ImageRecord]:
     return out
 
 
+def _boxes_by_class(images: list[ImageRecord], n_classes: int) -> list[dict[int, list[Annotation]]]:
+    """For each class: image id -> that image's non-crowd boxes of the class, in file order."""
+    by_class: list[dict[int, list[Annotation]]] = [{} for _ in range(n_classes)]
+    in_file_order = sorted(((a, im.image_id) for im in images for a in im.annotations), key=lambda p: p[0].id)
+    for ann, image_id in in_file_order:
+        if not ann.iscrowd:
+            by_class[ann.category].setdefault(image_id, []).append(ann)
+    return by_class
+
+
+def _draw(rng: random.Random, boxes_of: dict[int, list[Annotation]], k: int, max_rounds: int) -> list[int]:
+    """The images drawn for one class, the way the challenge tooling draws them."""
+    target, taken = k, 0
+    drawn: list[int] = []
+    for _ in range(max_rounds):
+        if len(boxes_of) < target:
+            target = len(boxes_of)
+            candidates = list(boxes_of)
+        else:
+            candidates = rng.sample(list(boxes_of), target)
+        for image_id in candidates:
+            if image_id in drawn or taken + len(boxes_of[image_id]) > target:
+                continue
+            drawn.append(image_id)
+            taken += len(boxes_of[image_id])
+            if taken == target:
+                break
+        if taken == target:
+            break
+    return drawn
+
+
 def fewshot(
-    images: list[ImageRecord], n_classes: int, k: int = 10, seed: int = 0, max_rounds: int = 1000
+    images: list[ImageRecord],
+    n_classes: int,
+    k: int = 10,
+    seed: int = 0,
+    max_rounds: int = 1000,
+    class_names: list[str] | None = None,
 ) -> list[ImageRecord]:
     """K instances per class drawn from ``images`` (a train split in file order)."""
     rng = random.Random(seed)
-    in_file_order = sorted(
-        ((ann, image.image_id) for image in images for ann in image.annotations), key=lambda pair: pair[0].id
-    )
     kept: dict[int, set[int]] = defaultdict(set)  # image id -> ids of kept annotations
-    for cls in range(n_classes):
-        boxes_of: dict[int, list[Annotation]] = {}
-        for ann, image_id in in_file_order:
-            if ann.category == cls and not ann.iscrowd:
-                boxes_of.setdefault(image_id, []).append(ann)
-        if not boxes_of:
-            continue
-        target = k if len(boxes_of) >= k else len(boxes_of)
-        taken: list[Annotation] = []
-        drawn: set[int] = set()
-        for _ in range(max_rounds):
-            for image_id in rng.sample(list(boxes_of), target):
-                if image_id in drawn or len(boxes_of[image_id]) + len(taken) > target:
-                    continue
-                taken.extend(boxes_of[image_id])
-                drawn.add(image_id)
-                if len(taken) == target:
-                    break
-            if len(taken) == target:
-                break
-        if len(taken) != k:
-            warnings.warn(
-                f"few-shot split: class index {cls} has {len(taken)} of {k} instances "
-                f"({sum(map(len, boxes_of.values()))} in {len(boxes_of)} train images)",
-                FewShotWarning,
-                stacklevel=2,
-            )
+    short = []
+    for cls, boxes_of in enumerate(_boxes_by_class(images, n_classes)):
+        drawn = _draw(rng, boxes_of, k, max_rounds)
         for image_id in drawn:
             kept[image_id].update(ann.id for ann in boxes_of[image_id])
+        taken = sum(len(boxes_of[image_id]) for image_id in drawn)
+        if taken != k:
+            name = class_names[cls] if class_names else f"class index {cls}"
+            available = sum(map(len, boxes_of.values()))
+            short.append(f"{name}: {taken} ({available} in {len(boxes_of)} train images)")
+    if short:
+        warnings.warn(
+            f"few-shot split: {len(short)} classes do not have {k} instances: " + "; ".join(short),
+            FewShotWarning,
+            stacklevel=2,
+        )
     chosen = [
         replace(image, annotations=[a for a in image.annotations if a.id in kept[image.image_id]])
         for image in images
@@ -89,7 +114,7 @@ def fewshot(
 
 
 def semisup(images: list[ImageRecord], fraction: float = 0.1, seed: int = 0) -> list[ImageRecord]:
-    """A seeded ``fraction`` of ``images`` (at least one), returned in file-name order."""
+    """A seeded ``fraction`` of ``images`` (rounded, at least one), returned in file-name order."""
     if not 0 < fraction <= 1:
         raise ValueError(f"semi-supervised fraction must be in (0, 1], got {fraction}")
     ordered = sorted(images, key=lambda image: image.file_name)
