@@ -91,7 +91,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     for split, exported in builder.export.splits.items():
         boxes = sum(len(image.annotations) for image in exported.images)
         print(f"  {split:11} {len(exported.images):6} images {boxes:7} boxes")
-    print(f"  few-shot split: {meta['fewshot']['source']}")
+    instances = meta["fewshot"].get("instances") or {}
+    counts = ", ".join(f"{name} {count}" for name, count in instances.items())
+    print(f"  few-shot split: {meta['fewshot']['source']}" + (f" ({counts})" if counts else ""))
     described = meta["instructions"]["classes"]
     print(f"  annotator instructions: {len(described)} of {len(meta['classes'])} classes")
     return 0
@@ -111,7 +113,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         if value is not None
     }
     for name in args.names:
-        builder = rf100vl_builder(name, args.data_dir, args.fewshot_dir, args.cache_dir, **params)
+        builder = rf100vl_builder(
+            name, args.data_dir, args.fewshot_dir, args.cache_dir, verify_images=args.verify_images, **params
+        )
         builder.download_and_prepare()
         splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
         print(f"{name}: prepared {splits}\n  in {builder.cache_dir}")
@@ -309,6 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fewshot-seed", type=int, help="seed of a generated few-shot split (default 0)")
     p.add_argument("--semisup-fraction", type=float, help="fraction of train images in semisup (default 0.1)")
     p.add_argument("--semisup-seed", type=int, help="seed of the semi-supervised split (default 0)")
+    p.add_argument(
+        "--verify-images", choices=["header", "full"], default="header",
+        help="header: parse headers and check JPEG/PNG end markers (fast, default); full: decode every image",
+    )
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser(
