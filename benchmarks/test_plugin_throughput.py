@@ -1,10 +1,15 @@
-"""Throughput of the plugin's inference loop against the obvious hand-written loop, in the
-same run: same tiny random OWLv2, same images, same batch size.
+"""Throughput of the plugin's inference loops against the obvious hand-written loops, in the
+same run: same tiny random model, same images, same batch size.
 
-The plugin's loop decodes in a prefetching thread and makes every output safe to score
-(``sanitize_detections``, failure isolation, timing); the hand-written loop decodes and
-calls ``adapter.predict`` one batch after the other. Target: the plugin keeps at least
-0.9x the images/s of the hand-written loop.
+- RF100-VL: a tiny OWLv2 on sample images. The plugin's loop decodes in a prefetching
+  thread and makes every output safe to score (``sanitize_detections``, failure
+  isolation, timing); the hand-written loop decodes and calls ``adapter.predict`` one
+  batch after the other.
+- UOUO: the tiny ``clip-quadrant`` baseline on mosaics of the embedded cut-outs. The
+  plugin's loop (prefetching, failure isolation, answer checks, timing) against decoding
+  and calling ``adapter.ground`` one batch after the other.
+
+Target: the plugin keeps at least 0.9x the images/s of the hand-written loop.
 
 Run with ``pytest benchmarks/test_plugin_throughput.py -s`` to see the ratio.
 """
@@ -13,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -63,26 +68,22 @@ def hand_written_loop(adapter: Any, dataset: Any, batch_size: int) -> int:
     return done
 
 
-def test_plugin_loop_against_a_hand_written_loop(benchmark: Any, tiny_owlv2_task: tuple[Any, Any]) -> None:
-    from pytest_rf100vl.runner import run_inference
-
-    adapter, dataset = tiny_owlv2_task
-    hand_written_loop(adapter, dataset.select(range(BATCH_SIZE)), BATCH_SIZE)  # warm the model up
+def compare_loops(
+    benchmark: Any, plugin_loop: Callable[[], Any], hand_written: Callable[[], int], n_images: int
+) -> Any:
+    """Time ``plugin_loop`` under pytest-benchmark and ``hand_written`` before each of its
+    rounds (so both see the same machine load); print and check the ratio of images/s."""
+    hand_written()  # warm the model up
     hand_seconds: list[float] = []
 
     def time_the_hand_written_loop() -> None:
-        """Runs before each round of the plugin's loop, so both see the same machine load."""
         start = time.perf_counter()
-        assert hand_written_loop(adapter, dataset, BATCH_SIZE) == N_IMAGES
+        assert hand_written() == n_images
         hand_seconds.append(time.perf_counter() - start)
 
-    result = benchmark.pedantic(
-        run_inference, args=(adapter, dataset, BATCH_SIZE), kwargs={"progress": False},
-        setup=time_the_hand_written_loop, rounds=ROUNDS, iterations=1,
-    )
-    assert result.n_images == N_IMAGES and result.counts.failed_images == 0
-    plugin_images_per_s = N_IMAGES / benchmark.stats.stats.median
-    hand_images_per_s = N_IMAGES / statistics.median(hand_seconds)
+    result = benchmark.pedantic(plugin_loop, setup=time_the_hand_written_loop, rounds=ROUNDS, iterations=1)
+    plugin_images_per_s = n_images / benchmark.stats.stats.median
+    hand_images_per_s = n_images / statistics.median(hand_seconds)
     ratio = plugin_images_per_s / hand_images_per_s
     benchmark.extra_info.update(
         {"images_per_s": plugin_images_per_s, "hand_written_images_per_s": hand_images_per_s, "ratio": ratio}
@@ -92,3 +93,74 @@ def test_plugin_loop_against_a_hand_written_loop(benchmark: Any, tiny_owlv2_task
         f"{ratio:.2f}x (target >= {MIN_RATIO}x)"
     )
     assert ratio >= MIN_RATIO
+    return result
+
+
+def test_plugin_loop_against_a_hand_written_loop(benchmark: Any, tiny_owlv2_task: tuple[Any, Any]) -> None:
+    from pytest_rf100vl.runner import run_inference
+
+    adapter, dataset = tiny_owlv2_task
+    result = compare_loops(
+        benchmark,
+        lambda: run_inference(adapter, dataset, BATCH_SIZE, progress=False),
+        lambda: hand_written_loop(adapter, dataset, BATCH_SIZE),
+        N_IMAGES,
+    )
+    assert result.n_images == N_IMAGES and result.counts.failed_images == 0
+
+
+@pytest.fixture(scope="module")
+def tiny_clip_quadrant_task(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, list[Any]]]:
+    """The tiny clip-quadrant baseline, 32 random mosaics of the embedded cut-outs (ranked by
+    the same tiny CLIP, own caches) and their questions."""
+    root = tmp_path_factory.mktemp("grounding-throughput")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RF100VL_HF_HOME", str(root / "home"))
+        from rf100vl_hf.uouo.builder import load_uouo
+
+        from pytest_rf100vl.adapters import registry
+        from pytest_rf100vl.adapters.clip_quadrant import register_tiny
+        from pytest_rf100vl.tasks import grounding_queries
+
+        adapter = registry.create("clip-quadrant:tiny", device="cpu")
+        dataset = load_uouo(
+            "random", cache_dir=root / "cache", clip_model=register_tiny(), clip_pretrained=None, device="cpu",
+            progress=False, num_mosaics=N_IMAGES,
+        )
+        yield adapter, dataset, grounding_queries(dataset)
+        adapter.close()
+
+
+def hand_written_grounding_loop(adapter: Any, dataset: Any, queries: list[Any], batch_size: int) -> int:
+    """Decode a batch of mosaics, ask it its questions, repeat."""
+    import datasets
+
+    from rf100vl_hf.images import open_rgb
+
+    from pytest_rf100vl.adapters.base import ImageItem
+
+    rows = dataset.cast_column("image", datasets.Image(decode=False))
+    done = 0
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start : start + batch_size]
+        items = [
+            ImageItem(open_rgb(image["bytes"]), int(mosaic_id), "")
+            for image, mosaic_id in zip(batch["image"], batch["mosaic_id"])
+        ]
+        done += len(adapter.ground(items, queries[start : start + batch_size]))
+    return done
+
+
+def test_grounding_loop_against_a_hand_written_loop(
+    benchmark: Any, tiny_clip_quadrant_task: tuple[Any, Any, list[Any]]
+) -> None:
+    from pytest_rf100vl.runner import run_grounding
+
+    adapter, dataset, queries = tiny_clip_quadrant_task
+    result = compare_loops(
+        benchmark,
+        lambda: run_grounding(adapter, dataset, queries, BATCH_SIZE, progress=False),
+        lambda: hand_written_grounding_loop(adapter, dataset, queries, BATCH_SIZE),
+        N_IMAGES,
+    )
+    assert len(result.answers) == N_IMAGES and result.counts.failed_images == 0

@@ -9,22 +9,27 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl.selection import Pair
+from pytest_rf100vl.selection import RF100VL, UOUO, Pair
 
 NODE = "rf100vl"
 MODULE = "pytest_rf100vl.matrix"
-TEST = "test_detection"
+TESTS = {RF100VL: "test_detection", UOUO: "test_grounding"}
+"""The plugin's test for the pairs of each benchmark."""
 
 
 class MatrixModule(pytest.Module):
     """The plugin's test module, imported by name (the user's ``sys.path`` and
-    ``python_functions`` settings do not apply to it)."""
+    ``python_functions`` settings do not apply to it). A test is collected only when the
+    session has pairs of its benchmark."""
 
     def _getobj(self) -> ModuleType:
         return importlib.import_module(MODULE)
 
     def istestfunction(self, obj: object, name: str) -> bool:
-        return name == TEST and callable(obj)
+        from pytest_rf100vl.fixtures import matrix_session
+
+        kinds = {pair.kind for pair in matrix_session(self.config).pairs}
+        return callable(obj) and name in {TESTS[kind] for kind in kinds}
 
     def istestclass(self, obj: object, name: str) -> bool:
         return False
@@ -39,6 +44,14 @@ def matrix_module(session: pytest.Session) -> MatrixModule:
 def user_named_paths(config: pytest.Config) -> bool:
     """Whether test paths came from the command line (not from testpaths or the current folder)."""
     return config.args_source == pytest.Config.ArgsSource.ARGS
+
+
+def matrix_pairs(metafunc: pytest.Metafunc, pairs: list[Pair]) -> list[Pair]:
+    """The pairs a test is parametrized over: the plugin's own test of a benchmark gets that
+    benchmark's pairs; a user's test gets every pair."""
+    if not isinstance(metafunc.definition.parent, MatrixModule):
+        return pairs
+    return [pair for pair in pairs if TESTS[pair.kind] == metafunc.definition.name]
 
 
 def pair_of(item: pytest.Item) -> Pair | None:

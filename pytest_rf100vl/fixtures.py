@@ -10,12 +10,16 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
         ...
 
 - ``rf100vl_settings`` (session): the validated options (:class:`~pytest_rf100vl.options.Settings`);
-- ``rf100vl_pair``: the :class:`~pytest_rf100vl.selection.Pair` (``model`` spec, ``dataset`` name);
+- ``rf100vl_pair``: the :class:`~pytest_rf100vl.selection.Pair` (``model`` spec, ``dataset``
+  name, ``kind``: ``rf100vl`` or ``uouo``);
 - ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
+  a pair of a benchmark the adapter does not answer (``Adapter.tasks``) is skipped, and
+  the summary lists it;
 - ``rf100vl_dataset``: the pair's split as a ``datasets.Dataset`` (``read_metadata`` gives
-  its classes); a dataset that is not on disk skips the test with how to get it;
+  its classes); a dataset that is not on disk skips the test with how to get it; a UOUO
+  dataset is built from the cut-out source on first use;
 - ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.session.PairRun`:
-  ``scores``, ``row``, ``evaluation.predictions``, ``threshold``, ``failure``), timed by
+  ``scores``, ``row``, ``evaluation``, ``thresholds``, ``failure``), timed by
   pytest-benchmark when it is active and written to the results folder.
 """
 
@@ -85,7 +89,8 @@ def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "dataset
         return session.dataset(rf100vl_pair.dataset)
     except DatasetNotFoundError as exc:
         _not_on_disk(session, rf100vl_pair, exc)
-    except ValueError as exc:  # bad data (a DataError names the file and field) or an unknown split
+    except (ValueError, RuntimeError, OSError) as exc:
+        # bad data (a DataError names the file and field), an unknown split, UOUO mosaics that could not be built
         _cannot_run(session, rf100vl_pair, f"dataset {rf100vl_pair.dataset}", exc)
 
 
@@ -94,9 +99,14 @@ def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter
     """The pair's adapter, loaded once for all the pairs of its model."""
     session = matrix_session(pytestconfig)
     try:
-        return session.adapter(rf100vl_pair.model)
+        adapter = session.adapter(rf100vl_pair.model)
     except Exception as exc:
         _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.model}", exc)
+    if rf100vl_pair.kind not in adapter.tasks:
+        why = f"{adapter.name} does not answer {rf100vl_pair.kind} datasets (it answers: {', '.join(adapter.tasks)})"
+        session.left_out.setdefault(rf100vl_pair.id, why)
+        pytest.skip(f"{why}: pair left out")
+    return adapter
 
 
 def _benchmark(request: pytest.FixtureRequest) -> Any:

@@ -11,11 +11,15 @@ if TYPE_CHECKING:
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_rf100vl_make_adapter(config: pytest.Config, spec: str, device: str, dtype: str) -> "Adapter | None":
+def pytest_rf100vl_make_adapter(
+    config: pytest.Config, spec: str, device: str, dtype: str, options: dict[str, str]
+) -> "Adapter | None":
     """Build the adapter for ``spec``, or return ``None`` to leave it to the adapter registry.
 
-    This lets a project try a model from its ``conftest.py`` without publishing an entry
-    point in the ``rf100vl.adapters`` group. Example::
+    ``options`` are the ``--rf100vl-adapter-option`` values for this model (strings; an
+    implementation may leave the argument out of its signature). This lets a project try a
+    model from its ``conftest.py`` without publishing an entry point in the
+    ``rf100vl.adapters`` group. Example::
 
         import numpy as np
 

@@ -1,8 +1,9 @@
-"""The test the plugin runs for each (model, dataset) pair of the matrix.
+"""The tests the plugin runs for each (model, dataset) pair of the matrix.
 
-It is collected by :class:`pytest_rf100vl.collect.MatrixModule` under the node id
-``rf100vl``, so pairs read ``rf100vl::test_detection[owlv2-bees]`` and ``-k`` selects them
-by model and dataset.
+They are collected by :class:`pytest_rf100vl.collect.MatrixModule` under the node id
+``rf100vl``, so pairs read ``rf100vl::test_detection[owlv2-bees]`` (RF100-VL) and
+``rf100vl::test_grounding[owlv2-uouo-mmd]`` (UOUO), and ``-k`` selects them by model,
+dataset and benchmark.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ if TYPE_CHECKING:
     from pytest_rf100vl.session import PairRun
 
 
+def _meets_thresholds(run: "PairRun") -> None:
+    if run.failure:
+        pytest.fail(run.failure, pytrace=False)
+
+
 def test_detection(rf100vl_run: "PairRun") -> None:
     """The pair ran over its split; its AP50:95 meets its threshold when it has one."""
-    if rf100vl_run.failure:
-        pytest.fail(rf100vl_run.failure, pytrace=False)
+    _meets_thresholds(rf100vl_run)
+
+
+def test_grounding(rf100vl_run: "PairRun") -> None:
+    """The pair answered every mosaic; its quadrant accuracy and mIoU meet their thresholds when they have them."""
+    _meets_thresholds(rf100vl_run)

@@ -1,5 +1,6 @@
-"""One (model, dataset) pair end to end: tell the adapter its task, run it over the split
-(under pytest-benchmark's clock when there is one), and score the predictions."""
+"""One RF100-VL (model, dataset) pair end to end: tell the adapter its task, run it over the
+split (under pytest-benchmark's clock when there is one), and score the predictions.
+UOUO pairs: :mod:`pytest_rf100vl.grounding`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
 
 from pytest_rf100vl.adapters.base import Adapter
-from pytest_rf100vl.runner import InferenceResult, run_inference
+from pytest_rf100vl.runner import InferenceResult, run_inference, run_once
 from pytest_rf100vl.tasks import detection_task
 
 if TYPE_CHECKING:
@@ -55,13 +56,7 @@ def run_pair(
     adapter.set_task(detection_task(adapter, dataset, metadata, split, prompt, load_split))
     label = f"{adapter.name} on {metadata['name']}"
 
-    def infer() -> InferenceResult:
-        return run_inference(adapter, dataset, batch_size, description=label)
-
-    if benchmark is None:
-        inference = infer()
-    else:
-        inference = benchmark.pedantic(infer, rounds=1, iterations=1, warmup_rounds=0)
+    inference = run_once(lambda: run_inference(adapter, dataset, batch_size, description=label), benchmark)
     category_ids = list(metadata["category_ids"])
     predictions = coco_predictions(inference.detections, category_ids)
     scores = evaluate(coco_ground_truth(dataset, category_ids), predictions)

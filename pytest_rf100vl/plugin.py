@@ -1,9 +1,11 @@
-"""pytest plugin: benchmark each (model, dataset) pair of RF100-VL as one test.
+"""pytest plugin: benchmark each (model, dataset) pair of RF100-VL and UOUO as one test.
 
 ``pytest --rf100vl-model owlv2:tiny --rf100vl-dataset sample`` runs the pair
 ``rf100vl::test_detection[owlv2:tiny-sample]``: the model is loaded once for all its
 datasets, runs over the split under pytest-benchmark's clock, is scored with COCO AP at
-maxDets=500, checked against its threshold, and recorded in ``.rf100vl/results``.
+maxDets=500, checked against its threshold, and recorded in ``.rf100vl/results``. The
+datasets ``uouo-random`` and ``uouo-mmd`` run the same way as
+``rf100vl::test_grounding[owlv2:tiny-uouo-mmd]``, scored with quadrant accuracy and mIoU.
 
 Without ``--rf100vl-*`` matrix options the plugin adds nothing to a run and imports nothing
 heavy (torch, transformers and datasets load only when a pair runs). With them and no test
@@ -29,6 +31,7 @@ from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the 
     rf100vl_settings,
 )
 from pytest_rf100vl.options import add_options, read_settings
+from pytest_rf100vl.selection import UOUO
 
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
@@ -68,7 +71,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "rf100vl_pair" not in metafunc.fixturenames or not _active(metafunc.config):
         return
-    pairs = matrix_session(metafunc.config).pairs
+    pairs = collect.matrix_pairs(metafunc, matrix_session(metafunc.config).pairs)
     metafunc.parametrize("rf100vl_pair", pairs, ids=[pair.id for pair in pairs], indirect=True)
 
 
@@ -84,11 +87,20 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     session = matrix_session(config)
     datasets = list(dict.fromkeys(pair.dataset for pair in session.pairs))
     shown = ", ".join(datasets[:8]) + (f", ... ({len(datasets)} in all)" if len(datasets) > 8 else "")
-    return [
+    lines = [
         f"rf100vl: {len(session.pairs)} pair(s); models: {', '.join(settings.models)}; datasets: {shown}",
         f"rf100vl: split {settings.split}, prompt {settings.prompt}, device {settings.device}, "
         f"dtype {settings.dtype}, batch size {settings.batch_size}; results in {settings.results}",
     ]
+    if any(pair.kind == UOUO for pair in session.pairs):
+        given = ", ".join(f"{key} {'none (random weights)' if value is None else value}"
+                          for key, value in settings.uouo_parameters().items())
+        lines.append(f"uouo: split test; {given or 'default source, mosaics and CLIP model'}")
+    if settings.adapter_options:
+        lines.append("rf100vl: adapter options: " + ", ".join(
+            f"{o.adapter + '.' if o.adapter else ''}{o.key}={o.value}" for o in settings.adapter_options
+        ))
+    return lines
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -105,7 +117,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     checks = threshold_checks(state.rules, rows)
     if state.settings.reference:
         checks += reference_checks(state.settings, rows)
-    text = summary(rows, checks, state.missing, state.errors)
+    text = summary(rows, checks, state.missing, state.errors, state.left_out)
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text
     failed = sum(check.status == FAILED for check in checks)

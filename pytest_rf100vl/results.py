@@ -2,12 +2,19 @@
 
 - ``results.jsonl``: one line per pair, appended (and flushed to disk) as each pair
   finishes, so an interrupted run loses nothing it computed. The file accumulates across
-  runs; ``run_id`` tells them apart.
-- ``results.parquet``: this run's rows, written when the session ends.
-- ``summary.md``: this run's table, laid out like the paper's Table 2.
-- ``predictions/<model>/<dataset>/<split>.json``: each pair's predictions in COCO results
-  format with the export's own image and category ids;
+  runs; ``run_id`` tells them apart. ``benchmark`` says which kind a row is: ``rf100vl``
+  rows have ``ap`` (percent) and its kin, ``uouo`` rows ``accuracy``, ``miou`` and
+  ``acc50`` (fractions, as UOUO's Table 1 reports them) and the parse failures.
+- ``results.parquet``: this run's rows, written when the session ends (a column a row
+  lacks is null there).
+- ``summary.md``: this run's tables, laid out like RF100-VL's Table 2 and UOUO's Table 1.
+- ``predictions/<model>/<dataset>/<split>.json``: each RF100-VL pair's predictions in COCO
+  results format with the export's own image and category ids;
   ``--rf100vl-model predictions:<results>/predictions/<model>`` replays them.
+- ``predictions/<model>/<uouo dataset>/test.jsonl``: each UOUO pair's answers, one line per
+  mosaic (``mosaic_id``, ``target``, ``target_box``, ``target_quadrant``, the answered
+  ``box`` and ``quadrant``, the model's ``raw`` text, ``iou``, ``correct``,
+  ``parse_failure`` and the ``error`` when the adapter raised on it).
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from pytest_rf100vl.grounding import GroundingEvaluation
 from pytest_rf100vl.pair import Evaluation
+from pytest_rf100vl.runner import OutputCounts, Timing
 from pytest_rf100vl.selection import Pair
-from pytest_rf100vl.thresholds import Threshold
+from pytest_rf100vl.thresholds import Threshold, check_status
 
 JSONL = "results.jsonl"
 PARQUET = "results.parquet"
@@ -58,9 +67,47 @@ def _percent(value: float) -> float | None:
     return None if math.isnan(value) else 100 * value
 
 
-def result_row(
+def _common(
     pair: Pair,
     described: dict[str, Any],
+    options: dict[str, Any],
+    split: str,
+    batch_size: int,
+    timing: Timing,
+    counts: OutputCounts,
+    run_id: str,
+) -> dict[str, Any]:
+    """The columns of every row: what ran, on what, how fast, and what its output needed."""
+    return {
+        "run_id": run_id,
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": pair.kind,
+        "model": described["model"],
+        "spec": pair.model,
+        "checkpoint": described["checkpoint"],
+        "model_revision": described["revision"],
+        "adapter_options": json.dumps(options, sort_keys=True, default=str),
+        "dataset": pair.dataset,
+        "split": split,
+        "n_images": timing.n_images,
+        "images_per_s": timing.images_per_s,
+        **{key: timing.latency_ms().get(key) for key in
+           ("latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms")},
+        "peak_gpu_memory_mb": timing.peak_gpu_memory_mb,
+        "inference_s": timing.seconds,
+        "device": described["device"],
+        "dtype": described["dtype"],
+        "batch_size": batch_size,
+        **{f"{package.replace('-', '_')}_version": v for package, v in versions().items()},
+        "smoke": bool(described["smoke"]),
+        **counts.as_dict(),
+    }
+
+
+def detection_row(
+    pair: Pair,
+    described: dict[str, Any],
+    options: dict[str, Any],
     metadata: dict[str, Any],
     split: str,
     prompt: str,
@@ -70,50 +117,68 @@ def result_row(
     threshold: Threshold | None,
     predictions_file: Path,
 ) -> dict[str, Any]:
-    """One pair's results row (AP in percent, as the paper reports it), with its threshold check."""
+    """An RF100-VL pair's results row (AP in percent, as the paper reports it), with its threshold check."""
     scores, inference = evaluation.scores, evaluation.inference
     ap = _percent(scores.ap)
-    latency = inference.latency_ms()
     return {
-        "run_id": run_id,
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": described["model"],
-        "spec": pair.model,
-        "checkpoint": described["checkpoint"],
-        "model_revision": described["revision"],
-        "dataset": pair.dataset,
+        **_common(pair, described, options, split, batch_size, inference.timing, inference.counts, run_id),
         "domain": metadata["domain"],
-        "split": split,
         "prompt": prompt,
         "ap": ap,
         **{name: _percent(getattr(scores, name)) for name in
            ("ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")},
-        "n_images": inference.n_images,
         "n_predictions": scores.n_predictions,
-        "images_per_s": inference.images_per_s,
-        **{key: latency.get(key) for key in
-           ("latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms")},
-        "peak_gpu_memory_mb": inference.peak_gpu_memory_mb,
-        "inference_s": inference.seconds,
-        "device": described["device"],
-        "dtype": described["dtype"],
-        "batch_size": batch_size,
-        **{f"{package.replace('-', '_')}_version": v for package, v in versions().items()},
         "dataset_fingerprint": metadata.get("fingerprint"),
-        "smoke": bool(described["smoke"]),
-        **inference.counts.as_dict(),
         "min_ap": threshold.minimum if threshold else None,
         "threshold_source": threshold.source if threshold else None,
-        "check": check_status(ap, threshold),
+        "check": check_status([(ap, threshold)] if threshold else []),
         "predictions_file": str(predictions_file),
     }
 
 
-def check_status(ap: float | None, threshold: Threshold | None) -> str:
-    """``unchecked`` without a threshold; ``failed`` when AP is below it or undefined."""
-    if threshold is None:
-        return "unchecked"
-    return "passed" if ap is not None and ap >= threshold.minimum else "failed"
+def uouo_fingerprint(metadata: dict[str, Any]) -> str:
+    """What fixes a UOUO dataset's mosaics: its metadata (source fingerprint, CLIP weights,
+    seed, number of mosaics, sigma, format version, ...), hashed."""
+    return hashlib.sha1(json.dumps(metadata, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def grounding_row(
+    pair: Pair,
+    described: dict[str, Any],
+    options: dict[str, Any],
+    metadata: dict[str, Any],
+    batch_size: int,
+    evaluation: GroundingEvaluation,
+    run_id: str,
+    thresholds: dict[str, Threshold],
+    answers_file: Path,
+) -> dict[str, Any]:
+    """A UOUO pair's results row (rates are fractions, as UOUO's Table 1 reports them), with its
+    threshold checks (``thresholds``: metric -> minimum)."""
+    scores, inference = evaluation.scores, evaluation.inference
+    values = {"accuracy": scores.quadrant_accuracy, "miou": scores.miou}
+    sources = dict.fromkeys(threshold.source for threshold in thresholds.values())
+    return {
+        **_common(pair, described, options, "test", batch_size, inference.timing, inference.counts, run_id),
+        "accuracy": values["accuracy"],
+        "miou": values["miou"],
+        "acc50": scores.acc50,
+        "parse_failures": scores.parse_failures,
+        "box_parse_failures": scores.box_parse_failures,
+        "quadrant_parse_failures": scores.quadrant_parse_failures,
+        "uouo_config": metadata["config"],
+        "uouo_source": metadata["source"]["name"],
+        "uouo_source_fingerprint": metadata["source"]["fingerprint"],
+        "num_mosaics": metadata["num_mosaics"],
+        "seed": metadata["seed"],
+        "clip_model": metadata["clip"]["model"],
+        "clip_weights": metadata["clip"]["weights"],
+        "dataset_fingerprint": uouo_fingerprint(metadata),
+        **{f"min_{metric}": thresholds[metric].minimum if metric in thresholds else None for metric in values},
+        "threshold_source": "; ".join(sources) or None,
+        "check": check_status([(values[metric], threshold) for metric, threshold in thresholds.items()]),
+        "predictions_file": str(answers_file),
+    }
 
 
 class ResultsWriter:
@@ -131,9 +196,17 @@ class ResultsWriter:
         return self.folder / PREDICTIONS / model_folder(spec)
 
     def write_predictions(self, spec: str, dataset: str, split: str, predictions: list[dict[str, Any]]) -> Path:
+        """An RF100-VL pair's predictions, as one COCO results JSON list."""
         path = self.predictions_dir(spec) / dataset / f"{split}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(predictions), encoding="utf-8")
+        return path
+
+    def write_answers(self, spec: str, dataset: str, records: list[dict[str, Any]]) -> Path:
+        """A UOUO pair's answers, one JSON line per mosaic."""
+        path = self.predictions_dir(spec) / dataset / "test.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(record, default=str) + "\n" for record in records), encoding="utf-8")
         return path
 
     def append(self, row: dict[str, Any]) -> None:
@@ -151,5 +224,7 @@ class ResultsWriter:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         if rows:
-            pq.write_table(pa.Table.from_pylist(rows), self.folder / PARQUET)
+            columns = dict.fromkeys(key for row in rows for key in row)  # RF100-VL and UOUO rows differ
+            pq.write_table(pa.Table.from_pylist([{key: row.get(key) for key in columns} for row in rows]),
+                           self.folder / PARQUET)
         (self.folder / SUMMARY).write_text(summary, encoding="utf-8")

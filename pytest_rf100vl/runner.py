@@ -2,7 +2,8 @@
 and a model that fails on an image costs that image, not the run.
 
 The loop times itself (wall clock and per batch), so throughput is recorded whether or not
-pytest-benchmark is timing it too.
+pytest-benchmark is timing it too. One loop serves RF100-VL detection (:func:`run_inference`)
+and UOUO grounding (:func:`run_grounding`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -22,12 +23,13 @@ import numpy as np
 from rf100vl_hf.boxes import Sanitized, sanitize_detections
 from rf100vl_hf.images import open_rgb
 
-from pytest_rf100vl.adapters.base import Adapter, Detections, ImageItem
+from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
 
 if TYPE_CHECKING:
     import datasets
 
 T = TypeVar("T")
+R = TypeVar("R")
 _END = object()
 PREFETCH_BATCHES = 2
 
@@ -65,11 +67,9 @@ class OutputCounts:
 
 
 @dataclass
-class InferenceResult:
-    """Safe detections per image id, and how long it took."""
+class Timing:
+    """How long a loop took, in all and per batch, and its peak GPU memory (``None`` off CUDA)."""
 
-    detections: dict[int, Sanitized]
-    counts: OutputCounts
     seconds: float
     batch_seconds: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
@@ -77,7 +77,7 @@ class InferenceResult:
 
     @property
     def n_images(self) -> int:
-        return len(self.detections)
+        return sum(self.batch_sizes)
 
     @property
     def images_per_s(self) -> float:
@@ -97,6 +97,30 @@ class InferenceResult:
         }
 
 
+@dataclass
+class InferenceResult:
+    """Safe detections per image id, what making them safe took, and how long it took."""
+
+    detections: dict[int, Sanitized]
+    counts: OutputCounts
+    timing: Timing
+
+    @property
+    def n_images(self) -> int:
+        return len(self.detections)
+
+
+@dataclass
+class GroundingResult:
+    """Each mosaic's answer, in row order (a mosaic the adapter failed on has neither box nor
+    quadrant), why each failed mosaic failed (mosaic id -> one line), and how long it took."""
+
+    answers: list[GroundingAnswer]
+    errors: dict[int, str]
+    counts: OutputCounts
+    timing: Timing
+
+
 def prefetched(iterable: Iterable[T], depth: int = PREFETCH_BATCHES) -> Iterator[T]:
     """Items of ``iterable`` produced by a worker thread ``depth`` items ahead of the consumer.
 
@@ -113,17 +137,20 @@ def prefetched(iterable: Iterable[T], depth: int = PREFETCH_BATCHES) -> Iterator
             yield item
 
 
-def decoded_batches(dataset: "datasets.Dataset", batch_size: int) -> Iterator[list[ImageItem]]:
-    """Batches of RGB images, decoded from the original file bytes with ``open_rgb``."""
+def decoded_batches(
+    dataset: "datasets.Dataset", batch_size: int, id_column: str = "image_id", name_column: str | None = "file_name"
+) -> Iterator[list[ImageItem]]:
+    """Batches of RGB images, decoded from the original file bytes with ``open_rgb``; without
+    a ``name_column`` an image is named by its stored path (UOUO: ``mosaic_000005.png``)."""
     import datasets
 
-    rows = dataset.select_columns(["image", "image_id", "file_name"]).cast_column(
-        "image", datasets.Image(decode=False)
-    )
+    columns = ["image", id_column] + ([name_column] if name_column else [])
+    rows = dataset.select_columns(columns).cast_column("image", datasets.Image(decode=False))
     for batch in rows.iter(batch_size):
+        names = batch[name_column] if name_column else [image["path"] or "" for image in batch["image"]]
         yield [
-            ImageItem(open_rgb(image["bytes"] or Path(image["path"]).read_bytes()), int(image_id), file_name)
-            for image, image_id, file_name in zip(batch["image"], batch["image_id"], batch["file_name"])
+            ImageItem(open_rgb(image["bytes"] or Path(image["path"]).read_bytes()), int(image_id), name)
+            for image, image_id, name in zip(batch["image"], batch[id_column], names)
         ]
 
 
@@ -153,22 +180,60 @@ def make_safe(detections: Detections, item: ImageItem, n_classes: int, counts: O
     return safe
 
 
-def _detect(adapter: Adapter, items: list[ImageItem], n_classes: int, counts: OutputCounts) -> list[Sanitized]:
-    """The adapter's safe output for a batch; on failure each image is retried alone, and an
-    image that still fails gets no detections and is counted."""
+def isolated(run: Callable[[list[T]], list[R]], batch: list[T], fail: Callable[[T, Exception], R]) -> list[R]:
+    """``run(batch)``; when it raises, each element is run alone, and ``fail`` answers for an
+    element that still raises: a model that fails on one image costs that image only."""
     try:
-        outputs = adapter.predict(items)
-        if len(outputs) != len(items):
-            raise ValueError(f"predict returned {len(outputs)} results for {len(items)} images")
-        scratch = OutputCounts()
-        safe = [make_safe(d, item, n_classes, scratch) for d, item in zip(outputs, items)]
+        return run(batch)
     except Exception as error:
-        if len(items) > 1:
-            return [s for item in items for s in _detect(adapter, [item], n_classes, counts)]
-        counts.fail(items[0], error)
-        return [make_safe(Detections.empty(), items[0], n_classes, counts)]
-    counts.add_repairs(scratch)
-    return safe
+        if len(batch) > 1:
+            return [result for element in batch for result in isolated(run, [element], fail)]
+        return [fail(batch[0], error)]
+
+
+def _same_length(outputs: list[Any], batch: list[Any], method: str) -> None:
+    if len(outputs) != len(batch):
+        raise ValueError(f"{method} returned {len(outputs)} results for {len(batch)} images")
+
+
+def _detect(adapter: Adapter, items: list[ImageItem], n_classes: int, counts: OutputCounts) -> list[Sanitized]:
+    """The adapter's safe output for a batch; an image it fails on gets no detections and is counted."""
+
+    def run(batch: list[ImageItem]) -> list[Sanitized]:
+        outputs = adapter.predict(batch)
+        _same_length(outputs, batch, "predict")
+        scratch = OutputCounts()  # repairs count only once the whole batch succeeded
+        safe = [make_safe(d, item, n_classes, scratch) for d, item in zip(outputs, batch)]
+        counts.add_repairs(scratch)
+        return safe
+
+    def fail(item: ImageItem, error: Exception) -> Sanitized:
+        counts.fail(item, error)
+        return make_safe(Detections.empty(), item, n_classes, counts)
+
+    return isolated(run, items, fail)
+
+
+def _ground(
+    adapter: Adapter, asked: list[tuple[ImageItem, GroundingQuery]], counts: OutputCounts, errors: dict[int, str]
+) -> list[GroundingAnswer]:
+    """The adapter's answers for a batch of mosaics; a mosaic it fails on gets an empty
+    answer (scored as a parse failure) and is counted."""
+
+    def run(batch: list[tuple[ImageItem, GroundingQuery]]) -> list[GroundingAnswer]:
+        answers = adapter.ground([item for item, _ in batch], [query for _, query in batch])
+        _same_length(answers, batch, "ground")
+        wrong = [type(answer).__name__ for answer in answers if not isinstance(answer, GroundingAnswer)]
+        if wrong:
+            raise TypeError(f"ground returned {wrong[0]} where a GroundingAnswer was expected")
+        return list(answers)
+
+    def fail(element: tuple[ImageItem, GroundingQuery], error: Exception) -> GroundingAnswer:
+        counts.fail(element[0], error)
+        errors[element[0].image_id] = f"{type(error).__name__}: {error}"
+        return GroundingAnswer(None, None)
+
+    return isolated(run, asked, fail)
 
 
 def _synchronize(device: str) -> None:
@@ -191,6 +256,32 @@ def _peak_memory_mb(device: str) -> float | None:
     return None
 
 
+def _timed(
+    batches: Iterable[list[ImageItem]],
+    total: int,
+    step: Callable[[list[ImageItem]], None],
+    device: str,
+    progress: bool,
+    description: str | None,
+) -> Timing:
+    """Feed each batch (decoded ahead by a worker thread) to ``step``, timing every call."""
+    from tqdm.auto import tqdm
+
+    batch_seconds: list[float] = []
+    batch_sizes: list[int] = []
+    _reset_peak_memory(device)
+    start = time.perf_counter()
+    with tqdm(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
+        for items in prefetched(batches):
+            tick = time.perf_counter()
+            step(items)
+            batch_seconds.append(time.perf_counter() - tick)
+            batch_sizes.append(len(items))
+            bar.update(len(items))
+    _synchronize(device)
+    return Timing(time.perf_counter() - start, batch_seconds, batch_sizes, _peak_memory_mb(device))
+
+
 def run_inference(
     adapter: Adapter,
     dataset: "datasets.Dataset",
@@ -199,24 +290,45 @@ def run_inference(
     description: str | None = None,
 ) -> InferenceResult:
     """Run ``adapter`` (its task already set) over every image of ``dataset``."""
-    from tqdm.auto import tqdm
-
     assert adapter.task is not None, "set_task must be called before run_inference"
     n_classes = len(adapter.task.classes)
     counts = OutputCounts()
     detections: dict[int, Sanitized] = {}
-    batch_seconds: list[float] = []
-    batch_sizes: list[int] = []
-    _reset_peak_memory(adapter.device)
-    start = time.perf_counter()
-    with tqdm(total=len(dataset), desc=description, unit="img", disable=not progress, leave=False) as bar:
-        for items in prefetched(decoded_batches(dataset, batch_size)):
-            tick = time.perf_counter()
-            safe = _detect(adapter, items, n_classes, counts)
-            batch_seconds.append(time.perf_counter() - tick)
-            batch_sizes.append(len(items))
-            detections.update((item.image_id, s) for item, s in zip(items, safe))
-            bar.update(len(items))
-    _synchronize(adapter.device)
-    seconds = time.perf_counter() - start
-    return InferenceResult(detections, counts, seconds, batch_seconds, batch_sizes, _peak_memory_mb(adapter.device))
+
+    def step(items: list[ImageItem]) -> None:
+        safe = _detect(adapter, items, n_classes, counts)
+        detections.update((item.image_id, s) for item, s in zip(items, safe))
+
+    timing = _timed(decoded_batches(dataset, batch_size), len(dataset), step, adapter.device, progress, description)
+    return InferenceResult(detections, counts, timing)
+
+
+def run_grounding(
+    adapter: Adapter,
+    dataset: "datasets.Dataset",
+    queries: list[GroundingQuery],
+    batch_size: int = 1,
+    progress: bool = True,
+    description: str | None = None,
+) -> GroundingResult:
+    """Ask ``adapter`` each mosaic's question (``queries``, in row order) over a UOUO split."""
+    if len(queries) != len(dataset):
+        raise ValueError(f"{len(queries)} questions for {len(dataset)} mosaics")
+    counts = OutputCounts()
+    errors: dict[int, str] = {}
+    answers: list[GroundingAnswer] = []
+
+    def step(items: list[ImageItem]) -> None:
+        asked = queries[len(answers) : len(answers) + len(items)]
+        answers.extend(_ground(adapter, list(zip(items, asked)), counts, errors))
+
+    batches = decoded_batches(dataset, batch_size, id_column="mosaic_id", name_column=None)
+    timing = _timed(batches, len(dataset), step, adapter.device, progress, description)
+    return GroundingResult(answers, errors, counts, timing)
+
+
+def run_once(infer: Callable[[], T], benchmark: Any = None) -> T:
+    """``infer()``, once; with ``benchmark`` (pytest-benchmark's fixture) under its clock."""
+    if benchmark is None:
+        return infer()
+    return benchmark.pedantic(infer, rounds=1, iterations=1, warmup_rounds=0)

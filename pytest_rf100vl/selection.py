@@ -3,6 +3,8 @@
 Names are checked when the session starts (a typo is a usage error listing the closest
 names); whether a dataset is *on disk* is checked when its pairs run, so a partial local
 copy of RF100-VL still runs what it has and skips the rest with the "how to get it" text.
+The UOUO datasets (:data:`UOUO_DATASETS`) are named like any other and built from the
+cut-out source when their pairs run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from pathlib import Path
 import pytest
 
 from pytest_rf100vl.options import Settings
+
+RF100VL, UOUO = "rf100vl", "uouo"
+"""The benchmarks a dataset belongs to, as adapters name them in ``Adapter.tasks``."""
+UOUO_DATASETS = ("uouo-random", "uouo-mmd")
+"""``uouo-<config>`` for each config of the ``uouo`` builder (:data:`rf100vl_hf.uouo.plan.MODES`)."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,16 @@ class Pair:
     def id(self) -> str:
         return f"{self.model}-{self.dataset}"
 
+    @property
+    def kind(self) -> str:
+        """The benchmark of the dataset: :data:`UOUO` or :data:`RF100VL`."""
+        return UOUO if uouo_config(self.dataset) else RF100VL
+
+
+def uouo_config(dataset: str) -> str | None:
+    """The ``uouo`` builder config a dataset name stands for; ``None`` for RF100-VL datasets."""
+    return dataset.removeprefix("uouo-") if dataset in UOUO_DATASETS else None
+
 
 def _data_dir(settings: Settings) -> Path:
     from rf100vl_hf import paths
@@ -36,9 +53,10 @@ def _data_dir(settings: Settings) -> Path:
 def _check_name(name: str, data_dir: Path) -> None:
     from rf100vl_hf.rf100vl import catalog, sources
 
-    if name == sources.SAMPLE_NAME or catalog.contains(name) or name in sources.custom_exports(data_dir):
+    builtin = (*UOUO_DATASETS, sources.SAMPLE_NAME)
+    if name in builtin or catalog.contains(name) or name in sources.custom_exports(data_dir):
         return
-    known = [e.basename for e in catalog.entries()] + sources.custom_exports(data_dir) + [sources.SAMPLE_NAME]
+    known = [e.basename for e in catalog.entries()] + sources.custom_exports(data_dir) + list(builtin)
     raise pytest.UsageError(f"--rf100vl-dataset: {catalog.unknown('dataset', name, known)}")
 
 

@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rf100vl.grounding import GroundingEvaluation, run_grounding_pair
 from pytest_rf100vl.options import Settings
 from pytest_rf100vl.pair import Evaluation, run_pair
-from pytest_rf100vl.results import ResultsWriter, result_row
-from pytest_rf100vl.selection import Pair, matrix
+from pytest_rf100vl.results import ResultsWriter, detection_row, grounding_row
+from pytest_rf100vl.selection import UOUO, Pair, matrix, uouo_config
 from pytest_rf100vl.thresholds import Rule, Threshold, failure, read_thresholds, threshold_for
 
 if TYPE_CHECKING:
     import datasets
 
-    from rf100vl_hf.metrics import CocoScores
+    from rf100vl_hf.metrics import CocoScores, GroundingScores
 
     from pytest_rf100vl.adapters.base import Adapter
 
@@ -27,17 +28,30 @@ if TYPE_CHECKING:
 @dataclass
 class PairRun:
     """A finished pair: its scores and inference record, its results row, and the threshold
-    check (``failure`` is the message when the pair is below its threshold)."""
+    checks (``thresholds``: metric -> minimum; ``failure`` is the message when the pair is
+    below one)."""
 
     pair: Pair
-    evaluation: Evaluation
+    evaluation: Evaluation | GroundingEvaluation
     row: dict[str, Any]
-    threshold: Threshold | None
+    thresholds: dict[str, Threshold]
     failure: str | None
 
     @property
-    def scores(self) -> "CocoScores":
+    def scores(self) -> "CocoScores | GroundingScores":
+        """COCO scores for an RF100-VL pair, grounding scores for a UOUO pair."""
         return self.evaluation.scores
+
+
+CLIP_HINT = (
+    "UOUO mosaics embed the cut-outs with CLIP: download its weights once, or point --uouo-clip-pretrained "
+    "at a local weights file (or --uouo-clip-model at local-dir:DIR)"
+)
+
+
+def _default(value: float | None, flag: str) -> Threshold | None:
+    """The command line's minimum, for pairs the thresholds file says nothing about."""
+    return None if value is None else Threshold(value, flag)
 
 
 def resolve_device(device: str) -> str:
@@ -62,14 +76,37 @@ class MatrixSession:
         self.settings = settings
         self.pairs: list[Pair] = matrix(settings)
         self.rules: list[Rule] = self._rules()
+        self._check_adapter_options()
         run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
         self.writer = ResultsWriter(settings.results, run_id)
         self.runs: dict[Pair, PairRun] = {}
         self.missing: dict[str, str] = {}  # dataset -> how to get it
         self.errors: dict[str, str] = {}  # pair id -> why it could not run
+        self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
         self._device: str | None = None
         self._adapter: tuple[str, "Adapter | Exception"] | None = None
         self._datasets: dict[tuple[str, str], "datasets.Dataset"] = {}
+
+    def _check_adapter_options(self) -> None:
+        """An option a model's adapter does not declare is a usage error now, before any model
+        loads. Adapters the registry does not know (made by a hook) or that declare no
+        options are checked when they are built."""
+        from pytest_rf100vl.adapters import registry
+
+        for spec in self.settings.models:
+            options = self.settings.options_for(spec)
+            if not options:
+                continue
+            try:
+                cls = registry.adapter_class(registry.parse_spec(spec)[0])
+            except Exception:  # unknown to the registry, or its module fails to import: reported per pair
+                continue
+            try:
+                cls.check_options(options)
+            except TypeError as exc:
+                raise pytest.UsageError(
+                    f"--rf100vl-adapter-option: {exc}; NAME.KEY=VALUE sets an option for one model only"
+                ) from None
 
     def _rules(self) -> list[Rule]:
         from rf100vl_hf.errors import DataError
@@ -101,11 +138,12 @@ class MatrixSession:
     def _load(self, spec: str) -> "Adapter | Exception":
         from pytest_rf100vl.adapters import registry
 
+        options = self.settings.options_for(spec)
         try:
             adapter = self.config.hook.pytest_rf100vl_make_adapter(
-                config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype
+                config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype, options=options
             )
-            return adapter or registry.create(spec, device=self.device, dtype=self.settings.dtype)
+            return adapter or registry.create(spec, device=self.device, dtype=self.settings.dtype, **options)
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
 
@@ -116,22 +154,51 @@ class MatrixSession:
         self._adapter = None
 
     def dataset(self, name: str, split: str | None = None) -> "datasets.Dataset":
-        """A split of ``name`` (default: the session's), prepared once per session."""
-        from rf100vl_hf.rf100vl.builder import load_rf100vl
-
-        split = split or self.settings.split
+        """A split of ``name`` (default: the session's; UOUO has only ``test``), prepared once per session."""
+        config = uouo_config(name)
+        split = "test" if config else split or self.settings.split
         key = (name, split)
         if key not in self._datasets:
-            self._datasets[key] = load_rf100vl(
-                name, split=split, data_dir=self.settings.data_dir, fewshot_dir=self.settings.fewshot_dir,
-                progress=False,
-            )
+            if config:
+                self._datasets[key] = self._uouo(config)
+            else:
+                from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+                self._datasets[key] = load_rf100vl(
+                    name, split=split, data_dir=self.settings.data_dir, fewshot_dir=self.settings.fewshot_dir,
+                    progress=False,
+                )
         return self._datasets[key]
 
+    def _uouo(self, config: str) -> "datasets.Dataset":
+        """The test split of a UOUO config, built on first use from the session's source and CLIP."""
+        from datasets.exceptions import DatasetGenerationError
+
+        from rf100vl_hf.uouo.builder import load_uouo
+
+        parameters = self.settings.uouo_parameters()
+        try:
+            return load_uouo(config, split="test", device=self.device, progress=False, **parameters)
+        except DatasetGenerationError as exc:  # datasets wraps what failed while the mosaics were made
+            cause = exc.__cause__ or exc
+            hint = f"; {CLIP_HINT}" if "weights" in str(cause) else ""
+            raise RuntimeError(
+                f"building the uouo-{config} mosaics failed: {type(cause).__name__}: {cause}{hint}"
+            ) from exc
+
     def run(self, pair: Pair, benchmark: Any = None) -> PairRun:
-        """Run ``pair`` (once per session), append its row to ``results.jsonl`` and write its predictions."""
+        """Run ``pair`` (once per session), append its row to ``results.jsonl`` and write its
+        predictions (RF100-VL) or answers (UOUO)."""
         if pair in self.runs:
             return self.runs[pair]
+        done = self._run_uouo(pair, benchmark) if pair.kind == UOUO else self._run_rf100vl(pair, benchmark)
+        if benchmark is not None:
+            benchmark.extra_info.update(benchmark_info(done.row))
+        self.writer.append(done.row)
+        self.runs[pair] = done
+        return done
+
+    def _run_rf100vl(self, pair: Pair, benchmark: Any) -> PairRun:
         from rf100vl_hf.metadata import read_metadata
 
         settings = self.settings
@@ -142,18 +209,43 @@ class MatrixSession:
             adapter, dataset, metadata, settings.split, settings.prompt, settings.batch_size,
             lambda split: self.dataset(pair.dataset, split), benchmark,
         )
-        threshold = threshold_for(self.rules, pair.model, pair.dataset, settings.min_ap)
-        path = self.writer.write_predictions(pair.model, pair.dataset, settings.split, evaluation.predictions)
-        row = result_row(
-            pair, adapter.describe(), metadata, settings.split, settings.prompt, settings.batch_size,
-            evaluation, self.writer.run_id, threshold, path,
+        threshold = threshold_for(
+            self.rules, pair.model, pair.dataset, "ap", _default(settings.min_ap, "--rf100vl-min-ap")
         )
-        if benchmark is not None:
-            benchmark.extra_info.update(benchmark_info(row))
-        self.writer.append(row)
-        message = failure(f"{pair.model} on {pair.dataset}", row["ap"], threshold) if threshold else None
-        self.runs[pair] = PairRun(pair, evaluation, row, threshold, message)
-        return self.runs[pair]
+        path = self.writer.write_predictions(pair.model, pair.dataset, settings.split, evaluation.predictions)
+        row = detection_row(
+            pair, adapter.describe(), adapter.options, metadata, settings.split, settings.prompt,
+            settings.batch_size, evaluation, self.writer.run_id, threshold, path,
+        )
+        message = failure(f"{pair.model} on {pair.dataset}", "ap", row["ap"], threshold) if threshold else None
+        return PairRun(pair, evaluation, row, {"ap": threshold} if threshold else {}, message)
+
+    def _run_uouo(self, pair: Pair, benchmark: Any) -> PairRun:
+        from rf100vl_hf.metadata import read_metadata
+
+        settings = self.settings
+        dataset = self.dataset(pair.dataset)
+        metadata = read_metadata(dataset)
+        adapter = self.adapter(pair.model)
+        evaluation = run_grounding_pair(
+            adapter, dataset, pair.dataset, metadata["canvas"], settings.batch_size, benchmark
+        )
+        defaults = {
+            "accuracy": _default(settings.uouo_min_accuracy, "--uouo-min-accuracy"),
+            "miou": _default(settings.uouo_min_miou, "--uouo-min-miou"),
+        }
+        thresholds = {
+            metric: threshold
+            for metric, default in defaults.items()
+            if (threshold := threshold_for(self.rules, pair.model, pair.dataset, metric, default)) is not None
+        }
+        path = self.writer.write_answers(pair.model, pair.dataset, evaluation.records)
+        row = grounding_row(
+            pair, adapter.describe(), adapter.options, metadata, settings.batch_size, evaluation,
+            self.writer.run_id, thresholds, path,
+        )
+        messages = [failure(f"{pair.model} on {pair.dataset}", m, row[m], t) for m, t in thresholds.items()]
+        return PairRun(pair, evaluation, row, thresholds, "; ".join(m for m in messages if m) or None)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -163,10 +255,11 @@ class MatrixSession:
 BENCHMARK_FIELDS = (
     "images_per_s", "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms",
     "peak_gpu_memory_mb", "device", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
-    "dataset", "split", "prompt", "n_images", "ap", "smoke", "dataset_fingerprint",
+    "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
 )
 
 
 def benchmark_info(row: dict[str, Any]) -> dict[str, Any]:
-    """What pytest-benchmark records in ``extra_info`` (and so in ``--benchmark-json``)."""
-    return {key: row[key] for key in BENCHMARK_FIELDS}
+    """What pytest-benchmark records in ``extra_info`` (and so in ``--benchmark-json``); an
+    RF100-VL row has no ``accuracy``, a UOUO row no ``ap`` or ``prompt``."""
+    return {key: row[key] for key in BENCHMARK_FIELDS if key in row}

@@ -1,6 +1,7 @@
 """What an adapter is told about a dataset: classes, and per prompt mode the annotator
-instructions or the few-shot examples; ground truth only for adapters that declare they
-need it (the oracle), so no real model can see the answers."""
+instructions or the few-shot examples; for UOUO, the question asked about each mosaic;
+ground truth only for adapters that declare they need it (the oracle), so no real model
+can see the answers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from rf100vl_hf.boxes import xywh_to_xyxy
 from rf100vl_hf.images import open_rgb
 
-from pytest_rf100vl.adapters.base import Adapter, DetectionTask, Detections, FewShotExample
+from pytest_rf100vl.adapters.base import Adapter, DetectionTask, Detections, FewShotExample, GroundingQuery
 
 if TYPE_CHECKING:
     import datasets
@@ -74,4 +75,30 @@ def detection_task(
         category_ids=tuple(metadata["category_ids"]),
         ground_truth=ground_truth(dataset) if adapter.needs_ground_truth else None,
         image_ids=tuple(int(image_id) for image_id in dataset["image_id"]),
+    )
+
+
+def grounding_queries(dataset: "datasets.Dataset") -> list[GroundingQuery]:
+    """The UOUO questions of each mosaic, in row order, exactly as the dataset stores them."""
+    return [
+        GroundingQuery(target=target, box_prompt=box, quadrant_prompt=quadrant)
+        for target, box, quadrant in zip(dataset["target_category"], dataset["box_prompt"], dataset["quadrant_prompt"])
+    ]
+
+
+def grounding_task(adapter: Adapter, dataset: "datasets.Dataset", name: str) -> DetectionTask | None:
+    """What an adapter that needs the ground truth is told about a UOUO dataset: every object
+    of each mosaic (classes: the categories, in the order first met); ``None`` for any other
+    adapter, which gets nothing but the mosaics and the questions."""
+    if not adapter.needs_ground_truth:
+        return None
+    mosaics = dataset.select_columns(["mosaic_id", "objects"])
+    classes: dict[str, int] = {}
+    truth = {}
+    for mosaic_id, objects in zip(mosaics["mosaic_id"], mosaics["objects"]):
+        labels = [classes.setdefault(category, len(classes)) for category in objects["category"]]
+        boxes = np.asarray(objects["box"], dtype=np.float64).reshape(-1, 4)
+        truth[int(mosaic_id)] = Detections(boxes, np.ones(len(labels)), np.asarray(labels, dtype=np.int64))
+    return DetectionTask(
+        dataset=name, classes=list(classes), ground_truth=truth, image_ids=tuple(int(i) for i in mosaics["mosaic_id"])
     )

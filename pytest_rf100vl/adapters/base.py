@@ -122,6 +122,12 @@ class Adapter(ABC):
     default_checkpoint: ClassVar[str | None] = None
     prompt_modes: ClassVar[tuple[str, ...]] = ("names",)
     needs_ground_truth: ClassVar[bool] = False  # only the oracle: the runner fills task.ground_truth
+    tasks: ClassVar[tuple[str, ...]] = ("rf100vl", "uouo")
+    """The benchmarks the adapter answers: ``rf100vl`` (:meth:`predict`), ``uouo`` (:meth:`ground`).
+    The plugin leaves the other benchmark's pairs out, with the reason in its summary."""
+    option_defaults: ClassVar[dict[str, Any] | None] = None
+    """The options the adapter accepts, with their defaults; ``None`` when it does not declare
+    them (then nothing can check an option before the model is built)."""
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         self.checkpoint = checkpoint or self.default_checkpoint
@@ -129,6 +135,19 @@ class Adapter(ABC):
         self.dtype = dtype
         self.options = options
         self.task: DetectionTask | None = None
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Raise ``TypeError`` naming the options ``option_defaults`` does not declare, so a
+        typo is an error rather than a silently ignored setting (unchecked when undeclared)."""
+        if cls.option_defaults is None:
+            return
+        unknown = sorted(set(options) - set(cls.option_defaults))
+        if unknown:
+            raise TypeError(
+                f"adapter {cls.name!r} got unknown option(s) {', '.join(unknown)} "
+                f"(accepted: {', '.join(cls.option_defaults) or 'none'})"
+            )
 
     @property
     def revision(self) -> str | None:

@@ -13,7 +13,8 @@ Checkpoint: ``MODEL@TAG``, an open_clip model name and pretrained tag; default
 carry their weights and take no tag. ``clip-quadrant:tiny`` is a tiny random open_clip
 model (registered with ``open_clip.add_model_config``, ``pretrained=None``, seeded).
 
-It answers UOUO only: :meth:`ClipQuadrantAdapter.predict` raises for RF100-VL detection.
+It answers UOUO only (``tasks``): the plugin leaves it out of RF100-VL pairs, and
+:meth:`ClipQuadrantAdapter.predict` raises for RF100-VL detection.
 """
 
 from __future__ import annotations
@@ -95,13 +96,12 @@ def register_tiny() -> str:
 
 class ClipQuadrantAdapter(Adapter):
     name = "clip-quadrant"
+    tasks = ("uouo",)
     default_checkpoint = f"{DEFAULT_MODEL}@{DEFAULT_PRETRAINED}"
     option_defaults: ClassVar[dict[str, Any]] = {"template": "a photo of a {}"}
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        unknown = sorted(set(options) - set(self.option_defaults))
-        if unknown:
-            raise TypeError(f"adapter {self.name!r} got unknown option(s) {', '.join(unknown)} (accepted: template)")
+        self.check_options(options)
         super().__init__(checkpoint, device, dtype, **{**self.option_defaults, **options})
         import open_clip
 

@@ -2,8 +2,11 @@
 
 Both are asked about the same target object of a mosaic:
 
-- :data:`BOX_PROMPT`, "where is the <category>": answered with a box in pixels of the
-  800 x 800 mosaic, scored by IoU against the target box (mean over mosaics: mIoU);
+- :data:`BOX_PROMPT`, "where is the <category>": answered with a box, scored by IoU
+  against the target box in pixels of the mosaic (mean over mosaics: mIoU). The question
+  names no coordinate space, because models answer in their own (0..1000, pixels of a
+  resized input, location tokens): each adapter reads its model's answer and converts
+  it to pixels of the mosaic it was given;
 - :data:`QUADRANT_PROMPT`, "which quadrant": answered with one of the four words of
   :data:`QUADRANTS` (top-left, top-right, bottom-left, bottom-right: the order of the
   mosaic's cells; the scorer defines them), scored by accuracy.
@@ -16,15 +19,14 @@ from __future__ import annotations
 
 from rf100vl_hf.metrics.grounding import QUADRANTS  # the cells of a mosaic in order; the only valid answers
 
-BOX_PROMPT = (
-    "Where is the {category} in this image? Answer with its bounding box as [x_min, y_min, x_max, y_max] "
-    "in pixels of the {size}x{size} image."
-)
+BOX_PROMPT = "Where is the {category} in this image? Answer with its bounding box as [x_min, y_min, x_max, y_max]."
 QUADRANT_PROMPT = "Which quadrant of the image is the {category} in? Answer with one of: " + ", ".join(QUADRANTS) + "."
 
 
-def box_prompt(category: str, size: int) -> str:
-    return BOX_PROMPT.format(category=category, size=size)
+def box_prompt(category: str, size: int | None = None) -> str:
+    """The box question about ``category``. ``size`` (the canvas side) is ignored: it is
+    accepted for callers written when the question named the mosaic's pixel size."""
+    return BOX_PROMPT.format(category=category)
 
 
 def quadrant_prompt(category: str) -> str:

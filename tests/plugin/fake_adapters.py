@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_rf100vl.adapters.base import Adapter, Detections
+from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer
 
 
 class Nothing(Adapter):
@@ -63,11 +63,51 @@ class InterruptOnSecond(Adapter):
         return [Detections.empty() for _ in batch]
 
 
-FAKES = {cls.name: cls for cls in (Nothing, Messy, InterruptOnSecond)}
+class Talker(Adapter):
+    """A text model on UOUO: its box is always the bottom-right cell; it is asked the quadrant
+    and replies with its ``reply`` option, which reads as a quadrant only when it is one
+    of the four words; it raises on mosaic 3."""
+
+    name = "talker"
+    tasks = ("uouo",)
+    option_defaults = {"reply": "somewhere near the middle"}
+    asked = True
+
+    def __init__(self, checkpoint=None, device="cpu", dtype="float32", **options):
+        self.check_options(options)
+        super().__init__(checkpoint, device, dtype, **{**self.option_defaults, **options})
+
+    def predict(self, batch):
+        raise NotImplementedError("UOUO only")
+
+    def ground(self, batch, queries):
+        answers = []
+        for item in batch:
+            if item.image_id == 3:
+                raise RuntimeError("lost for words on mosaic 3")
+            box = (item.image.width / 2, item.image.height / 2, float(item.image.width), float(item.image.height))
+            raw = {"box": str(list(box))}
+            if not self.asked:
+                answers.append(GroundingAnswer(box, None, raw))
+                continue
+            reply = self.options["reply"]
+            word = reply if reply in ("top-left", "top-right", "bottom-left", "bottom-right") else None
+            answers.append(GroundingAnswer(box, word, {**raw, "quadrant": reply}))
+        return answers
 
 
-def pytest_rf100vl_make_adapter(config, spec, device, dtype):
+class Pointer(Talker):
+    """The same box as the talker, but never asked the quadrant (like a detector)."""
+
+    name = "pointer"
+    asked = False
+
+
+FAKES = {cls.name: cls for cls in (Nothing, Messy, InterruptOnSecond, Talker, Pointer)}
+
+
+def pytest_rf100vl_make_adapter(config, spec, device, dtype, options):
     name, _, checkpoint = spec.partition(":")
     if name in FAKES:
-        return FAKES[name](checkpoint or None, device=device, dtype=dtype)
+        return FAKES[name](checkpoint or None, device=device, dtype=dtype, **options)
     return None

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-TINY_CLIP = "tiny-clip-uouo-test"
-
-
-@pytest.fixture(scope="session")
-def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The name of a tiny open_clip config, registered with ``add_model_config``; built with ``pretrained=None``."""
-    import open_clip
-
-    folder = tmp_path_factory.mktemp("open-clip-configs")
-    config = {
-        "embed_dim": 64,
-        "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16, "head_width": 32},
-        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1},
-    }
-    (folder / f"{TINY_CLIP}.json").write_text(json.dumps(config))
-    open_clip.add_model_config(folder)
-    return TINY_CLIP
+from tests.support.tiny_clip import tiny_clip  # noqa: F401  (a fixture)
 
 
 @pytest.fixture(scope="session")
