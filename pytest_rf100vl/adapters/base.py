@@ -115,6 +115,33 @@ class GroundingAnswer:
     raw: dict[str, str] = field(default_factory=dict)
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def typed_option(key: str, value: Any, default: Any) -> Any:
+    """An option given as text (command line, ini file) in the type of its default.
+
+    ``None`` defaults take a number or ``none``; other values pass through unchanged.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        if isinstance(default, bool):
+            if text.lower() in _TRUE + _FALSE:
+                return text.lower() in _TRUE
+            raise ValueError("expected true or false")
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float) or (default is None and text.lower() != "none"):
+            return float(text)
+        if default is None:
+            return None
+    except ValueError as exc:
+        raise ValueError(f"option {key}={value!r}: {exc}") from None
+    return value
+
+
 class Adapter(ABC):
     """Base class of all adapters. Subclasses set ``name`` and ``default_checkpoint``."""
 
@@ -127,13 +154,16 @@ class Adapter(ABC):
     The plugin leaves the other benchmark's pairs out, with the reason in its summary."""
     option_defaults: ClassVar[dict[str, Any] | None] = None
     """The options the adapter accepts, with their defaults; ``None`` when it does not declare
-    them (then nothing can check an option before the model is built)."""
+    them (then nothing can check an option before the model is built). Options given as text
+    are converted to the type of their default (:func:`typed_option`)."""
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        self.check_options(options)
         self.checkpoint = checkpoint or self.default_checkpoint
         self.device = device
         self.dtype = dtype
-        self.options = options
+        defaults = self.option_defaults or {}
+        self.options = {**defaults, **{key: typed_option(key, value, defaults.get(key)) for key, value in options.items()}}
         self.task: DetectionTask | None = None
 
     @classmethod

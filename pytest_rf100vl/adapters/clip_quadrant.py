@@ -101,8 +101,7 @@ class ClipQuadrantAdapter(Adapter):
     option_defaults: ClassVar[dict[str, Any]] = {"template": "a photo of a {}"}
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        self.check_options(options)
-        super().__init__(checkpoint, device, dtype, **{**self.option_defaults, **options})
+        super().__init__(checkpoint, device, dtype, **options)
         import open_clip
 
         self.torch_dtype = resolve_dtype(dtype)

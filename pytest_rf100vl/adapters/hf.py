@@ -165,13 +165,7 @@ class HFDetector(Adapter):
     option_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        unknown = sorted(set(options) - set(self.option_defaults))
-        if unknown:
-            raise TypeError(
-                f"adapter {self.name!r} got unknown option(s) {', '.join(unknown)} "
-                f"(accepted: {', '.join(self.option_defaults) or 'none'})"
-            )
-        super().__init__(checkpoint, device, dtype, **{**self.option_defaults, **options})
+        super().__init__(checkpoint, device, dtype, **options)
         self.torch_device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype)
         if self.checkpoint == TINY:

@@ -30,10 +30,6 @@ class OracleAdapter(Adapter):
     needs_ground_truth = True
     option_defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        self.check_options(options)
-        super().__init__(checkpoint, device, dtype)
-
     def set_task(self, task: DetectionTask) -> None:
         if task.ground_truth is None:
             raise ValueError(f"the oracle needs the ground truth of {task.dataset!r}, but task.ground_truth is None")

@@ -17,7 +17,7 @@ import math
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import xxhash
@@ -106,6 +106,8 @@ class ReplayAdapter(Adapter):
 
     name = "predictions"
     prompt_modes = PROMPT_MODES
+    tasks = ("rf100vl",)
+    option_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)

@@ -67,17 +67,6 @@ class LabelMap:
         return None
 
 
-def option_flag(value: Any) -> bool:
-    """A boolean adapter option given as a bool or as text from a command line or ini file."""
-    if isinstance(value, str):
-        if value.strip().lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.strip().lower() in ("0", "false", "no", "off", ""):
-            return False
-        raise ValueError(f"expected true or false, got {value!r}")
-    return bool(value)
-
-
 class TextAnswerAdapter(HFDetector):
     """A model that writes its boxes as text. Subclasses say how to ask
     (:meth:`detection_prompt`, :meth:`box_prompt`, :meth:`quadrant_prompt`), how to run the
@@ -89,7 +78,7 @@ class TextAnswerAdapter(HFDetector):
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)
-        self.per_class = option_flag(self.options["per_class"])
+        self.per_class = bool(self.options["per_class"])
         self.max_new_tokens = int(self.options["max_new_tokens"])
         self.stats: Counter[str] = Counter()  # answers, boxes, rejected_boxes, unmatched_boxes, no_box, no_quadrant
         self.labels = LabelMap([])

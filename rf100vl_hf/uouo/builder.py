@@ -45,7 +45,7 @@ from rf100vl_hf.uouo.sample import ensure_sample_source
 from rf100vl_hf.uouo.sources import MIN_IMAGES, CutoutSource, read_alpha, read_source
 
 BUILDER_NAME = "uouo"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 """Bumped whenever composition or features change, so an old cache is not reused."""
 VERSION = datasets.Version("1.0.0")
 DEFAULT_NUM_MOSAICS = 200
@@ -222,7 +222,7 @@ def mosaic_example(
         "target_quadrant": QUADRANTS[target],
         "target_box": list(map(float, mosaic.boxes[target])),
         "target_box_norm": mosaic.boxes_norm[target],
-        "box_prompt": box_prompt(names[target], composer.CANVAS),
+        "box_prompt": box_prompt(names[target]),
         "quadrant_prompt": quadrant_prompt(names[target]),
     }
 

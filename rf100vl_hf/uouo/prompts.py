@@ -23,9 +23,7 @@ BOX_PROMPT = "Where is the {category} in this image? Answer with its bounding bo
 QUADRANT_PROMPT = "Which quadrant of the image is the {category} in? Answer with one of: " + ", ".join(QUADRANTS) + "."
 
 
-def box_prompt(category: str, size: int | None = None) -> str:
-    """The box question about ``category``. ``size`` (the canvas side) is ignored: it is
-    accepted for callers written when the question named the mosaic's pixel size."""
+def box_prompt(category: str) -> str:
     return BOX_PROMPT.format(category=category)
 
 

@@ -24,7 +24,7 @@ def clip() -> ClipQuadrantAdapter:
 
 
 def query(name: str) -> GroundingQuery:
-    return GroundingQuery(name, box_prompt(name, 800), quadrant_prompt(name))
+    return GroundingQuery(name, box_prompt(name), quadrant_prompt(name))
 
 
 def mosaic(size: tuple[int, int], red_cell: int) -> ImageItem:

@@ -62,7 +62,7 @@ def test_tiny_model_end_to_end(florence: Florence2Adapter) -> None:
         assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
             found.boxes[:, [1, 3]] <= item.image.height
         )
-    answers = florence.ground(batch, [GroundingQuery("cat", box_prompt("cat", 300), quadrant_prompt("cat"))] * 2)
+    answers = florence.ground(batch, [GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))] * 2)
     assert [set(answer.raw) for answer in answers] == [{"box"}] * 2
     assert all(answer.quadrant is None for answer in answers)
     assert florence.describe()["smoke"] is True
@@ -100,7 +100,7 @@ def test_ground_asks_open_vocabulary_detection_of_the_target(
     florence: Florence2Adapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = script(florence, monkeypatch, lambda prompt: "resistor<loc_500><loc_0><loc_999><loc_499>")
-    query = GroundingQuery("resistor", box_prompt("resistor", 800), quadrant_prompt("resistor"))
+    query = GroundingQuery("resistor", box_prompt("resistor"), quadrant_prompt("resistor"))
     (result,) = florence.ground([image_item((800, 800))], [query])
     assert seen == ["Locate resistor in the image."]
     np.testing.assert_allclose(result.box, [400.4, 0.4, 799.6, 399.6])

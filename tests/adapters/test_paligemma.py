@@ -38,7 +38,7 @@ def test_tiny_model_end_to_end(paligemma: PaliGemmaAdapter) -> None:
         assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
             found.boxes[:, [1, 3]] <= item.image.height
         )
-    answers = paligemma.ground(batch, [GroundingQuery("cat", box_prompt("cat", 300), quadrant_prompt("cat"))] * 2)
+    answers = paligemma.ground(batch, [GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))] * 2)
     assert [set(answer.raw) for answer in answers] == [{"box", "quadrant"}] * 2
     assert paligemma.describe()["smoke"] is True
 
@@ -73,7 +73,7 @@ def test_ground_uses_detect_and_answer_prefixes(paligemma: PaliGemmaAdapter, mon
         return "<loc0512><loc0000><loc1023><loc0511> resistor" if "detect" in prompt else "top left"
 
     seen = script(paligemma, monkeypatch, answer)
-    query = GroundingQuery("resistor", box_prompt("resistor", 800), quadrant_prompt("resistor"))
+    query = GroundingQuery("resistor", box_prompt("resistor"), quadrant_prompt("resistor"))
     (result,) = paligemma.ground([image_item((800, 800))], [query])
     assert [prompt_of(text) for text in seen] == ["detect resistor", f"answer en {query.quadrant_prompt}"]
     np.testing.assert_allclose(result.box, [0.0, 400.0, 399.21875, 799.21875])

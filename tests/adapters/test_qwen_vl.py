@@ -82,7 +82,7 @@ def test_tiny_model_end_to_end(qwen: TextAnswerAdapter) -> None:
         assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
             found.boxes[:, [1, 3]] <= item.image.height
         )
-    answers = qwen.ground(batch, [GroundingQuery("cat", box_prompt("cat", 300), quadrant_prompt("cat"))] * 2)
+    answers = qwen.ground(batch, [GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))] * 2)
     assert [set(answer.raw) for answer in answers] == [{"box", "quadrant"}] * 2
     described = qwen.describe()
     assert described["smoke"] is True and described["revision"].startswith("xxh3:")
@@ -166,7 +166,7 @@ def test_ground_reads_box_and_quadrant(qwen: TextAnswerAdapter, monkeypatch: pyt
         return "It is in the Bottom Right quadrant."
 
     seen = script(qwen, monkeypatch, answer)
-    query = GroundingQuery("resistor", box_prompt("resistor", 800), quadrant_prompt("resistor"))
+    query = GroundingQuery("resistor", box_prompt("resistor"), quadrant_prompt("resistor"))
     (result,) = qwen.ground([image_item(size)], [query])
     np.testing.assert_allclose(result.box, target, atol=1e-6)
     assert result.quadrant == "bottom-right"
@@ -176,7 +176,7 @@ def test_ground_reads_box_and_quadrant(qwen: TextAnswerAdapter, monkeypatch: pyt
 
 def test_unanswerable_grounding_gives_none(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
     script(qwen, monkeypatch, lambda prompt: "I am not sure.")
-    query = GroundingQuery("resistor", box_prompt("resistor", 800), quadrant_prompt("resistor"))
+    query = GroundingQuery("resistor", box_prompt("resistor"), quadrant_prompt("resistor"))
     (result,) = qwen.ground([image_item((800, 800))], [query])
     assert (result.box, result.quadrant) == (None, None)
     assert result.raw == {"box": "I am not sure.", "quadrant": "I am not sure."}
