@@ -115,3 +115,18 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
+
+
+def config_metadata(config: ConfigExport, card: Path, benchmark: str) -> dict[str, Any]:
+    """A config's metadata (see :mod:`rf100vl_hf.metadata`), which must be of ``benchmark``:
+    anything else in a repository is an error naming the card and config, not a silent row."""
+    from rf100vl_hf.metadata import read_metadata
+
+    field = f"dataset_info[{config.name}].description"
+    try:
+        metadata = read_metadata(config.info())
+    except ValueError as exc:
+        raise DataError(card, field, str(exc)) from None
+    if metadata.get("benchmark") != benchmark:
+        raise DataError(card, field, f"not a {benchmark} config")
+    return metadata

@@ -14,10 +14,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from rf100vl_hf import paths
-from rf100vl_hf.errors import DataError, DatasetNotFoundError
-from rf100vl_hf.hub.card import CARD_FILE, read_card, write_card
+from rf100vl_hf.errors import DatasetNotFoundError
+from rf100vl_hf.hub.card import CARD_FILE, config_metadata, read_card, write_card
 from rf100vl_hf.hub.export import ConfigExport, staged_repository, write_config
-from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.builder import CITATION, rf100vl_builder
 from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
@@ -27,17 +26,6 @@ PRETTY_NAME = "RF100-VL"
 REPO_PLACEHOLDER = "ORG/NAME"
 _SOURCE_SPLITS = ("train", "validation", "test")
 _SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
-
-
-def _metadata(config: ConfigExport, card: Path) -> dict[str, Any]:
-    """A config's RF100-VL metadata; anything else in the repository is an error, not a silent row."""
-    try:
-        metadata = read_metadata(config.info())
-    except ValueError as exc:
-        raise DataError(card, f"dataset_info[{config.name}].description", str(exc)) from None
-    if metadata.get("benchmark") != "rf100vl":
-        raise DataError(card, f"dataset_info[{config.name}].description", "not an RF100-VL config")
-    return metadata
 
 
 def _size_category(configs: list[ConfigExport]) -> str:
@@ -108,7 +96,7 @@ def _instructions(config: ConfigExport, meta: dict[str, Any]) -> str:
 def card_body(configs: list[ConfigExport], card: Path, repo_id: str | None = None) -> str:
     """The markdown of the card: what RF100-VL is, how to load it, the datasets, the protocol."""
     rows = sorted(
-        ((c, _metadata(c, card)) for c in configs),
+        ((c, config_metadata(c, card, "rf100vl")) for c in configs),
         key=lambda row: (_domain_order(row[1]["domain"]), row[0].name),
     )
     repo = repo_id or REPO_PLACEHOLDER

@@ -15,10 +15,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub.card import CARD_FILE, read_card, write_card
+from rf100vl_hf.hub.card import CARD_FILE, config_metadata, read_card, write_card
 from rf100vl_hf.hub.export import ConfigExport, staged_repository, write_config
-from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.uouo import compose
 from rf100vl_hf.uouo.builder import CITATION, HOMEPAGE, uouo_builder
 from rf100vl_hf.uouo.embeddings import DEFAULT_MODEL, DEFAULT_PRETRAINED
@@ -29,16 +27,6 @@ from rf100vl_hf.uouo.sources import MIN_ALPHA_PIXELS, MIN_ALPHA_SIDE
 
 PRETTY_NAME = "UOUO (rf100vl-hf rebuild)"
 REPO_PLACEHOLDER = "ORG/uouo"
-
-
-def _metadata(config: ConfigExport, card: Path) -> dict[str, Any]:
-    try:
-        metadata = read_metadata(config.info())
-    except ValueError as exc:
-        raise DataError(card, f"dataset_info[{config.name}].description", str(exc)) from None
-    if metadata.get("benchmark") != "uouo":
-        raise DataError(card, f"dataset_info[{config.name}].description", "not a UOUO config")
-    return metadata
 
 
 def card_data(configs: list[ConfigExport], license: str) -> dict[str, Any]:
@@ -125,7 +113,7 @@ unparseable answer scores IoU 0 and a wrong quadrant, and is counted as a parse 
 
 def card_body(configs: list[ConfigExport], card: Path, repo_id: str | None = None) -> str:
     """The markdown of the card."""
-    rows = sorted(((c, _metadata(c, card)) for c in configs), key=lambda row: row[0].name)
+    rows = sorted(((c, config_metadata(c, card, "uouo")) for c in configs), key=lambda row: row[0].name)
     repo = repo_id or REPO_PLACEHOLDER
     example = "mmd" if any(c.name == "mmd" for c, _ in rows) else rows[0][0].name
     return f"""# UOUO: Uncontextualized Uncommon Objects
