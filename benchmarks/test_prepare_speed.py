@@ -35,6 +35,8 @@ NAME = "shapes-2k"
 SIZES = {"train": 1600, "valid": 200, "test": 200}
 N_IMAGES = sum(SIZES.values())
 TARGET_RATIO = 3.0
+WARM_WRITE_RATIO = 10.0
+"""With the files in memory, prepare against reading and writing the bytes once (measured: about 6x)."""
 TARGET_BARE_LOAD_S = 1.0
 
 FRESH_PROCESS = r"""
@@ -148,7 +150,10 @@ def test_prepare_is_within_3x_of_reading_the_files(
             f"({N_IMAGES / floor:.0f} images/s); ratio {ratio:.1f}x (target {TARGET_RATIO:.0f}x); "
             f"reading and writing them once {read_write:.2f} s, ratio {prepare / read_write:.1f}x"
         )
-    assert ratio <= TARGET_RATIO or cache_state == "warm", f"prepare is {ratio:.1f}x the floor"
+    if cache_state == "cold":
+        assert ratio <= TARGET_RATIO, f"prepare is {ratio:.1f}x the floor"
+    else:  # from memory the floor is a memcpy; guard against regressions against reading and writing once
+        assert prepare / read_write <= WARM_WRITE_RATIO, f"prepare is {prepare / read_write:.1f}x reading and writing"
 
 
 def test_bare_load_dataset_in_a_fresh_process_is_under_1s(data_dir: Path, tmp_path: Path, capsys) -> None:

@@ -85,7 +85,7 @@ class MatrixSession:
         self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
         self._device: str | None = None
         self._adapter: tuple[str, "Adapter | Exception"] | None = None
-        self._datasets: dict[tuple[str, str], "datasets.Dataset"] = {}
+        self._datasets: dict[str, "datasets.Dataset | datasets.DatasetDict"] = {}
 
     def _check_adapter_options(self) -> None:
         """An option a model's adapter does not declare is a usage error now, before any model
@@ -154,21 +154,25 @@ class MatrixSession:
         self._adapter = None
 
     def dataset(self, name: str, split: str | None = None) -> "datasets.Dataset":
-        """A split of ``name`` (default: the session's; UOUO has only ``test``), prepared once per session."""
+        """A split of ``name`` (default: the session's; UOUO has only ``test``). Each dataset is
+        validated and prepared once per session, all its splits at once."""
         config = uouo_config(name)
-        split = "test" if config else split or self.settings.split
-        key = (name, split)
-        if key not in self._datasets:
+        if name not in self._datasets:
             if config:
-                self._datasets[key] = self._uouo(config)
+                self._datasets[name] = self._uouo(config)
             else:
                 from rf100vl_hf.rf100vl.builder import load_rf100vl
 
-                self._datasets[key] = load_rf100vl(
-                    name, split=split, data_dir=self.settings.data_dir, fewshot_dir=self.settings.fewshot_dir,
-                    progress=False,
+                self._datasets[name] = load_rf100vl(
+                    name, data_dir=self.settings.data_dir, fewshot_dir=self.settings.fewshot_dir, progress=False
                 )
-        return self._datasets[key]
+        if config:
+            return self._datasets[name]
+        splits = self._datasets[name]
+        split = split or self.settings.split
+        if split not in splits:
+            raise ValueError(f"dataset {name!r} has no split {split!r} (it has: {', '.join(splits)})")
+        return splits[split]
 
     def _uouo(self, config: str) -> "datasets.Dataset":
         """The test split of a UOUO config, built on first use from the session's source and CLIP."""
