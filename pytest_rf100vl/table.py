@@ -97,6 +97,18 @@ def uouo_runs_table(rows: list[dict[str, Any]]) -> list[str]:
     return _markdown(header, body, numeric=range(2, len(header) - 1))
 
 
+def environment(rows: list[dict[str, Any]]) -> str:
+    """One line saying what the run ran on: devices and dtypes, and the versions of what scores depend on."""
+    devices = ", ".join(dict.fromkeys(f"{row['device']} ({row['dtype']})" for row in rows))
+    versions = {
+        key.removesuffix("_version").replace("_", "-"): value
+        for row in rows[:1]
+        for key, value in row.items()
+        if key.endswith("_version") and value
+    }
+    return f"Ran on {devices}; " + ", ".join(f"{name} {value}" for name, value in versions.items())
+
+
 def summary(
     rows: list[dict[str, Any]],
     checks: list[MeanCheck],
@@ -111,6 +123,8 @@ def summary(
     lines = ["# rf100vl results", ""]
     if any(row["smoke"] for row in rows):
         lines += [f"**{SMOKE_BANNER}**", ""]
+    if rows:
+        lines += [environment(rows), ""]
     if detection:
         lines += ["## AP50:95 (%)", "", *ap_table(detection), "", "## Runs", "", *runs_table(detection), ""]
     if grounding:
