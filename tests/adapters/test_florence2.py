@@ -14,7 +14,7 @@ from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.florence2 import GROUNDING, OPEN_VOCABULARY, Florence2Adapter
 from pytest_rf100vl.adapters.registry import create
-from tests.adapters.test_qwen_vl import WIDE, image_item
+from tests.adapters.text_models import WIDE, check_end_to_end, image_item
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +52,7 @@ def script(adapter: Florence2Adapter, monkeypatch: pytest.MonkeyPatch, answer: C
 
 @pytest.mark.filterwarnings("ignore:.*is not a class of")
 def test_tiny_model_end_to_end(florence: Florence2Adapter) -> None:
-    batch = [image_item(WIDE, 0), image_item((90, 120), 1)]
-    florence.set_task(DetectionTask(dataset="d", classes=["cat", "dog"]))
-    detections = florence.predict(batch)
-    assert len(detections) == 2
-    for item, found in zip(batch, detections):
-        found.check(num_classes=2)
-        assert found.boxes.shape == (len(found.scores), 4) and np.all(found.scores == 1.0)
-        assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
-            found.boxes[:, [1, 3]] <= item.image.height
-        )
-    answers = florence.ground(batch, [GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))] * 2)
-    assert [set(answer.raw) for answer in answers] == [{"box"}] * 2
+    answers = check_end_to_end(florence, {"box"})
     assert all(answer.quadrant is None for answer in answers)
     assert florence.describe()["smoke"] is True
 

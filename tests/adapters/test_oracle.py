@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from pycocotools.coco import COCO
-from pycocotools.cocoeval import COCOeval
 
 from pytest_rf100vl.adapters import Detections, DetectionTask, ImageItem, create
+from tests.support.coco_reference import precision_ap, pycocotools_eval
 
 
 def export_task(annotations: Path) -> tuple[DetectionTask, list[ImageItem], dict]:
@@ -42,16 +39,7 @@ def export_task(annotations: Path) -> tuple[DetectionTask, list[ImageItem], dict
 def coco_ap(coco: dict, results: list[dict]) -> float:
     """AP50:95 at maxDets=500 with pycocotools, the metric of RF100-VL (annotation ids from 1)."""
     gt = dict(coco, annotations=[dict(a, id=i + 1) for i, a in enumerate(coco["annotations"])])
-    with contextlib.redirect_stdout(io.StringIO()):
-        ground = COCO()
-        ground.dataset = gt
-        ground.createIndex()
-        evaluation = COCOeval(ground, ground.loadRes(results), "bbox")
-        evaluation.params.maxDets = [1, 10, 500]
-        evaluation.evaluate()
-        evaluation.accumulate()
-    precision = evaluation.eval["precision"][:, :, :, 0, -1]
-    return float(precision[precision > -1].mean())
+    return precision_ap(pycocotools_eval(gt, results))
 
 
 def test_oracle_scores_exactly_one_on_a_real_export(shared_data: Path) -> None:

@@ -11,7 +11,7 @@ from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.paligemma import PaliGemmaAdapter
 from pytest_rf100vl.adapters.registry import create
-from tests.adapters.test_qwen_vl import WIDE, image_item, script
+from tests.adapters.text_models import WIDE, check_end_to_end, image_item, script
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +28,7 @@ def prompt_of(seen: str) -> str:
 
 @pytest.mark.filterwarnings("ignore:.*is not a class of")
 def test_tiny_model_end_to_end(paligemma: PaliGemmaAdapter) -> None:
-    batch = [image_item(WIDE, 0), image_item((90, 120), 1)]
-    paligemma.set_task(DetectionTask(dataset="d", classes=["cat", "dog"]))
-    detections = paligemma.predict(batch)
-    assert len(detections) == 2
-    for item, found in zip(batch, detections):
-        found.check(num_classes=2)
-        assert found.boxes.shape == (len(found.scores), 4) and np.all(found.scores == 1.0)
-        assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
-            found.boxes[:, [1, 3]] <= item.image.height
-        )
-    answers = paligemma.ground(batch, [GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))] * 2)
-    assert [set(answer.raw) for answer in answers] == [{"box", "quadrant"}] * 2
+    check_end_to_end(paligemma, {"box", "quadrant"})
     assert paligemma.describe()["smoke"] is True
 
 

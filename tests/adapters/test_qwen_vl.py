@@ -3,46 +3,17 @@ the real processor and tokenizer to check prompts, labels and each coordinate sp
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import numpy as np
 import pytest
-import torch
-from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 
-from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.registry import create
 from pytest_rf100vl.adapters.vlm import TextAnswerAdapter
-
-WIDE = (300, 200)  # a non-square image, so x and y scales differ
-
-
-def image_item(size: tuple[int, int], seed: int = 0) -> ImageItem:
-    pixels = np.random.default_rng(seed).integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
-    return ImageItem(Image.fromarray(pixels), image_id=seed, file_name=f"{seed}.jpg")
-
-
-def script(adapter: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch, answer: Callable[[str], str]) -> list[str]:
-    """Make a decoder-only model "answer" ``answer(prompt)`` to each prompt of a batch: the
-    tokens come back through the adapter's own decoding. Returns the prompts the model got."""
-    tokenizer = adapter.processor.tokenizer
-    seen: list[str] = []
-
-    def generate(input_ids: torch.Tensor, **kwargs: object) -> torch.Tensor:
-        rows = []
-        for ids in input_ids:
-            seen.append(tokenizer.decode(ids, skip_special_tokens=False))
-            rows.append(tokenizer(answer(seen[-1]), add_special_tokens=False)["input_ids"])
-        width = max(map(len, rows))
-        tail = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows], dtype=torch.long)
-        return torch.cat([input_ids, tail.reshape(len(rows), width)], dim=1)
-
-    monkeypatch.setattr(adapter.model, "generate", generate)
-    return seen
-
+from tests.adapters.text_models import WIDE, check_end_to_end, image_item, script
 
 @pytest.fixture(scope="module", params=["qwen2.5-vl", "qwen3-vl"])
 def qwen(request: pytest.FixtureRequest) -> TextAnswerAdapter:
@@ -71,19 +42,7 @@ def native_box(adapter: TextAnswerAdapter, size: tuple[int, int], box: tuple[flo
 
 @pytest.mark.filterwarnings("ignore:.*is not a class of")
 def test_tiny_model_end_to_end(qwen: TextAnswerAdapter) -> None:
-    batch = [image_item(WIDE, 0), image_item((90, 120), 1)]
-    qwen.set_task(DetectionTask(dataset="d", classes=["cat", "dog"]))
-    detections = qwen.predict(batch)
-    assert len(detections) == 2
-    for item, found in zip(batch, detections):
-        found.check(num_classes=2)
-        assert found.boxes.shape == (len(found.scores), 4)
-        assert np.all(found.scores == 1.0) and np.all((found.labels >= 0) & (found.labels < 2))
-        assert np.all(found.boxes[:, [0, 2]] <= item.image.width) and np.all(
-            found.boxes[:, [1, 3]] <= item.image.height
-        )
-    answers = qwen.ground(batch, [GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))] * 2)
-    assert [set(answer.raw) for answer in answers] == [{"box", "quadrant"}] * 2
+    check_end_to_end(qwen, {"box", "quadrant"})
     described = qwen.describe()
     assert described["smoke"] is True and described["revision"].startswith("xxh3:")
     assert described["answers"]["answers"] == 2 + 2

@@ -4,8 +4,6 @@ the same AP."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.plugin.helpers import link, results
+from tests.support.coco_reference import precision_ap, pycocotools_eval
 
 ROW_COLUMNS = {
     "model", "spec", "checkpoint", "dataset", "domain", "split", "prompt", "ap", "ap50", "ap75", "n_images",
@@ -28,22 +27,10 @@ ROW_COLUMNS = {
 def pycocotools_ap(annotations_file: Path, predictions: list[dict[str, Any]]) -> float:
     """AP50:95 in percent the way the paper's code computes it: COCOeval at maxDets
     [1, 10, 500], read from the precision array (annotation ids renumbered from 1)."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
     ground_truth = json.loads(annotations_file.read_text(encoding="utf-8"))
     for number, annotation in enumerate(ground_truth["annotations"], start=1):
         annotation["id"] = number
-    with contextlib.redirect_stdout(io.StringIO()):
-        coco = COCO()
-        coco.dataset = ground_truth
-        coco.createIndex()
-        evaluator = COCOeval(coco, coco.loadRes(predictions), "bbox")
-        evaluator.params.maxDets = [1, 10, 500]
-        evaluator.evaluate()
-        evaluator.accumulate()
-    precision = evaluator.eval["precision"][:, :, :, 0, -1]
-    return 100 * float(precision[precision > -1].mean())
+    return 100 * precision_ap(pycocotools_eval(ground_truth, predictions))
 
 
 def jittered(annotations_file: Path, seed: int = 0) -> list[dict[str, Any]]:
