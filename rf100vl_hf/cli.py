@@ -45,6 +45,12 @@ same commit (the Hub's history keeps them), so push a folder that holds every co
 """
 
 
+def _add_export_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="the repository folder to write (created or updated)")
+    parser.add_argument("--push", metavar="ORG/NAME", help="then push the folder to this Hub dataset repository")
+    parser.add_argument("--private", action="store_true", help="create the pushed repository as private")
+
+
 def _add_data_dirs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, help="folder of full exports, one sub-folder per dataset")
     parser.add_argument("--fewshot-dir", type=Path, help="folder of the official few-shot exports")
@@ -262,10 +268,8 @@ def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_uouo_options(p)
-    p.add_argument("--out", type=Path, required=True, help="the repository folder to write (created or updated)")
     p.add_argument("--license", default="other", help="the source images' licence, as a Hub licence id (default %(default)s)")
-    p.add_argument("--push", metavar="ORG/NAME", help="then push the folder to this Hub dataset repository")
-    p.add_argument("--private", action="store_true", help="create the pushed repository as private")
+    _add_export_options(p)
     p.set_defaults(func=cmd_uouo_export)
 
 
@@ -327,13 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_data_dirs(p)
-    p.add_argument("--out", type=Path, required=True, help="the repository folder to write (created or updated)")
     p.add_argument(
         "--dataset", action="append", dest="datasets", metavar="NAME",
         help="a dataset to export (repeatable); default: every dataset found in the data folder",
     )
-    p.add_argument("--push", metavar="ORG/NAME", help="then push the folder to this Hub dataset repository")
-    p.add_argument("--private", action="store_true", help="create the pushed repository as private")
+    _add_export_options(p)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(
