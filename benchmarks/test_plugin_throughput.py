@@ -38,7 +38,7 @@ def tiny_owlv2_task(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         from rf100vl_hf.sample import write_sample_export
 
         from pytest_rf100vl.adapters import registry
-        from pytest_rf100vl.tasks import detection_task
+        from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
 
         write_sample_export(root / "data" / "shapes", sizes={"test": N_IMAGES})
         dataset = load_rf100vl("shapes", split="test", data_dir=root / "data", cache_dir=root / "cache", progress=False)
@@ -97,7 +97,7 @@ def compare_loops(
 
 
 def test_plugin_loop_against_a_hand_written_loop(benchmark: Any, tiny_owlv2_task: tuple[Any, Any]) -> None:
-    from pytest_rf100vl.runner import run_inference
+    from pytest_rf100vl.run.runner import run_inference
 
     adapter, dataset = tiny_owlv2_task
     result = compare_loops(
@@ -120,7 +120,7 @@ def tiny_clip_quadrant_task(tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
         from pytest_rf100vl.adapters import registry
         from pytest_rf100vl.adapters.clip_quadrant import register_tiny
-        from pytest_rf100vl.tasks import grounding_queries
+        from pytest_rf100vl.kinds.uouo.tasks import grounding_queries
 
         adapter = registry.create("clip-quadrant:tiny", device="cpu")
         dataset = load_uouo(
@@ -154,7 +154,7 @@ def hand_written_grounding_loop(adapter: Any, dataset: Any, queries: list[Any], 
 def test_grounding_loop_against_a_hand_written_loop(
     benchmark: Any, tiny_clip_quadrant_task: tuple[Any, Any, list[Any]]
 ) -> None:
-    from pytest_rf100vl.runner import run_grounding
+    from pytest_rf100vl.run.runner import run_grounding
 
     adapter, dataset, queries = tiny_clip_quadrant_task
     result = compare_loops(

@@ -7,9 +7,15 @@
   first prepare after a download; the target is asserted there) and with them in it
   ("warm": the floor is then a memory copy, which no cache writer can come near, so the
   figure is printed with a second floor, reading and writing the bytes once).
+- ``prepare`` of an export that is already built (``verify=True``: every file read,
+  validated and fingerprinted, the build reused), against the same floor, cold; target:
+  within 1.5x.
+- Loading a prepared dataset (``load_rf100vl`` with no file changed) against a ``stat`` of
+  every file and against reading every file, alternating rounds; target: under half the
+  read (it stats each file once and reads none of them).
 - A bare ``load_dataset("rf100vl", NAME, split=...)`` of the prepared config in a fresh
-  process, offline, against ``load_rf100vl`` on the same prepared cache in that process
-  (which re-reads and fingerprints the export to find its cache); target: under 1 s.
+  process, offline, against ``load_rf100vl`` on the same prepared cache in that process;
+  target: under 1 s.
 
 Run with ``pytest benchmarks/test_prepare_speed.py -s`` to see the figures.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from rf100vl_hf.rf100vl.builder import load_rf100vl
+from rf100vl_hf.rf100vl.builder import load_rf100vl, rf100vl_builder
 from rf100vl_hf.rf100vl.reader import ANNOTATIONS_FILE
 from rf100vl_hf.rf100vl.splits import FewShotWarning
 from rf100vl_hf.sample import write_sample_export
@@ -38,6 +45,8 @@ TARGET_RATIO = 3.0
 WARM_WRITE_RATIO = 10.0
 """With the files in memory, prepare against reading and writing the bytes once (measured: about 6x)."""
 TARGET_BARE_LOAD_S = 1.0
+TARGET_VERIFY_RATIO = 1.5
+ROUNDS = 5
 
 FRESH_PROCESS = r"""
 import json, sys, time
@@ -47,7 +56,7 @@ imported = time.perf_counter()
 ds = datasets.load_dataset("rf100vl", sys.argv[1], split="test")
 loaded = time.perf_counter()
 if sys.argv[2] == "load_rf100vl":
-    from rf100vl_hf.rf100vl.builder import load_rf100vl
+    from rf100vl_hf.rf100vl.builder import load_rf100vl, rf100vl_builder
     ds = load_rf100vl(sys.argv[1], split="test", data_dir=sys.argv[3], progress=False)
 ours = time.perf_counter()
 print(json.dumps({"import": imported - start, "bare": loaded - imported, "ours": ours - loaded, "rows": len(ds)}))
@@ -154,6 +163,51 @@ def test_prepare_is_within_3x_of_reading_the_files(
         assert ratio <= TARGET_RATIO, f"prepare is {ratio:.1f}x the floor"
     else:  # from memory the floor is a memcpy; guard against regressions against reading and writing once
         assert prepare / read_write <= WARM_WRITE_RATIO, f"prepare is {prepare / read_write:.1f}x reading and writing"
+
+
+def _stat_every_file(root: Path) -> int:
+    return sum(entry.stat().st_size for entry in _files(root))
+
+
+def _read_every_file(root: Path) -> int:
+    return sum(len(path.read_bytes()) for path in _files(root))
+
+
+def test_repeat_costs_prepare_verifies_and_a_load_only_stats(data_dir: Path, tmp_path: Path, capsys) -> None:
+    export, cache = data_dir / NAME, tmp_path / "cache"
+    _prepare_and_load(data_dir, cache)
+
+    def verify() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FewShotWarning)
+            builder = rf100vl_builder(NAME, data_dir, cache_dir=cache, progress=False, verify=True)
+            builder.download_and_prepare()
+
+    def load() -> None:
+        assert len(load_rf100vl(NAME, "test", data_dir, cache_dir=cache, progress=False)) == SIZES["test"]
+
+    evict = (lambda: _evict(export)) if hasattr(os, "posix_fadvise") else None
+    verified, cold_floor = [], []
+    for _ in range(3):  # alternating: prepare of a built export, and the floor, both cold
+        verified.append(_best(verify, rounds=1, before=evict))
+        cold_floor.append(_best(lambda: _read_once(export), rounds=1, before=evict))
+    loads, stats, reads = [], [], []
+    for _ in range(ROUNDS):  # alternating, warm
+        loads.append(_best(load, rounds=1))
+        stats.append(_best(lambda: _stat_every_file(export), rounds=1))
+        reads.append(_best(lambda: _read_every_file(export), rounds=1))
+    verify_ratio = statistics.median(v / f for v, f in zip(verified, cold_floor))
+    load_s, stat_s, read_s = (statistics.median(x) for x in (loads, stats, reads))
+    with capsys.disabled():
+        print(
+            f"\nprepare of a built export ({'cold' if evict else 'warm'}): median {statistics.median(verified):.2f} s, "
+            f"reading the files once {statistics.median(cold_floor):.2f} s: median ratio {verify_ratio:.2f}x "
+            f"(target {TARGET_VERIFY_RATIO}x)\n"
+            f"load of the prepared dataset: median {load_s * 1000:.0f} ms; stat of every file {stat_s * 1000:.0f} ms; "
+            f"reading every file {read_s * 1000:.0f} ms (warm); load / read {load_s / read_s:.2f}x"
+        )
+    assert verify_ratio <= TARGET_VERIFY_RATIO, f"prepare of a built export is {verify_ratio:.2f}x the floor"
+    assert load_s < read_s / 2, "loading a prepared dataset costs as much as reading its files"
 
 
 def test_bare_load_dataset_in_a_fresh_process_is_under_1s(data_dir: Path, tmp_path: Path, capsys) -> None:

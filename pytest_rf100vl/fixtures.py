@@ -9,16 +9,16 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
     def test_finds_something(rf100vl_adapter, rf100vl_dataset):
         ...
 
-- ``rf100vl_settings`` (session): the validated options (:class:`~pytest_rf100vl.options.Settings`);
-- ``rf100vl_pair``: the :class:`~pytest_rf100vl.selection.Pair` (``model`` spec, ``dataset``
-  name, ``kind``: ``rf100vl`` or ``uouo``);
+- ``rf100vl_settings`` (session): the validated options (:class:`~pytest_rf100vl.collect.options.Settings`);
+- ``rf100vl_pair``: the :class:`~pytest_rf100vl.collect.selection.Pair` (``model`` spec, ``dataset``
+  name, ``kind``: the benchmark kind, ``rf100vl`` or ``uouo`` for the built-in ones);
 - ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
   a pair of a benchmark the adapter does not answer (``Adapter.tasks``) is skipped, and
   the summary lists it;
 - ``rf100vl_dataset``: the pair's split as a ``datasets.Dataset`` (``read_metadata`` gives
   its classes); a dataset that is not on disk skips the test with how to get it; a UOUO
   dataset is built from the cut-out source on first use;
-- ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.session.PairRun`:
+- ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.kinds.base.PairRun`:
   ``scores``, ``row``, ``evaluation``, ``thresholds``, ``failure``), timed by
   pytest-benchmark when it is active and written to the results folder.
 """
@@ -29,27 +29,28 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from pytest_rf100vl.options import Settings
-from pytest_rf100vl.selection import Pair
+from pytest_rf100vl.collect.options import Settings
+from pytest_rf100vl.collect.selection import Pair
+from pytest_rf100vl.kinds.base import BenchmarkKind
 
 if TYPE_CHECKING:
     import datasets
 
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.session import MatrixSession, PairRun
+    from pytest_rf100vl.kinds.base import PairRun
+    from pytest_rf100vl.run.session import MatrixSession
 
 SESSION_KEY = pytest.StashKey["MatrixSession"]()
 SETTINGS_KEY = pytest.StashKey[Settings]()
-PAIR_FIXTURES = ("rf100vl_pair",)
-"""Every fixture above depends on this one, which the plugin parametrizes."""
+KINDS_KEY = pytest.StashKey[list[BenchmarkKind]]()
 
 
 def matrix_session(config: pytest.Config) -> "MatrixSession":
     """The session's matrix state, created on first use (it reads the catalogue and thresholds)."""
     if SESSION_KEY not in config.stash:
-        from pytest_rf100vl.session import MatrixSession
+        from pytest_rf100vl.run.session import MatrixSession
 
-        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[SETTINGS_KEY])
+        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[SETTINGS_KEY], config.stash[KINDS_KEY])
     return config.stash[SESSION_KEY]
 
 
@@ -86,7 +87,7 @@ def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "dataset
 
     session = matrix_session(pytestconfig)
     try:
-        return session.dataset(rf100vl_pair.dataset)
+        return session.dataset(rf100vl_pair)
     except DatasetNotFoundError as exc:
         _not_on_disk(session, rf100vl_pair, exc)
     except (ValueError, RuntimeError, OSError) as exc:

@@ -1,13 +1,25 @@
-"""Hooks the plugin calls, for a ``conftest.py`` or another plugin to implement."""
+"""Hooks the plugin calls, for a ``conftest.py`` or another plugin to implement.
+
+- :func:`pytest_rf100vl_make_adapter`: build a model's adapter (try a model without
+  publishing an entry point);
+- :func:`pytest_rf100vl_result_row`: add columns to a pair's results row before it is written;
+- :func:`pytest_rf100vl_results_written`: act on the results folder once the session has
+  written it (publish it, archive it, notify someone).
+
+Benchmark kinds are not hooks: they register in the ``rf100vl.kinds`` entry-point group
+(``docs/architecture.md`` shows a complete one).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.collect.selection import Pair
 
 
 @pytest.hookspec(firstresult=True)
@@ -35,4 +47,30 @@ def pytest_rf100vl_make_adapter(
         def pytest_rf100vl_make_adapter(config, spec, device, dtype):
             if spec == "everywhere":
                 return Everywhere(device=device, dtype=dtype)
+    """
+
+
+def pytest_rf100vl_result_row(config: pytest.Config, pair: "Pair", row: dict[str, Any]) -> dict[str, Any] | None:
+    """Columns to add to ``pair``'s results row (a copy is passed in) before it is written to
+    ``results.jsonl``, the parquet file and pytest-benchmark's JSON. Every implementation's
+    columns are added; a column the plugin already wrote cannot be replaced (the pair errors).
+    Example, recording the machine and the cluster job::
+
+        import os, socket
+
+        def pytest_rf100vl_result_row(config, pair, row):
+            return {"host": socket.gethostname(), "job": os.environ.get("SLURM_JOB_ID")}
+    """
+
+
+def pytest_rf100vl_results_written(config: pytest.Config, folder: Path, rows: list[dict[str, Any]]) -> None:
+    """Called once the session has written ``summary.md`` and ``results.parquet`` into the
+    results ``folder``; ``rows`` are this session's rows. An exception here is reported as a
+    warning line of the summary; it never changes the results already written. Example,
+    copying the folder to shared storage::
+
+        import shutil
+
+        def pytest_rf100vl_results_written(config, folder, rows):
+            shutil.copytree(folder, f"/shared/results/{rows[0]['run_id']}", dirs_exist_ok=True)
     """

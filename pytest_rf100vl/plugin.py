@@ -2,15 +2,17 @@
 
 ``pytest --rf100vl-model owlv2:tiny --rf100vl-dataset sample`` runs the pair
 ``rf100vl::test_detection[owlv2:tiny-sample]``: the model is loaded once for all its
-datasets, runs over the split under pytest-benchmark's clock, is scored with COCO AP at
-maxDets=500, checked against its threshold, and recorded in ``.rf100vl/results``. The
-datasets ``uouo-random`` and ``uouo-mmd`` run the same way as
-``rf100vl::test_grounding[owlv2:tiny-uouo-mmd]``, scored with quadrant accuracy and mIoU.
+datasets, the pair is run and scored by its benchmark kind, checked against its threshold,
+and recorded in ``.rf100vl/results``. This module only wires pytest's hooks to the rooms
+that do the work (``docs/architecture.md``): ``collect/`` (options, selection, the matrix
+node), ``run/`` (the session, the inference loop), ``report/`` (rows, thresholds, results
+folder, summary), ``kinds/`` (one package per benchmark) and ``adapters/`` (one module per
+model family).
 
-Without ``--rf100vl-*`` matrix options the plugin adds nothing to a run and imports nothing
-heavy (torch, transformers and datasets load only when a pair runs). With them and no test
-paths, only the matrix runs; with test paths, both run. Datasets that are not on disk are
-skipped, and the summary says how to get them.
+Without matrix options the plugin adds nothing to a run and imports nothing heavy (torch,
+transformers and datasets load only when a pair runs). With them and no test paths, only
+the matrix runs; with test paths, both run. Datasets that are not on disk are skipped, and
+the summary says how to get them.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl import collect, hookspec
+from pytest_rf100vl import hookspec
+from pytest_rf100vl.collect import collection
+from pytest_rf100vl.collect.options import CORE_OPTIONS, Option, add_options, read_settings
 from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the plugin's namespace)
+    KINDS_KEY,
     SESSION_KEY,
     SETTINGS_KEY,
     matrix_session,
@@ -30,15 +35,19 @@ from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the 
     rf100vl_run,
     rf100vl_settings,
 )
-from pytest_rf100vl.options import add_options, read_settings
-from pytest_rf100vl.selection import UOUO
+from pytest_rf100vl.kinds import kind_classes
 
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
+WARNINGS_KEY = pytest.StashKey[list[str]]()
+
+
+def _options() -> tuple[Option, ...]:
+    return CORE_OPTIONS + tuple(option for kind in kind_classes() for option in kind.options)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+    add_options(parser, _options())
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -46,8 +55,11 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    settings = read_settings(config)
+    classes = kind_classes()
+    selectors = tuple(dest for kind in classes for dest in kind.selectors)
+    settings = read_settings(config, _options(), selectors)
     config.stash[SETTINGS_KEY] = settings
+    config.stash[KINDS_KEY] = [kind(settings) for kind in classes]
     if settings.active:
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
 
@@ -60,8 +72,8 @@ def _active(config: pytest.Config) -> bool:
 def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     report = yield
     if isinstance(collector, pytest.Session) and _active(collector.config) and report.passed:
-        module = collect.matrix_module(collector)
-        if collect.user_named_paths(collector.config):
+        module = collection.matrix_module(collector)
+        if collection.user_named_paths(collector.config):
             report.result.append(module)
         else:
             report.result = [module]
@@ -71,13 +83,15 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "rf100vl_pair" not in metafunc.fixturenames or not _active(metafunc.config):
         return
-    pairs = collect.matrix_pairs(metafunc, matrix_session(metafunc.config).pairs)
+    session = matrix_session(metafunc.config)
+    test_names = {name: kind.test_name for name, kind in session.kinds.items()}
+    pairs = collection.matrix_pairs(metafunc, session.pairs, test_names)
     metafunc.parametrize("rf100vl_pair", pairs, ids=[pair.id for pair in pairs], indirect=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _active(config):
-        collect.model_major(items, config.stash[SETTINGS_KEY].models)
+        collection.model_major(items, config.stash[SETTINGS_KEY].models)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -89,13 +103,13 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     shown = ", ".join(datasets[:8]) + (f", ... ({len(datasets)} in all)" if len(datasets) > 8 else "")
     lines = [
         f"rf100vl: {len(session.pairs)} pair(s); models: {', '.join(settings.models)}; datasets: {shown}",
-        f"rf100vl: split {settings.split}, prompt {settings.prompt}, device {settings.device}, "
-        f"dtype {settings.dtype}, batch size {settings.batch_size}; results in {settings.results}",
+        f"rf100vl: device {settings.device}, dtype {settings.dtype}, batch size {settings.batch_size}; "
+        f"results in {settings.results}",
     ]
-    if any(pair.kind == UOUO for pair in session.pairs):
-        given = ", ".join(f"{key} {'none (random weights)' if value is None else value}"
-                          for key, value in settings.uouo_parameters().items())
-        lines.append(f"uouo: split test; {given or 'default source, mosaics and CLIP model'}")
+    for name, kind in session.kinds.items():
+        own = [pair for pair in session.pairs if pair.kind == name]
+        if own:
+            lines += kind.header_lines(own)
     if settings.adapter_options:
         lines.append("rf100vl: adapter options: " + ", ".join(
             f"{o.adapter + '.' if o.adapter else ''}{o.key}={o.value}" for o in settings.adapter_options
@@ -104,26 +118,39 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Release the model, check the means, write results.parquet and summary.md."""
+    """Release the model, run the kinds' checks of means, write results.parquet and summary.md,
+    then call ``pytest_rf100vl_results_written``."""
     config = session.config
     if SESSION_KEY not in config.stash or config.option.collectonly:
         return
-    from pytest_rf100vl.checks import FAILED, reference_checks, threshold_checks
-    from pytest_rf100vl.table import summary
+    from pytest_rf100vl.report.checks import FAILED
+    from pytest_rf100vl.report.summary import summary
 
     state = config.stash[SESSION_KEY]
     state.release()
     rows = state.rows
-    checks = threshold_checks(state.rules, rows)
-    if state.settings.reference:
-        checks += reference_checks(state.settings, rows)
-    text = summary(rows, checks, state.missing, state.errors, state.left_out)
+    checks = state.mean_checks()
+    text = summary(rows, list(state.kinds.values()), checks, state.missing, state.errors, state.left_out)
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text
+    config.stash[WARNINGS_KEY] = _results_written(config, state.writer.folder, rows)
     failed = sum(check.status == FAILED for check in checks)
     config.stash[MEAN_FAILURES_KEY] = failed
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _results_written(config: pytest.Config, folder: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """Call every ``pytest_rf100vl_results_written`` implementation; a failing one becomes a
+    warning line (the results are already on disk and stay as written)."""
+    warnings = []
+    for impl in config.hook.pytest_rf100vl_results_written.get_hookimpls():
+        try:
+            impl.function(**{name: value for name, value in (("config", config), ("folder", folder), ("rows", rows))
+                             if name in impl.argnames})
+        except Exception as exc:  # a publisher's failure must not cost the results
+            warnings.append(f"{impl.plugin_name}: {type(exc).__name__}: {exc}")
+    return warnings
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -132,6 +159,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "rf100vl summary")
     terminalreporter.write_line(config.stash[SUMMARY_KEY])
     terminalreporter.write_line(f"results: {config.stash[SESSION_KEY].writer.folder}")
+    for warning in config.stash[WARNINGS_KEY]:
+        terminalreporter.write_line(f"rf100vl: warning: {warning}", yellow=True)
     failed = config.stash[MEAN_FAILURES_KEY]
     if failed:
         terminalreporter.write_line(f"rf100vl: {failed} check(s) of means failed (exit status 1)", red=True, bold=True)

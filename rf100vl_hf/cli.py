@@ -1,17 +1,81 @@
 """``rf100vl-hf``: browse the catalogue, prepare datasets, export and push Hub repositories.
 
-Every command is a thin call into the package; ``rf100vl-hf COMMAND --help`` explains each.
+Every command is a thin call into the package; ``rf100vl-hf COMMAND --help`` explains each
+(docs/cli.md lists them all). Start-up stays light: ``--help`` and ``prepare`` import
+neither torch nor a model library; each command imports what it needs when it runs, and the
+UOUO options (whose defaults live beside the embedding code) are added only when the command
+is ``uouo``. Every bad argument and every error of the data, the paths or the Hub ends in
+one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import math
+import re
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from rf100vl_hf import paths
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
+
+USAGE_ERROR = 2
+"""Exit status of a bad argument, bad data, a bad path or a failed Hub call (argparse's own)."""
+
+
+class CommandError(Rf100vlError):
+    """A command could not do its work for a reason outside the package (the Hub, a file system)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line that says where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _checked(kind: Callable[[str], Any], test: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` that converts with ``kind`` and accepts what passes ``test``."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+            good = test(value)
+        except (ValueError, OSError):  # OSError: a path the system refuses to look at (too long...)
+            good = False
+        if not good:
+            raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}")
+        return value
+
+    convert.__name__ = expected  # argparse names the type in some messages
+    return convert
+
+
+INTEGER = _checked(int, lambda v: True, "an integer")
+POSITIVE_INTEGER = _checked(int, lambda v: v >= 1, "an integer of at least 1")
+FRACTION = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1, "a number in (0, 1]")
+POSITIVE_NUMBER = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
+DIRECTORY = _checked(Path, lambda v: v.is_dir(), "an existing folder")
+
+
+def _can_be_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder, or can be made one: its nearest existing ancestor is a folder."""
+    for place in (path, *path.absolute().parents):
+        if place.exists():
+            return place.is_dir()
+    return True
+
+
+FOLDER = _checked(Path, _can_be_folder, "a folder, or a path where one can be made")
+REPO_ID = _checked(
+    str,
+    lambda v: len(v) <= 96 and re.fullmatch(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*", v) is not None
+    and ".." not in v and "--" not in v,
+    "a Hub repository id ORG/NAME (letters, digits, '-', '_', '.')",
+)
 
 EPILOG = f"""\
 data folders:
@@ -46,14 +110,16 @@ same commit (the Hub's history keeps them), so push a folder that holds every co
 
 
 def _add_export_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="the repository folder to write (created or updated)")
-    parser.add_argument("--push", metavar="ORG/NAME", help="then push the folder to this Hub dataset repository")
+    parser.add_argument("--out", type=FOLDER, required=True, help="the repository folder to write (created or updated)")
+    parser.add_argument(
+        "--push", metavar="ORG/NAME", type=REPO_ID, help="then push the folder to this Hub dataset repository"
+    )
     parser.add_argument("--private", action="store_true", help="create the pushed repository as private")
 
 
 def _add_data_dirs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, help="folder of full exports, one sub-folder per dataset")
-    parser.add_argument("--fewshot-dir", type=Path, help="folder of the official few-shot exports")
+    parser.add_argument("--data-dir", type=DIRECTORY, help="folder of full exports, one sub-folder per dataset")
+    parser.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -74,10 +140,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from rf100vl_hf.errors import DatasetNotFoundError
     from rf100vl_hf.rf100vl import catalog
-    from rf100vl_hf.rf100vl.builder import Rf100vl
-    from rf100vl_hf.rf100vl.sources import locate
+    from rf100vl_hf.rf100vl.builder import rf100vl_builder
 
     if catalog.contains(args.name):
         entry = catalog.get(args.name)
@@ -85,12 +149,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  full export      {entry.full_project}  {entry.full_url}")
         print(f"  few-shot export  {entry.fewshot_project}  {entry.fewshot_url}")
     try:
-        source = locate(args.name, args.data_dir, args.fewshot_dir)
+        builder = rf100vl_builder(args.name, args.data_dir, args.fewshot_dir, progress=False)
     except DatasetNotFoundError as exc:
         print(f"\n{exc}")
         return 0
-    builder = Rf100vl(source, progress=False)
-    meta = builder.metadata
+    source, meta = builder.source, builder.metadata
     print(f"\non disk: {source.root}" + (f" (few-shot: {source.fewshot_root})" if source.fewshot_root else ""))
     print(f"  layout {meta['layout']}, fingerprint {meta['fingerprint']}, licence {meta['license'] or 'unknown'}")
     print(f"  classes ({len(meta['classes'])}): {', '.join(meta['classes'])}")
@@ -120,7 +183,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     }
     for name in args.names:
         builder = rf100vl_builder(
-            name, args.data_dir, args.fewshot_dir, args.cache_dir, verify_images=args.verify_images, **params
+            name, args.data_dir, args.fewshot_dir, args.cache_dir, verify_images=args.verify_images, verify=True,
+            **params,
         )
         builder.download_and_prepare()
         splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
@@ -136,7 +200,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from rf100vl_hf.hub import push_repository
     from rf100vl_hf.rf100vl.hub_card import datasets_on_disk, export_rf100vl
 
     names = args.datasets or datasets_on_disk(args.data_dir)
@@ -146,15 +209,44 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = export_rf100vl(names, args.out, args.data_dir, args.fewshot_dir, repo_id=args.push)
     print(f"wrote {out}\n  check it with: load_dataset('{out}', '{names[0]}', split='test')")
     if args.push:
-        print(f"pushed: {push_repository(out, args.push, private=args.private)}")
+        _push(out, args.push, private=args.private)
     return 0
 
 
-def cmd_push(args: argparse.Namespace) -> int:
+def _hub_errors() -> tuple[type[BaseException], ...]:
+    """What a Hub call raises when the Hub is unreachable, refuses or fails: the Hub client's
+    HTTP errors, its transport's errors (whichever HTTP library it uses), and what it raises
+    as plain errors (RuntimeError, ValueError for a refused repository id)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    errors: list[type[BaseException]] = [HfHubHTTPError, OSError, RuntimeError, ValueError]
+    for transport, base in (("httpx", "HTTPError"), ("httpx2", "HTTPError"), ("requests", "RequestException")):
+        with contextlib.suppress(ImportError, AttributeError):
+            errors.append(getattr(importlib.import_module(transport), base))
+    return tuple(errors)
+
+
+@contextlib.contextmanager
+def _hub_call(repo_id: str) -> Iterator[None]:
+    """Turn a failed Hub call into a one-line :class:`CommandError` naming the repository."""
+    try:
+        yield
+    except Rf100vlError:
+        raise
+    except _hub_errors() as exc:
+        raise CommandError(f"pushing to {repo_id!r} failed: {type(exc).__name__}: {_one_line(exc)}") from exc
+
+
+def _push(path: Path, repo_id: str, **options: Any) -> None:
     from rf100vl_hf.hub import push_repository
 
-    url = push_repository(args.path, args.repo_id, token=args.token, private=args.private, revision=args.revision)
+    with _hub_call(repo_id):
+        url = push_repository(path, repo_id, **options)
     print(f"pushed: {url}")
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    _push(args.path, args.repo_id, token=args.token, private=args.private, revision=args.revision)
     return 0
 
 
@@ -178,19 +270,26 @@ the cut-outs:
 
 
 def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
+    """The UOUO builder's options. Their defaults are read from the UOUO modules, which import
+    the embedding code (and torch), so only a ``uouo`` command line adds them."""
     from rf100vl_hf.uouo.builder import DEFAULT_NUM_MOSAICS
     from rf100vl_hf.uouo.embeddings import DEFAULT_MODEL, DEFAULT_PRETRAINED
     from rf100vl_hf.uouo.mmd import DEFAULT_SIGMA, ROUTES
     from rf100vl_hf.uouo.plan import MODES
 
-    parser.add_argument("--source-dir", type=Path, help="folder of cut-outs, one sub-folder per category")
+    parser.add_argument("--source-dir", type=DIRECTORY, help="folder of cut-outs, one sub-folder per category")
     parser.add_argument(
         "--config", action="append", dest="configs", choices=MODES,
         help="a config to build (repeatable); default: all of them",
     )
-    parser.add_argument("--num-mosaics", type=int, default=DEFAULT_NUM_MOSAICS, help="mosaics per config (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the mosaics (default %(default)s)")
-    parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help="RBF kernel width of the MMD (default %(default)s)")
+    parser.add_argument(
+        "--num-mosaics", type=POSITIVE_INTEGER, default=DEFAULT_NUM_MOSAICS,
+        help="mosaics per config (default %(default)s)",
+    )
+    parser.add_argument("--seed", type=INTEGER, default=0, help="seed of the mosaics (default %(default)s)")
+    parser.add_argument(
+        "--sigma", type=POSITIVE_NUMBER, default=DEFAULT_SIGMA, help="RBF kernel width of the MMD (default %(default)s)"
+    )
     parser.add_argument(
         "--route", choices=ROUTES, default="auto",
         help="nearest categories: exact MMD, mean embeddings, or auto by category count (default %(default)s)",
@@ -229,7 +328,6 @@ def cmd_uouo_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_uouo_export(args: argparse.Namespace) -> int:
-    from rf100vl_hf.hub import push_repository
     from rf100vl_hf.uouo.hub_card import export_uouo
     from rf100vl_hf.uouo.plan import MODES
 
@@ -239,13 +337,17 @@ def cmd_uouo_export(args: argparse.Namespace) -> int:
     )
     print(f"wrote {out}\n  check it with: load_dataset('{out}', 'mmd', split='test')")
     if args.push:
-        print(f"pushed: {push_repository(out, args.push, private=args.private)}")
+        _push(out, args.push, private=args.private)
     return 0
 
 
-def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
+def _add_uouo_commands(sub: argparse._SubParsersAction, with_commands: bool) -> None:
+    """The ``uouo`` command; its sub-commands and their options only when ``with_commands``
+    (the command line is a ``uouo`` one), so that other commands do not import UOUO's modules."""
     uouo = sub.add_parser("uouo", help="build, export and push UOUO mosaics", description=UOUO_DESCRIPTION)
     commands = uouo.add_subparsers(dest="uouo_command", required=True, metavar="COMMAND")
+    if not with_commands:
+        return
 
     p = commands.add_parser(
         "prepare",
@@ -255,7 +357,7 @@ def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_uouo_options(p)
-    p.add_argument("--cache-dir", type=Path, help="datasets cache (default: $HF_DATASETS_CACHE)")
+    p.add_argument("--cache-dir", type=FOLDER, help="datasets cache (default: $HF_DATASETS_CACHE)")
     p.set_defaults(func=cmd_uouo_prepare)
 
     p = commands.add_parser(
@@ -268,7 +370,9 @@ def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_uouo_options(p)
-    p.add_argument("--license", default="other", help="the source images' licence, as a Hub licence id (default %(default)s)")
+    p.add_argument(
+        "--license", default="other", help="the source images' licence, as a Hub licence id (default %(default)s)"
+    )
     _add_export_options(p)
     p.set_defaults(func=cmd_uouo_export)
 
@@ -281,8 +385,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; for ``argv`` that is not a ``uouo`` command, without UOUO's
+    sub-commands (see :func:`_add_uouo_commands`). ``None`` builds everything."""
+    parser = Parser(
         prog="rf100vl-hf",
         description="RF100-VL and UOUO as Hugging Face datasets.",
         epilog=EPILOG,
@@ -305,18 +411,23 @@ def build_parser() -> argparse.ArgumentParser:
         "prepare",
         help="validate exports and build the Arrow cache that load_dataset('rf100vl', NAME) reads",
         description=(
-            "Read and validate each export, then write datasets' Arrow cache. Afterwards "
+            "Read and validate every file of each export, then write datasets' Arrow cache, unless a "
+            "build of the same contents exists (then it is reused). Afterwards "
             "load_dataset('rf100vl', NAME, split=...) works from any directory, offline "
-            "(set HF_HUB_OFFLINE=1 on a machine without network to skip the Hub lookup)."
+            "(set HF_HUB_OFFLINE=1 on a machine without network to skip the Hub lookup), and "
+            "load_rf100vl and the pytest plugin reuse the build after a stat of each file, as long "
+            "as no file of the export changed."
         ),
     )
     p.add_argument("names", nargs="+", metavar="NAME", help="dataset basenames, custom export folders, or 'sample'")
     _add_data_dirs(p)
-    p.add_argument("--cache-dir", type=Path, help="datasets cache (default: $HF_DATASETS_CACHE)")
-    p.add_argument("--fewshot-k", type=int, help="instances per class of a generated few-shot split (default 10)")
-    p.add_argument("--fewshot-seed", type=int, help="seed of a generated few-shot split (default 0)")
-    p.add_argument("--semisup-fraction", type=float, help="fraction of train images in semisup (default 0.1)")
-    p.add_argument("--semisup-seed", type=int, help="seed of the semi-supervised split (default 0)")
+    p.add_argument("--cache-dir", type=FOLDER, help="datasets cache (default: $HF_DATASETS_CACHE)")
+    p.add_argument(
+        "--fewshot-k", type=POSITIVE_INTEGER, help="instances per class of a generated few-shot split (default 10)"
+    )
+    p.add_argument("--fewshot-seed", type=INTEGER, help="seed of a generated few-shot split (default 0)")
+    p.add_argument("--semisup-fraction", type=FRACTION, help="fraction of train images in semisup (default 0.1)")
+    p.add_argument("--semisup-seed", type=INTEGER, help="seed of the semi-supervised split (default 0)")
     p.add_argument(
         "--verify-images", choices=["header", "full"], default="header",
         help="header: parse headers and check JPEG/PNG end markers (fast, default); full: decode every image",
@@ -344,28 +455,49 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=PUSH_NOTE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", type=Path, help="the folder written by 'rf100vl-hf export'")
-    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset repository")
+    p.add_argument("path", type=DIRECTORY, help="the folder written by 'rf100vl-hf export'")
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", type=REPO_ID, help="the Hub dataset repository")
     p.add_argument("--token", help="a token with write access (default: the logged-in one or $HF_TOKEN)")
     p.add_argument("--private", action="store_true", help="create the repository as private")
     p.add_argument("--revision", help="push to this branch (created if needed) instead of main")
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("sample", help="write the embedded sample export (drawn by the package) to a folder")
-    p.add_argument("--out", type=Path, default=Path("sample"), help="target folder (default: ./sample)")
+    p.add_argument("--out", type=FOLDER, default=Path("sample"), help="target folder (default: ./sample)")
     p.set_defaults(func=cmd_sample)
 
-    _add_uouo_commands(sub)
+    _add_uouo_commands(sub, with_commands=argv is None or list(argv[:1]) == ["uouo"])
+    from rf100vl_hf.results.cli import add_parser as add_results_parser
+
+    add_results_parser(sub)
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (Hub errors carry several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError as '<path>: <reason>' (user paths: missing, unreadable, not a folder, disk full)."""
+    if exc.filename is None:
+        return _one_line(exc)
+    target = f" -> {exc.filename2}" if exc.filename2 else ""
+    return f"{exc.filename}{target}: {exc.strerror or _one_line(exc)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; 0 when it worked, 2 with one line on stderr when it could not."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except Rf100vlError as exc:
-        print(f"rf100vl-hf: error: {exc}", file=sys.stderr)
-        return 2
+        message = str(exc)
+    except OSError as exc:
+        message = _os_error(exc)
+    print(f"rf100vl-hf: error: {message}", file=sys.stderr)
+    return USAGE_ERROR
 
 
 if __name__ == "__main__":

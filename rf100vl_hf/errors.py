@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 3, 80, 80, 6, 6
+
+
+def shown(value: object) -> str:
+    """A short ``repr`` of a value read from a file, for an error message.
+
+    Bounded in depth and length, so a hostile value (a megabyte string, a list nested a
+    thousand deep) gives a one-line message instead of a huge one or a RecursionError.
+    """
+    return _SHOWN.repr(value)
 
 
 class Rf100vlError(Exception):

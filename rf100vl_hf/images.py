@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import io
 import struct
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import simplejpeg
 from PIL import Image, ImageOps
 
 from rf100vl_hf.errors import DataError
@@ -19,6 +22,13 @@ from rf100vl_hf.errors import DataError
 ORIENTATION_TAG = 0x0112
 TRANSPOSING_ORIENTATIONS = frozenset({5, 6, 7, 8})
 """EXIF orientations that turn the image by 90 degrees, so displayed width and height swap."""
+
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+"""Samples per pixel of each PNG colour type."""
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+"""The seven passes of an interlaced PNG: first column, first row, column step, row step."""
+_JPEG_TARGET = {"Gray": "GRAY", "CMYK": "CMYK", "YCCK": "CMYK"}
+"""The colour space to decode a JPEG into for checking, by its stored colour space (else RGB)."""
 
 _HIGH_DEPTH_MODES = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
 _ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "PA"})
@@ -46,17 +56,20 @@ def _ends_cleanly(data: bytes, fmt: str) -> bool:
     return False
 
 
-def _png_has_exif(data: bytes) -> bool:
-    """Whether a PNG has an ``eXIf`` chunk anywhere, found by walking the chunk headers."""
+def _png_chunk_spans(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """``(offset, length, type)`` of each chunk of a PNG up to ``IEND``, from the chunk headers alone."""
     pos = 8  # after the signature
     while pos + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, pos)
-        if kind == b"eXIf":
-            return True
+        yield pos, length, kind
         if kind == b"IEND":
-            return False
+            return
         pos += 12 + length  # length, type, data, CRC
-    return False
+
+
+def _png_has_exif(data: bytes) -> bool:
+    """Whether a PNG has an ``eXIf`` chunk anywhere, found by walking the chunk headers."""
+    return any(kind == b"eXIf" for _, _, kind in _png_chunk_spans(data))
 
 
 def _orientation(im: Image.Image, data: bytes) -> int:
@@ -71,13 +84,79 @@ def _orientation(im: Image.Image, data: bytes) -> int:
     return int(value) if value in range(1, 9) else 1
 
 
+def _png_chunks(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Each ``(type, data)`` chunk of a PNG, refusing a chunk cut short or failing its CRC."""
+    for pos, length, kind in _png_chunk_spans(data):
+        body, crc = data[pos + 8 : pos + 8 + length], data[pos + 8 + length : pos + 12 + length]
+        name = kind.decode("latin-1")
+        if len(crc) < 4:
+            raise ValueError(f"PNG chunk {name} at byte {pos} is cut short")
+        if zlib.crc32(kind + body) != int.from_bytes(crc, "big"):
+            raise ValueError(f"PNG chunk {name} at byte {pos} fails its CRC check")
+        yield kind, body
+
+
+def _check_png_rows(data: bytes) -> None:
+    """Refuse a PNG whose pixel stream holds fewer (or more) rows than its header says.
+
+    Pillow stops at the end of the compressed stream without counting rows, so a PNG whose
+    ``IDAT`` holds 3 of 600 rows decodes as an image that is black below row 3.
+    """
+    header, idat = b"", []
+    for kind, body in _png_chunks(data):
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat.append(body)
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header[:13])
+    bits = depth * _PNG_CHANNELS[color]
+    passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
+    sizes = [(-(-(width - x) // dx), -(-(height - y) // dy)) for x, y, dx, dy in passes]
+    expected = sum(rows * (1 + (cols * bits + 7) // 8) for cols, rows in sizes if cols and rows)
+    stream = zlib.decompressobj()
+    try:
+        pixels = stream.decompress(b"".join(idat), expected + 1)
+    except zlib.error as exc:
+        raise ValueError(f"PNG pixel data cannot be inflated ({exc})") from None
+    if len(pixels) < expected:
+        if interlace:
+            raise ValueError(f"PNG pixel data holds {len(pixels)} of {expected} bytes")
+        raise ValueError(f"PNG pixel data holds {len(pixels) // (1 + (width * bits + 7) // 8)} of {height} rows")
+    if len(pixels) > expected:
+        raise ValueError(f"PNG pixel data is longer than its {height} rows")
+    if not stream.eof:
+        raise ValueError("PNG pixel data stream is cut short")
+
+
+def _check_jpeg(data: bytes) -> None:
+    """Decode every pixel of a JPEG with libjpeg-turbo's warnings as errors.
+
+    libjpeg repairs damaged entropy-coded data (zeroed bytes, a lost segment) with a
+    warning that Pillow does not pass on, so the image would decode grey or black and
+    no error would say so.
+    """
+    colorspace = simplejpeg.decode_jpeg_header(data)[2]
+    simplejpeg.decode_jpeg(data, colorspace=_JPEG_TARGET.get(colorspace, "RGB"), strict=True)
+
+
+def _decode_all(im: Image.Image, data: bytes, fmt: str) -> None:
+    """Decode every pixel and refuse the damage each format's decoder would paper over."""
+    if fmt == "JPEG":
+        _check_jpeg(data)
+        return
+    im.load()
+    if fmt == "PNG":
+        _check_png_rows(data)
+
+
 def probe_image(data: bytes, path: str | Path, full: bool = False) -> ImageProbe:
     """Read an image's size, mode and EXIF orientation, and catch corrupt or truncated files.
 
     By default only the header is parsed and a JPEG or PNG must end with its end marker;
     a file that does not (or another format) is decoded in full to decide. ``full=True``
-    decodes every file, which also catches damage in the middle of the data at the cost of
-    a decode per image.
+    decodes every pixel row of every file, which also catches damage in the middle of
+    the data at the cost of a decode per image: a JPEG's corrupt-data warnings, a PNG
+    chunk failing its CRC, or a PNG pixel stream shorter than its rows are errors.
     """
     try:
         with Image.open(io.BytesIO(data)) as im:
@@ -85,7 +164,9 @@ def probe_image(data: bytes, path: str | Path, full: bool = False) -> ImageProbe
             fmt = im.format or "unknown"
             mode = im.mode
             orientation = _orientation(im, data)
-            if full or not _ends_cleanly(data, fmt):
+            if full:
+                _decode_all(im, data, fmt)
+            elif not _ends_cleanly(data, fmt):
                 im.load()
     except Exception as exc:  # PIL raises many types for bad files; all mean the same here
         raise DataError(path, "image", f"cannot be decoded ({type(exc).__name__}: {exc})") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -86,3 +87,125 @@ def test_sample_writes_an_export(tmp_path: Path, capsys) -> None:
 def test_push_of_a_folder_that_is_not_a_repository(tmp_path: Path, capsys) -> None:
     assert main(["push", str(tmp_path), "--repo-id", "org/x", "--token", "t"]) == 2
     assert "README.md: missing" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------- every failure: one line, exit 2
+
+BAD_ARGUMENTS = [
+    (["prepare", "sample", "--fewshot-k", "-3"], "--fewshot-k: expected an integer of at least 1, not '-3'"),
+    (["prepare", "sample", "--fewshot-k", "three"], "--fewshot-k: expected an integer of at least 1, not 'three'"),
+    (["prepare", "sample", "--fewshot-seed", "1.5"], "--fewshot-seed: expected an integer, not '1.5'"),
+    (["prepare", "sample", "--semisup-fraction", "2"], "--semisup-fraction: expected a number in (0, 1], not '2'"),
+    (["prepare", "sample", "--semisup-fraction", "nan"], "--semisup-fraction: expected a number in (0, 1]"),
+    (["prepare", "sample", "--semisup-fraction", "0"], "--semisup-fraction: expected a number in (0, 1]"),
+    (["prepare", "sample", "--verify-images", "pixels"], "--verify-images: invalid choice: 'pixels'"),
+    (["prepare", "sample", "--data-dir", "{missing}"], "--data-dir: expected an existing folder"),
+    (["prepare", "sample", "--fewshot-dir", "{file}"], "--fewshot-dir: expected an existing folder"),
+    (["prepare"], "the following arguments are required: NAME"),
+    (["list", "--subset", "rf50vl"], "--subset: invalid choice: 'rf50vl'"),
+    (["info", "sample", "--data-dir", "{missing}"], "--data-dir: expected an existing folder"),
+    (["push", "{missing}", "--repo-id", "org/x"], "path: expected an existing folder"),
+    (["push", "{tmp}", "--repo-id", "not a repo"], "--repo-id: expected a Hub repository id ORG/NAME"),
+    (["push", "{tmp}", "--repo-id", "org/x/y"], "--repo-id: expected a Hub repository id ORG/NAME"),
+    (["export", "--out", "{tmp}", "--push", "org/../x"], "--push: expected a Hub repository id ORG/NAME"),
+    (["prepare", "sample", "--cache-dir", "{file}/cache"], "--cache-dir: expected a folder, or a path where one"),
+    (["sample", "--out", "{file}"], "--out: expected a folder, or a path where one can be made"),
+    (["sample", "--out", "{tmp}/" + "x" * 300], "--out: expected a folder, or a path where one can be made"),
+    (["sample"], None),  # a good invocation in the table's shape, as a control (writes ./sample in tmp)
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["uouo", "prepare", "--num-mosaics", "0"], "--num-mosaics: expected an integer of at least 1, not '0'"),
+    (["uouo", "prepare", "--sigma", "-1"], "--sigma: expected a positive number, not '-1'"),
+    (["uouo", "export", "--out", "{tmp}", "--seed", "x"], "--seed: expected an integer, not 'x'"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ARGUMENTS, ids=[" ".join(argv) for argv, _ in BAD_ARGUMENTS])
+def test_a_bad_argument_is_one_line_and_exit_2(
+    argv: list[str], message: str | None, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("not a folder")
+    places = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "a-file"), "tmp": str(tmp_path)}
+    argv = [arg.format(**places) for arg in argv]
+    if message is None:
+        assert main(argv) == 0
+        return
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("rf100vl-hf") and message in err, err
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """The error line, which ends stderr (progress bars may come before it), and no traceback."""
+    err = capsys.readouterr().err
+    last = err.rstrip("\n").rsplit("\n", 1)[-1]
+    assert last.startswith("rf100vl-hf: error: ") and err.endswith(last + "\n") and "Traceback" not in err, err
+    return last
+
+
+def test_bad_data_is_one_line_naming_the_file_and_exit_2(sample_root: Path, tmp_path: Path, capsys) -> None:
+    shutil.copytree(sample_root / "sample", tmp_path / "shapes")
+    (tmp_path / "shapes" / "test" / "_annotations.coco.json").write_text("{not json")
+    assert main(["prepare", "shapes", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path / "cache")]) == 2
+    err = _one_line_error(capsys)
+    assert f"{tmp_path / 'shapes' / 'test' / '_annotations.coco.json'}: json: not valid JSON" in err
+
+
+def test_a_path_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "train").write_text("a file where the export's train folder goes")
+    assert main(["sample", "--out", str(tmp_path / "out")]) == 2
+    assert _one_line_error(capsys) == f"rf100vl-hf: error: {tmp_path / 'out' / 'train'}: File exists"
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "README.md").write_text("---\nlicense: other\n---\n# a repository\n")
+    return folder
+
+
+def test_push_to_a_hub_that_is_down_is_one_line_and_exit_2(hub_server, repository: Path, capsys) -> None:
+    with hub_server.down():
+        assert main(["push", str(repository), "--repo-id", "org/down", "--token", hub_server.token]) == 2
+    err = _one_line_error(capsys)
+    assert "org/down" in err
+
+
+def test_push_answered_with_500_is_one_line_and_exit_2(hub_server, repository: Path, capsys) -> None:
+    hub_server.fail("commit", 500)
+    try:
+        assert main(["push", str(repository), "--repo-id", "org/broken", "--token", hub_server.token]) == 2
+    finally:
+        hub_server.clear_faults()
+    assert "org/broken" in _one_line_error(capsys)
+
+
+# ------------------------------------------------------------------------- start-up cost
+
+IMPORTS_OF = r"""
+import json, sys
+from rf100vl_hf.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+heavy = sorted({name.split(".")[0] for name in sys.modules} & {"torch", "transformers", "open_clip"})
+print(json.dumps({"code": code, "heavy": heavy, "datasets": "datasets" in sys.modules}))
+"""
+
+
+def _imports_of(argv: list[str], cwd: Path) -> dict:
+    done = subprocess.run([sys.executable, "-c", IMPORTS_OF, *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_help_and_prepare_import_no_model_library(sample_root: Path, tmp_path: Path) -> None:
+    assert _imports_of(["--help"], tmp_path) == {"code": 0, "heavy": [], "datasets": False}
+    prepare = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path / "cache")]
+    assert _imports_of(prepare, tmp_path) == {"code": 0, "heavy": [], "datasets": True}

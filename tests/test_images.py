@@ -185,3 +185,79 @@ def test_broken_files_are_named(data: bytes, tmp_path: Path) -> None:
         probe_image(data, path)
     assert (caught.value.path, caught.value.field) == (str(path), "image")
     assert str(caught.value).startswith(f"{path}: image: cannot be decoded")
+
+
+# ------------------------------------------------------ full verification
+
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + kind + body + zlib.crc32(kind + body).to_bytes(4, "big")
+
+
+def _gray_png(pixels: np.ndarray, interlace: bool = False, keep: slice = slice(None), height: int = 0) -> bytes:
+    """A grey PNG written by hand (Pillow writes no interlaced PNG); ``keep`` cuts its filtered
+    rows, ``height`` tells the header another height than the pixels have."""
+    rows_high, width = pixels.shape
+    height = height or rows_high
+    passes = ADAM7 if interlace else ((0, 0, 1, 1),)
+    rows = [b"\x00" + row.tobytes() for x, y, dx, dy in passes for row in pixels[y::dy, x::dx] if row.size]
+    header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 0, 0, 0, int(interlace)])
+    body = zlib.compress(b"".join(rows[keep]))
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", body) + _chunk(b"IEND", b"")
+
+
+PIXELS = np.random.default_rng(1).integers(0, 255, (23, 37), np.uint8)
+
+
+@pytest.mark.parametrize("interlace", [False, True], ids=["progressive rows", "interlaced"])
+def test_full_verification_accepts_every_row_of_a_whole_png(interlace: bool) -> None:
+    data = _gray_png(PIXELS, interlace)
+    with Image.open(io.BytesIO(data)) as im:
+        assert (np.asarray(im) == PIXELS).all()
+    assert probe_image(data, "whole.png", full=True).width == 37
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (_gray_png(PIXELS, keep=slice(0, 3)), "holds 3 of 23 rows"),
+        (_gray_png(PIXELS, interlace=True, keep=slice(0, -2)), "bytes"),
+        (_gray_png(PIXELS, height=22), "longer than its 22 rows"),
+    ],
+    ids=["3 of 23 rows", "interlaced, short", "more rows than the header"],
+)
+def test_full_verification_counts_the_rows_of_a_png(data: bytes, words: str) -> None:
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()  # what Pillow alone accepts
+    assert probe_image(data, "rows.png").height in (22, 23)  # and so do headers
+    with pytest.raises(DataError, match=r"^rows.png: image: cannot be decoded") as caught:
+        probe_image(data, "rows.png", full=True)
+    assert words in str(caught.value)
+
+
+def test_full_verification_checks_png_chunk_crcs() -> None:
+    data = bytearray(_encode(Image.new("RGB", (8, 8), (1, 2, 3)), "PNG"))
+    crc_at = data.index(b"IEND") - 4  # the last byte of the CRC of the chunk before IEND
+    data[crc_at - 1] ^= 0xFF
+    with pytest.raises(DataError, match="fails its CRC check"):
+        probe_image(bytes(data), "crc.png", full=True)
+
+
+def test_full_verification_refuses_a_jpeg_that_libjpeg_repairs_silently() -> None:
+    pixels = np.random.default_rng(0).integers(0, 255, (240, 320, 3), np.uint8)
+    data = bytearray(_encode(Image.fromarray(pixels), "JPEG"))
+    middle = len(data) // 2
+    data[middle : middle + 4000] = bytes(4000)
+    with Image.open(io.BytesIO(bytes(data))) as im:
+        im.load()  # Pillow decodes it without a word
+    assert probe_image(bytes(data), "zeroed.jpg").width == 320  # the end marker is there
+    with pytest.raises(DataError, match=r"^zeroed.jpg: image: cannot be decoded .*Corrupt JPEG data"):
+        probe_image(bytes(data), "zeroed.jpg", full=True)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
+def test_full_verification_accepts_whole_jpegs_of_every_colour_space(mode: str) -> None:
+    image = Image.fromarray(np.random.default_rng(2).integers(0, 255, (40, 60, 3), np.uint8)).convert(mode)
+    assert probe_image(_encode(image, "JPEG", orientation=6), "whole.jpg", full=True).width == 40

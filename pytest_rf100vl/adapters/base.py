@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-PROMPT_MODES = ("names", "instructions", "fewshot")
+from rf100vl_hf.constants import PROMPT_MODES
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,9 @@ class Adapter(ABC):
     default_checkpoint: ClassVar[str | None] = None
     prompt_modes: ClassVar[tuple[str, ...]] = ("names",)
     needs_ground_truth: ClassVar[bool] = False  # only the oracle: the runner fills task.ground_truth
+    submitted_output: ClassVar[bool] = False
+    """True when the output is a submission scored exactly as submitted (replayed files): the
+    runner then changes nothing pycocotools would not (no clipping to the image)."""
     tasks: ClassVar[tuple[str, ...]] = ("rf100vl", "uouo")
     """The benchmarks the adapter answers: ``rf100vl`` (:meth:`predict`), ``uouo`` (:meth:`ground`).
     The plugin leaves the other benchmark's pairs out, with the reason in its summary."""
@@ -191,6 +194,8 @@ class Adapter(ABC):
 
     def set_task(self, task: DetectionTask) -> None:
         """Told once per dataset, before any batch. Adapters precompute prompts here."""
+        if not task.classes:
+            raise ValueError(f"adapter {self.name!r} was given no classes for dataset {task.dataset!r}")
         if task.prompt not in self.prompt_modes:
             raise ValueError(
                 f"adapter {self.name!r} does not support prompt mode {task.prompt!r} "

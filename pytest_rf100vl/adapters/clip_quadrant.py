@@ -39,7 +39,7 @@ from pytest_rf100vl.adapters.base import (
     ImageItem,
     tiny_model_dir,
 )
-from pytest_rf100vl.adapters.hf import build_once, resolve_device, resolve_dtype
+from pytest_rf100vl.adapters.hf import build_once, resolve_dtype, torch_device
 
 TINY_MODEL = "rf100vl-tiny-clip"
 TINY_CONFIG = {
@@ -105,7 +105,7 @@ class ClipQuadrantAdapter(Adapter):
         import open_clip
 
         self.torch_dtype = resolve_dtype(dtype)
-        self.torch_device = resolve_device(device)
+        self.torch_device = torch_device(device)
         self.model_name, self.tag = (
             (register_tiny(), None) if self.checkpoint == TINY else split_checkpoint(self.checkpoint)
         )

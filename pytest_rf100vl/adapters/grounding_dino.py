@@ -44,7 +44,7 @@ from transformers import (
     SwinConfig,
 )
 
-from pytest_rf100vl.adapters.base import Detections, DetectionTask
+from pytest_rf100vl.adapters.base import Detections, DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.hf import HFDetector, plain_text, to_numpy
 
 _SEPARATOR = " . "
@@ -215,13 +215,19 @@ class GroundingDinoAdapter(HFDetector):
         descriptions = task.instructions if task.prompt == "instructions" else None
         if descriptions is not None and not descriptions:
             warnings.warn(f"{task.dataset}: no class descriptions; captions hold the names only", stacklevel=2)
-        self.captions = build_captions(
-            task.classes, self.processor.tokenizer, self.model.config.max_text_len, descriptions
-        )
+        self.captions = self._captions(task.classes, descriptions)
         self.encodings = [self.processor.tokenizer(c.text, return_tensors="pt") for c in self.captions]
 
+    def _captions(self, classes: list[str], descriptions: dict[str, str] | None) -> list[Caption]:
+        return build_captions(classes, self.processor.tokenizer, self.model.config.max_text_len, descriptions)
+
+    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        if query is not None:  # answered through predict with the target as the only class
+            return tuple(caption.text for caption in self._captions([query.target], None))
+        return tuple(caption.text for caption in self.captions)
+
     def detect(self, images: list[Image.Image]) -> list[Detections]:
-        vision = self.processor.image_processor(images=images, return_tensors="pt")
+        vision = self.pixel_inputs(images)
         sizes = torch.tensor([[image.width, image.height] * 2 for image in images], dtype=torch.float32)
         parts: list[list[Detections]] = []
         for caption, encoding in zip(self.captions, self.encodings):

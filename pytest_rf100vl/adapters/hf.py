@@ -20,12 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 import xxhash
 from filelock import FileLock
 from PIL import Image
 
-from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, ImageItem, tiny_model_dir
+from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, GroundingQuery, ImageItem, tiny_model_dir
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -40,22 +41,11 @@ _MARKUP = re.compile(r"[*_`#>]+|^\s*[-+]\s+", re.MULTILINE)
 _COMMIT = re.compile(r"snapshots/([0-9a-f]{40})(?:/|$)")
 
 
-def resolve_device(device: str) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``mps``, checked against what this machine has."""
-    try:
-        resolved = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"unknown device {device!r} (use cpu, cuda, cuda:N or mps)") from exc
-    if resolved.type == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device {device!r} requested but CUDA is not available on this machine")
-        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
-            raise RuntimeError(f"device {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
-    elif resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"device {device!r} requested but MPS is not available on this machine")
-    elif resolved.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unsupported device {device!r} (use cpu, cuda, cuda:N or mps)")
-    return resolved
+def torch_device(device: str) -> torch.device:
+    """The torch device of a concrete device name, checked by :func:`rf100vl_hf.devices.resolve_device`."""
+    from rf100vl_hf.devices import resolve_device
+
+    return torch.device(resolve_device(device))
 
 
 def resolve_dtype(dtype: str) -> torch.dtype:
@@ -144,6 +134,20 @@ def pad_elongated(image: Image.Image, max_aspect: float = MAX_ASPECT) -> Image.I
     return canvas
 
 
+def image_tensors(images: list[Image.Image], device: torch.device) -> list[torch.Tensor]:
+    """Each RGB image as a ``(3, H, W)`` uint8 tensor on ``device``, so that the image
+    processor's resizing and normalising run there rather than on the CPU. On CUDA the host
+    copy is pinned and the transfer asynchronous."""
+    tensors = []
+    for image in images:
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        tensor = torch.from_numpy(np.array(rgb)).permute(2, 0, 1)
+        if device.type == "cuda":
+            tensor = tensor.pin_memory().to(device, non_blocking=True)
+        tensors.append(tensor.to(device))
+    return tensors
+
+
 def to_numpy(boxes: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor) -> Detections:
     """Tensors of one image (any device, any dtype) as :class:`Detections`."""
     return Detections(
@@ -166,7 +170,7 @@ class HFDetector(Adapter):
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)
-        self.torch_device = resolve_device(device)
+        self.torch_device = torch_device(device)
         self.torch_dtype = resolve_dtype(dtype)
         if self.checkpoint == TINY:
             self.source = str(build_once(tiny_model_dir(f"{self.name}-r{TINY_RECIPE}"), self.build_tiny))
@@ -188,6 +192,22 @@ class HFDetector(Adapter):
     def detect(self, images: list[Image.Image]) -> list[Detections]:
         """Detections for RGB images (already padded if elongated), in their pixels."""
 
+    @abstractmethod
+    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        """What the model is sent besides the image: for the current task (``query`` is
+        ``None``) or for a UOUO question. Read by :meth:`answer_key_parts`."""
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        """What an answer depends on besides the image, the checkpoint, its revision, the
+        options and the dtype: for a detection task its classes in order (they give the
+        labels their meaning) and the prompts built from them; for a UOUO question its
+        target and the prompts. The answer cache keys each answer on it."""
+        if query is not None:
+            return ("uouo", query.target, *self.prompt_texts(query))
+        if self.task is None:
+            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before answer_key_parts")
+        return ("rf100vl", f"{len(self.task.classes)} classes", *self.task.classes, *self.prompt_texts(None))
+
     @property
     def revision(self) -> str | None:
         if self._revision is None:
@@ -202,6 +222,14 @@ class HFDetector(Adapter):
         """An input tensor on the model's device; floating point ones in the model's dtype."""
         tensor = tensor.to(self.torch_device)
         return tensor.to(self.torch_dtype) if tensor.is_floating_point() else tensor
+
+    def pixel_inputs(self, images: list[Image.Image]) -> dict[str, torch.Tensor]:
+        """The image processor's outputs (``pixel_values``, and ``pixel_mask`` where it pads
+        a batch) computed on the model's device: transformers' torchvision processors take
+        a ``device``, and the same operations give the same pixels there."""
+        return self.processor.image_processor(
+            images=image_tensors(images, self.torch_device), return_tensors="pt", device=self.torch_device
+        )
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
         if self.task is None:

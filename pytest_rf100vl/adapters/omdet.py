@@ -23,8 +23,8 @@ from transformers import (
     OmDetTurboProcessor,
 )
 
-from pytest_rf100vl.adapters.base import Detections
-from pytest_rf100vl.adapters.hf import HFDetector, tiny_clip_tokenizer, to_numpy
+from pytest_rf100vl.adapters.base import Detections, GroundingQuery
+from pytest_rf100vl.adapters.hf import HFDetector, image_tensors, tiny_clip_tokenizer, to_numpy
 
 
 class OmDetTurboAdapter(HFDetector):
@@ -73,9 +73,21 @@ class OmDetTurboAdapter(HFDetector):
         image_processor = DetrImageProcessor(size={"height": 32, "width": 32})
         OmDetTurboProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(folder)
 
+    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        """The label list (the processor derives the task prompt from it)."""
+        if query is not None:
+            return (query.target,)
+        assert self.task is not None
+        return tuple(self.task.classes)
+
     def detect(self, images: list[Image.Image]) -> list[Detections]:
         classes = list(self.task.classes)
-        inputs = self.processor(images=images, text=[classes] * len(images), return_tensors="pt")
+        inputs = self.processor(
+            images=image_tensors(images, self.torch_device),
+            text=[classes] * len(images),
+            return_tensors="pt",
+            device=self.torch_device,  # resizing and normalising run on the model's device
+        )
         outputs = self.model(**{key: self.to_model(value) for key, value in inputs.items() if key != "pixel_mask"})
         coords, logits = outputs.decoder_coord_logits.float(), outputs.decoder_class_logits.float()
         broken = ~torch.isfinite(coords).all(dim=-1)

@@ -19,6 +19,12 @@ score threshold 0.01, then class-wise NMS. The queries are embedded once per dat
   instead of by objectness. Classes with no few-shot box fall back to their text query
   (with a warning).
 
+Preprocessing runs on the model's device. OWLv2's processor pads each image to a square,
+blurs it (anti-aliasing) and resizes it: on a 2048-pixel image its 2-D convolution over the
+padded square takes most of a second of CPU. :func:`owlv2_pixel_values` gives the same
+pixels (to float rounding) by composing blur and resize into one sparse matrix per axis,
+applied to the unpadded image; OWL-ViT's processor is run on the model's device as is.
+
 Boxes go through the processor's own post-processing with the original image size:
 OWLv2 pads each image to a square at the bottom or right before resizing, and its
 post-processing scales by the longer side; OWL-ViT stretches to a square and scales by
@@ -28,6 +34,8 @@ which a lower-scored box of the same class is suppressed), ``template``.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import warnings
 from pathlib import Path
@@ -36,9 +44,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+import xxhash
 from PIL import Image
 from torchvision.ops import batched_nms, box_iou
-from tqdm.auto import tqdm
 from transformers import (
     Owlv2Config,
     Owlv2ForObjectDetection,
@@ -50,8 +58,10 @@ from transformers import (
     OwlViTProcessor,
 )
 
-from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample
-from pytest_rf100vl.adapters.hf import HFDetector, plain_text, tiny_clip_tokenizer, to_numpy
+from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample, GroundingQuery
+from rf100vl_hf.progress import progress_bar
+
+from pytest_rf100vl.adapters.hf import HFDetector, image_tensors, plain_text, tiny_clip_tokenizer, to_numpy
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -62,6 +72,112 @@ def instruction_query(name: str, text: str) -> str:
     if not sentence:
         return ""
     return sentence if name.lower() in sentence.lower() else f"{name}: {sentence}"
+
+
+def fewshot_digest(examples: tuple[FewShotExample, ...]) -> str:
+    """A hash of the few-shot examples' pixels, boxes and labels: what ``fewshot`` queries are made of."""
+    hasher = xxhash.xxh3_128()
+    for example in examples:
+        hasher.update(f"{example.image.mode} {example.image.width}x{example.image.height}".encode())
+        hasher.update(example.image.tobytes())
+        hasher.update(np.asarray(example.boxes, dtype=np.float64).tobytes())
+        hasher.update(np.asarray(example.labels, dtype=np.int64).tobytes())
+    return f"fewshot:{hasher.hexdigest()}"
+
+
+def _reflect(index: np.ndarray, n: int) -> np.ndarray:
+    """Indices beyond ``0..n-1`` mirrored back without repeating the edge (torch's ``reflect`` padding)."""
+    if n == 1:
+        return np.zeros_like(index)
+    period = 2 * (n - 1)
+    index = np.abs(index) % period
+    return np.where(index >= n, period - index, index)
+
+
+def _blur_taps(sigma: float, size: int) -> np.ndarray:
+    """torchvision's 1-D Gaussian kernel of ``size`` taps (``[1.0]`` when there is no blur)."""
+    if size == 0:
+        return np.ones(1)
+    limit = (size - 1) / (2.0 * math.sqrt(2.0))
+    weights = np.exp(-((np.linspace(-limit, limit, size) / sigma) ** 2))
+    return weights / weights.sum()
+
+
+@functools.lru_cache(maxsize=32)
+def axis_operator(
+    extent: int, square: int, out: int, sigma: float, size: int, factor: float, device: torch.device
+) -> torch.Tensor:
+    """One axis of OWLv2's preprocessing as an ``(out, extent)`` matrix, times ``factor``:
+    Gaussian blur (``size`` taps, reflected at the ends of the padded ``square``), then
+    bilinear resize from ``square`` to ``out`` (half-pixel centres, no antialiasing),
+    restricted to the ``extent`` real pixels (the padding is zeros). Sparse (CSR) on CPU,
+    dense elsewhere."""
+    scale = np.float32(square) / np.float32(out)  # as torch computes it, in single precision
+    source = np.maximum((np.arange(out, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5), 0)
+    source = source.astype(np.float64)
+    low = np.floor(source).astype(np.int64)
+    high = np.where(low < square - 1, low + 1, low)
+    taps = _blur_taps(sigma, size) * factor
+    offsets = np.arange(len(taps)) - len(taps) // 2
+    rows, columns, values = [], [], []
+    for base, weight in ((low, 1.0 - (source - low)), (high, source - low)):
+        rows.append(np.repeat(np.arange(out), len(taps)))
+        columns.append(_reflect(base[:, None] + offsets[None, :], square).ravel())
+        values.append((weight[:, None] * taps[None, :]).ravel())
+    row, column, value = (np.concatenate(parts) for parts in (rows, columns, values))
+    real = column < extent
+    cells, where = np.unique(row[real] * extent + column[real], return_inverse=True)  # sorted by row, then column
+    summed = np.bincount(where, weights=value[real], minlength=len(cells))
+    counts = np.bincount(cells // extent, minlength=out)
+    crow = np.concatenate([[0], np.cumsum(counts)])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        matrix = torch.sparse_csr_tensor(
+            torch.from_numpy(crow), torch.from_numpy(cells % extent), torch.from_numpy(summed).float(), (out, extent),
+            check_invariants=True,
+        )
+    return matrix if device.type == "cpu" else matrix.to_dense().to(device)
+
+
+def owlv2_pixel_values(images: list[torch.Tensor], processor: Owlv2ImageProcessor) -> torch.Tensor:
+    """``processor(images)["pixel_values"]`` for ``(3, H, W)`` uint8 tensors, computed on
+    their device without building the padded square: rescale, pad to a square at the
+    bottom and right, blur with sigma ``(square / out - 1) / 2`` and resize bilinearly are
+    all linear and act on rows and columns separately, so each axis is one matrix
+    (:func:`axis_operator`); then normalise."""
+    out_h, out_w = processor.size.height, processor.size.width
+    mean = torch.tensor(processor.image_mean, device=images[0].device).view(-1, 1, 1)
+    std = torch.tensor(processor.image_std, device=images[0].device).view(-1, 1, 1)
+    pixels = []
+    for image in images:
+        _, height, width = image.shape
+        square = max(height, width)
+        sigma_h, sigma_w = max((square / out_h - 1) / 2, 0.0), max((square / out_w - 1) / 2, 0.0)
+        blur = sigma_h > 0 and sigma_w > 0  # the processor skips the blur unless both axes shrink
+        size_h = 2 * math.ceil(3 * sigma_h) + 1 if blur else 0
+        size_w = 2 * math.ceil(3 * sigma_w) + 1 if blur else 0
+        # the processor hands (height, width) parameters to torchvision's (x, y) arguments:
+        # rows are blurred with the width's kernel and columns with the height's
+        rows = axis_operator(height, square, out_h, sigma_w, size_w, processor.rescale_factor, image.device)
+        columns = axis_operator(width, square, out_w, sigma_h, size_h, 1.0, image.device)
+        resized = []
+        for channel in image:
+            along_rows = rows @ channel.float()  # (out_h, width), rescaled
+            resized.append((columns @ along_rows.T.contiguous()).T)  # (out_h, out_w)
+        pixels.append((torch.stack(resized) - mean) / std)
+    return torch.stack(pixels)
+
+
+def uses_matrix_preprocessing(processor: Any) -> bool:
+    """Whether ``processor`` does exactly what :func:`owlv2_pixel_values` reproduces."""
+    return (
+        isinstance(processor, Owlv2ImageProcessor)
+        and processor.do_resize
+        and processor.do_pad
+        and processor.do_rescale
+        and processor.do_normalize
+        and bool(processor.size.height and processor.size.width)
+    )
 
 
 class OwlAdapter(HFDetector):
@@ -114,18 +230,31 @@ class OwlAdapter(HFDetector):
         with torch.inference_mode():
             self.queries = self._queries(task) if task.classes else None
 
+    def _texts(self, task: DetectionTask) -> list[str]:
+        """The text query of each class: the templated name, or in ``instructions`` mode its
+        description's first sentence where it has one."""
+        texts = [self.options["template"].format(name) for name in task.classes]
+        if task.prompt != "instructions":
+            return texts
+        described = [instruction_query(name, task.instructions.get(name, "")) for name in task.classes]
+        return [d or t for d, t in zip(described, texts)]
+
+    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        if query is not None:  # answered through predict with the target as the only class
+            return (self.options["template"].format(query.target),)
+        assert self.task is not None
+        texts = tuple(self._texts(self.task))
+        return texts + (fewshot_digest(self.task.fewshot),) if self.task.prompt == "fewshot" else texts
+
     def _queries(self, task: DetectionTask) -> torch.Tensor:
         """One query embedding per class, ``(classes, dim)``."""
-        template = self.options["template"]
-        texts = [template.format(name) for name in task.classes]
+        texts = self._texts(task)
         if task.prompt == "instructions":
-            described = [instruction_query(name, task.instructions.get(name, "")) for name in task.classes]
-            missing = [name for name, text in zip(task.classes, described) if not text]
+            missing = [name for name in task.classes if not instruction_query(name, task.instructions.get(name, ""))]
             if missing:
                 warnings.warn(
                     f"{task.dataset}: no description for {missing}; their queries use the class name", stacklevel=3
                 )
-            texts = [d or t for d, t in zip(described, texts)]
         queries = self._text_embeddings(texts)
         if task.prompt == "fewshot":
             image_queries, found = self._image_queries(task.fewshot, len(task.classes))
@@ -148,10 +277,17 @@ class OwlAdapter(HFDetector):
         )
         return output.pooler_output
 
+    def pixel_values(self, images: list[Image.Image]) -> torch.Tensor:
+        """The processor's ``pixel_values``, computed on the model's device."""
+        processor = self.processor.image_processor
+        if uses_matrix_preprocessing(processor):
+            return owlv2_pixel_values(image_tensors(images, self.torch_device), processor)
+        return self.pixel_inputs(images)["pixel_values"]
+
     def _image_tower(self, images: list[Image.Image]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per patch: image features ``(B, P, D)``, class embeddings and normalised
         ``cxcywh`` boxes in the processed (square) frame."""
-        pixels = self.processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
+        pixels = self.pixel_values(images)
         feature_map = self.model.image_embedder(pixel_values=self.to_model(pixels))[0]
         batch, height, width, dim = feature_map.shape
         features = feature_map.reshape(batch, height * width, dim)
@@ -174,7 +310,7 @@ class OwlAdapter(HFDetector):
         """Mean unit class embedding of the predicted box best matching each few-shot box."""
         sums = torch.zeros(num_classes, self.model.config.text_config.hidden_size, device=self.torch_device)
         counts = torch.zeros(num_classes, device=self.torch_device)
-        for example in tqdm(examples, desc=f"{self.name}: few-shot queries", disable=not examples):
+        for example in progress_bar(examples, desc=f"{self.name}: few-shot queries", disable=not examples):
             if len(example.labels) == 0:
                 continue
             _, class_embeds, boxes = self._image_tower([example.image])

@@ -1,17 +1,13 @@
 """Adapters by name: a table of built-ins with lazy ``"module:Class"`` entries, plus the
-``rf100vl.adapters`` entry-point group for third-party models, so adding a model touches
-one file (or one line of another package's ``pyproject.toml``)."""
+``rf100vl.adapters`` entry-point group for third-party models (a name that collides with a
+built-in is an error naming both)."""
 
 from __future__ import annotations
 
-import importlib
-from functools import reduce
-from importlib.metadata import entry_points
 from typing import Any
 
-from rf100vl_hf.rf100vl.catalog import unknown
-
 from pytest_rf100vl.adapters.base import Adapter
+from pytest_rf100vl.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.adapters"
 
@@ -30,13 +26,12 @@ BUILTIN: dict[str, str] = {
     "predictions": "pytest_rf100vl.adapters.replay:ReplayAdapter",
 }
 
+ADAPTERS: Registry[Adapter] = Registry("model adapter", ENTRY_POINT_GROUP, Adapter, BUILTIN)
+
 
 def available() -> dict[str, str]:
     """Name -> ``module:Class`` of every adapter, built-in and installed."""
-    table = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        table.setdefault(ep.name, ep.value)
-    return table
+    return ADAPTERS.table()
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -46,15 +41,8 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 
 def adapter_class(name: str) -> type[Adapter]:
-    """The class registered under ``name``, imported on first use (heavy model code loads lazily)."""
-    table = available()
-    if name not in table:
-        raise unknown("model adapter", name, sorted(table))
-    module, _, attr = table[name].partition(":")
-    cls = reduce(getattr, attr.split("."), importlib.import_module(module))
-    if not (isinstance(cls, type) and issubclass(cls, Adapter)):
-        raise TypeError(f"model adapter {name!r} points at {table[name]}, which is not an Adapter subclass")
-    return cls
+    """The class registered under ``name``, imported on first use."""
+    return ADAPTERS.load(name)
 
 
 def create(spec: str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:

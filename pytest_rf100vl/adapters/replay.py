@@ -5,9 +5,15 @@ image and category ids of the dataset's original export and boxes in pixels.
 The spec is ``predictions:PATH``. PATH is one file (used for whatever dataset is run) or
 a folder holding one file per dataset, found as ``<dataset>/<split>.json``, else
 ``<dataset>_<split>.json``, else ``<dataset>.json``. Every record is checked when the
-task is set: a malformed record, an unknown category id, or (when the runner passes the
-split's image ids) an unknown image id stops the run with the file and the record's
-index. Images with no record get no detections.
+task is set: a malformed record or (when the runner passes the split's image ids) an
+unknown image id stops the run with the file and the record's index, as pycocotools'
+``loadRes`` refuses an unknown image. A record whose category id is not a class of the
+dataset (e.g. the supercategory 0 of a raw export) is ignored, as pycocotools ignores it,
+and counted in :attr:`ReplayAdapter.ignored_records`. Images with no record get no
+detections.
+
+The detections are scored exactly as submitted (``submitted_output``): boxes that cross the
+image edge are not clipped, and the cap of 500 per image and class is pycocotools' maxDets.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import math
 import warnings
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,11 +62,17 @@ def _number(value: Any, path: Path, field: str) -> float:
     return float(value)
 
 
-def read_predictions(
-    path: Path, category_ids: tuple[int, ...], image_ids: tuple[int, ...] = ()
-) -> dict[int, Detections]:
-    """Image id -> detections (``xyxy`` pixels, class indices into the task's classes) from
-    a COCO results file; ``category_ids`` holds the export's category id of each class."""
+@dataclass(frozen=True)
+class Replayed:
+    """A results file read for one task: detections per image id, and the records ignored."""
+
+    detections: dict[int, Detections]  # ``xyxy`` pixels, class indices into the task's classes
+    ignored: int  # records of a category id that is not a class (pycocotools ignores them too)
+
+
+def read_predictions(path: Path, category_ids: tuple[int, ...], image_ids: tuple[int, ...] = ()) -> Replayed:
+    """The detections of a COCO results file; ``category_ids`` holds the export's category id
+    of each class."""
     try:
         records = json.loads(path.read_bytes())
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -69,6 +82,7 @@ def read_predictions(
     class_of = {category: index for index, category in enumerate(category_ids)}
     known_images = set(image_ids)
     rows: dict[int, list[tuple[float, ...]]] = defaultdict(list)
+    ignored = 0
     for index, record in enumerate(records):
         where = f"[{index}]"
         if not isinstance(record, dict):
@@ -85,20 +99,23 @@ def read_predictions(
         if w < 0 or h < 0:
             raise DataError(path, f"{where}.bbox", f"negative width or height in {bbox!r}")
         score = _number(record["score"], path, f"{where}.score")
-        if category not in class_of:
-            raise DataError(
-                path,
-                f"{where}.category_id",
-                f"{category} is not a category of this dataset (its ids: {list(category_ids)})",
-            )
         if known_images and image_id not in known_images:
             raise DataError(path, f"{where}.image_id", f"{image_id} is not an image of this split")
+        if category not in class_of:
+            ignored += 1
+            continue
         rows[image_id].append((x, y, x + w, y + h, score, class_of[category]))
     out = {}
     for image_id, values in rows.items():
         array = np.asarray(values, dtype=np.float64)
         out[image_id] = Detections(array[:, :4], array[:, 4], array[:, 5].astype(np.int64))
-    return out
+    if ignored:
+        warnings.warn(
+            f"{path}: {ignored} record(s) of a category id that is not a class of this dataset "
+            f"(its ids: {list(category_ids)}) ignored, as pycocotools ignores them",
+            stacklevel=3,
+        )
+    return Replayed(out, ignored)
 
 
 class ReplayAdapter(Adapter):
@@ -108,6 +125,7 @@ class ReplayAdapter(Adapter):
     prompt_modes = PROMPT_MODES
     tasks = ("rf100vl",)
     option_defaults: ClassVar[dict[str, Any]] = {}
+    submitted_output = True
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)
@@ -120,6 +138,8 @@ class ReplayAdapter(Adapter):
         self.file: Path | None = None
         self._revision: str | None = None
         self.detections: dict[int, Detections] = {}
+        self.ignored_records = 0
+        """Records of the current task's file whose category id is not a class (not scored)."""
 
     @property
     def revision(self) -> str | None:
@@ -138,7 +158,8 @@ class ReplayAdapter(Adapter):
                 stacklevel=2,
             )
         self.file = predictions_file(self.path, task.dataset, task.split)
-        self.detections = read_predictions(self.file, task.category_ids, task.image_ids)
+        replayed = read_predictions(self.file, task.category_ids, task.image_ids)
+        self.detections, self.ignored_records = replayed.detections, replayed.ignored
         self._revision = f"xxh3:{xxhash.xxh3_128_hexdigest(self.file.read_bytes())}"
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:

@@ -9,7 +9,9 @@ go in one prompt unless the adapter option ``per_class=True`` asks one prompt pe
 Each model answers in its own coordinate space; an adapter declares it once per answer as
 a :class:`Reply` frame (and a bin offset), and :meth:`TextAnswerAdapter.to_pixels` is the
 one place where that space becomes pixels of the given image. Generation is greedy (no
-sampling, one beam); the checkpoint's other generation settings apply.
+sampling, one beam); the checkpoint's other generation settings apply. A tiny random model
+(``NAME:tiny``) rarely writes its end token, so it generates :data:`TINY_MAX_NEW_TOKENS`
+tokens unless ``max_new_tokens`` is given: a smoke run checks the path, not the answers.
 
 Parse outcomes are counted and reported in :meth:`TextAnswerAdapter.describe`: answers,
 boxes read, boxes rejected (unreadable coordinates), boxes whose label matched no class,
@@ -27,11 +29,16 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from PIL import Image
-from tqdm.auto import tqdm
 
-from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from rf100vl_hf.progress import progress_bar
+
+from pytest_rf100vl.adapters.base import TINY, DetectionTask, Detections, GroundingAnswer, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.hf import HFDetector, pad_elongated
 from pytest_rf100vl.adapters.parsing import BoxParse, ParsedBox, parse_quadrant
+
+
+TINY_MAX_NEW_TOKENS = 16
+"""What a tiny random model generates per answer by default (a real checkpoint: the adapter's ``max_new_tokens``)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class TextAnswerAdapter(HFDetector):
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)
+        if self.checkpoint == TINY and "max_new_tokens" not in options:
+            self.options["max_new_tokens"] = TINY_MAX_NEW_TOKENS
         self.per_class = bool(self.options["per_class"])
         self.max_new_tokens = int(self.options["max_new_tokens"])
         self.stats: Counter[str] = Counter()  # answers, boxes, rejected_boxes, unmatched_boxes, no_box, no_quadrant
@@ -132,6 +141,11 @@ class TextAnswerAdapter(HFDetector):
         else:
             self._prompts = [(self.detection_prompt(task.classes, _only(instructions, task.classes)), None)]
 
+    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        if query is not None:
+            return (self.box_prompt(query), self.quadrant_prompt(query) or "")
+        return tuple(prompt for prompt, _ in self._prompts)
+
     def to_pixels(self, box: tuple[float, float, float, float], reply: Reply, image: Image.Image) -> tuple[float, ...]:
         """A box in the reply's coordinate space as ``xyxy`` pixels of ``image``, clipped to it."""
         scale_x, scale_y = image.width / reply.frame[0], image.height / reply.frame[1]
@@ -154,7 +168,7 @@ class TextAnswerAdapter(HFDetector):
     def detect(self, images: list[Image.Image]) -> list[Detections]:
         assert self.task is not None  # predict checked it
         found: list[tuple[list[tuple[float, ...]], list[int]]] = [([], []) for _ in images]
-        prompts = tqdm(self._prompts, desc=f"{self.name} classes", disable=len(self._prompts) < 2, leave=False)
+        prompts = progress_bar(self._prompts, desc=f"{self.name} classes", disable=len(self._prompts) < 2, leave=False)
         for prompt, class_index in prompts:
             for (boxes, labels), image, reply in zip(found, images, self.generate(images, [prompt] * len(images))):
                 for parsed in self.read(reply):

@@ -19,7 +19,8 @@ from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub.export import ConfigExport, SplitExport
+from rf100vl_hf.hub.eval_results import eval_yaml_for, write_eval_yaml
+from rf100vl_hf.hub.export import ConfigExport, SplitExport, umask_mode
 
 CARD_FILE = "README.md"
 
@@ -49,7 +50,11 @@ def card_yaml(configs: list[ConfigExport], extra: dict[str, Any]) -> DatasetCard
 
 
 def write_card(out: Path, configs: list[ConfigExport], card_data: dict[str, Any], body: str) -> Path:
-    """Write ``out/README.md`` (YAML header and markdown ``body``) atomically and return its path."""
+    """Write ``out/README.md`` (YAML header and markdown ``body``) atomically and return its path.
+
+    A repository of RF100-VL or UOUO configs also gets its ``eval.yaml``, which declares the
+    benchmark's tasks to the Hub (see :mod:`.eval_results`).
+    """
     out = Path(out)
     if not configs:
         raise ValueError("a dataset card needs at least one config")
@@ -61,10 +66,14 @@ def write_card(out: Path, configs: list[ConfigExport], card_data: dict[str, Any]
     os.close(handle)
     try:
         card.save(tmp)
+        os.chmod(tmp, umask_mode(directory=False))  # mkstemp makes it private
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    evaluation = eval_yaml_for(configs)
+    if evaluation is not None:
+        write_eval_yaml(out, evaluation)
     return path
 
 

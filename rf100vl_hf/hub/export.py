@@ -10,13 +10,16 @@ benchmark it writes.
 Writes never leave a half-written repository: a config is written into a staging folder
 and swapped in with renames, and :func:`staged_repository` does the same for a whole
 repository (the shards of every config and the card), so an interrupted export leaves the
-previous repository as it was.
+previous repository as it was. A staging folder names the process that made it; one left by
+a process that no longer runs (a killed export) is removed by the next export. Folders and
+files get the modes the umask gives (not the private modes of temporary files).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -28,7 +31,8 @@ import datasets
 from datasets.arrow_writer import get_writer_batch_size_from_data_size, get_writer_batch_size_from_features
 from datasets.features.features import require_decoding
 from datasets.table import embed_table_storage
-from tqdm.auto import tqdm
+
+from rf100vl_hf.progress import progress_bar
 
 STAGING_PREFIX = ".staging-"
 """Names of the temporary folders an export writes before swapping them in; a push skips them."""
@@ -78,11 +82,46 @@ class ConfigExport:
         )
 
 
+def umask_mode(directory: bool) -> int:
+    """The mode a new folder (0o777) or file (0o666) gets under the current umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
+def clean_stale_staging(parent: Path, prefix: str) -> None:
+    """Remove the staging folders ``<prefix><pid>-*`` in ``parent`` whose process is gone."""
+    pattern = re.compile(rf"{re.escape(prefix)}(\d+)-[^/]+")
+    for path in parent.glob(f"{prefix}*") if parent.is_dir() else ():
+        match = pattern.fullmatch(path.name)
+        if match and path.is_dir() and not _alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def staging_dir(parent: Path, prefix: str) -> Path:
+    """A new staging folder ``<prefix><pid>-XXXX`` in ``parent`` with the umask's mode, after
+    removing those that killed processes left behind."""
+    clean_stale_staging(parent, prefix)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+    path.chmod(umask_mode(directory=True))
+    return path
+
+
 def _swap_in(staging: Path, target: Path) -> None:
     """Put ``staging`` where ``target`` is, replacing it with two renames (never a partial folder)."""
     old = None
     if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX + "old-", dir=target.parent))
+        old = staging_dir(target.parent, STAGING_PREFIX + "old-")
         os.replace(target, old / target.name)
     os.replace(staging, target)
     if old is not None:
@@ -127,10 +166,10 @@ def write_config(builder: datasets.DatasetBuilder, out: Path, max_shard_bytes: i
         raise ValueError(f"builder {builder.name}/{builder.config.name} is not prepared: run download_and_prepare() first")
     name = builder.config.name
     out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{name}-", dir=out))
+    staging = staging_dir(out, f"{STAGING_PREFIX}{name}-")
     try:
         splits = []
-        for split in tqdm(list(info.splits), desc=f"{name}: parquet", unit="split"):
+        for split in progress_bar(list(info.splits), desc=f"{name}: parquet", unit="split"):
             dataset = builder.as_dataset(split=split)
             assert isinstance(dataset, datasets.Dataset)
             paths = _write_split(dataset, staging, split, max_shard_bytes)
@@ -161,7 +200,7 @@ def staged_repository(out: Path) -> Iterator[Path]:
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{out.name}-", dir=out.parent))
+    staging = staging_dir(out.parent, f"{STAGING_PREFIX}{out.name}-")
     try:
         if out.is_dir():
             shutil.copytree(

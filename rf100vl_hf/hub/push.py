@@ -7,6 +7,8 @@ remote files in the same commit, so shards of an earlier export with a different
 count do not linger, and it takes a commit message. ``upload_large_folder`` writes
 resume state into the folder, cannot delete and always splits the upload into many
 commits.
+
+Every Hub call is bounded in time and explained in one line (:mod:`.network`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from huggingface_hub.utils import get_token
 from rf100vl_hf.errors import DataError, Rf100vlError
 from rf100vl_hf.hub.card import CARD_FILE
 from rf100vl_hf.hub.export import STAGING_PREFIX
+from rf100vl_hf.hub.network import bounded
 
 REPO_TYPE = "dataset"
 DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"
@@ -31,7 +34,7 @@ class HubAuthError(Rf100vlError, PermissionError):
     """No token, a token the Hub rejects, or one that may not write to the repository."""
 
 
-def _check_token(api: HfApi, token: str | None) -> str:
+def check_token(api: HfApi, token: str | None) -> str:
     """The token to push with, checked against the Hub before anything is uploaded."""
     token = token or get_token()
     if not token:
@@ -52,18 +55,27 @@ def push_repository(
     private: bool = False,
     revision: str | None = None,
     commit_message: str = DEFAULT_COMMIT_MESSAGE,
+    timeout: float | None = None,
 ) -> str:
     """Make the dataset repository ``repo_id`` hold exactly the folder ``path``; return the commit URL.
 
     The repository is created if needed (``private`` applies only then), and so is the
     branch ``revision``. The folder is the whole repository: remote files it lacks are
     deleted in the same commit (the Hub's history keeps them), except ``.gitattributes``.
+    Each request times out after ``timeout`` seconds (see :func:`.network.bounded`).
     """
     path = Path(path)
     if not (path / CARD_FILE).is_file():
         raise DataError(path, CARD_FILE, "missing: not a repository folder written by an export")
     api = HfApi()
-    token = _check_token(api, token)
+    with bounded(api.endpoint, f"pushing {path} to {repo_id}", timeout):
+        token = check_token(api, token)
+        return _upload(api, path, repo_id, token, private, revision, commit_message)
+
+
+def _upload(
+    api: HfApi, path: Path, repo_id: str, token: str, private: bool, revision: str | None, commit_message: str
+) -> str:
     try:
         api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
         if revision is not None:
@@ -79,8 +91,14 @@ def push_repository(
             delete_patterns=["*"],
         )
     except HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else None
-        if status in (401, 403):
-            raise HubAuthError(f"the token may not write to dataset {repo_id!r} on {api.endpoint}: {exc}") from None
+        raise_if_refused(exc, api, repo_id, REPO_TYPE)
         raise
     return info.commit_url
+
+
+def raise_if_refused(exc: HfHubHTTPError, api: HfApi, repo_id: str, repo_type: str) -> None:
+    """A :class:`HubAuthError` (one line) when the Hub refused the write for lack of rights."""
+    status = exc.response.status_code if exc.response is not None else None
+    if status in (401, 403):
+        reason = (exc.server_message or str(exc)).strip().splitlines()[0]
+        raise HubAuthError(f"the token may not write to {repo_type} {repo_id!r} on {api.endpoint}: {reason}") from None

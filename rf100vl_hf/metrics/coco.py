@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -52,6 +52,20 @@ class CocoScores:
     per_class: dict[str, float]  # class name -> AP50:95; NaN for a class with no ground-truth box
     n_images: int
     n_predictions: int
+    per_class_ap50: dict[str, float] = field(default_factory=dict)  # class name -> AP50; NaN as per_class
+    per_class_instances: dict[str, int] = field(default_factory=dict)  # class name -> non-crowd boxes
+
+    def class_rows(self) -> list[dict[str, Any]]:
+        """Per-class results as results rows carry them: ``{class, ap, ap50, n_instances}``, AP in
+        percent (None where undefined), in class order."""
+        def percent(value: float) -> float | None:
+            return None if math.isnan(value) else 100 * value
+
+        return [
+            {"class": name, "ap": percent(ap), "ap50": percent(self.per_class_ap50.get(name, math.nan)),
+             "n_instances": self.per_class_instances.get(name)}
+            for name, ap in self.per_class.items()
+        ]
 
     def percent(self, decimals: int = 1) -> dict[str, float]:
         """The headline numbers in percent, rounded as the paper's tables print them."""
@@ -374,4 +388,16 @@ def evaluate(
         per_class={name: _mean_defined(at_500[:, :, k, area["all"]]) for k, name in enumerate(gt.category_names)},
         n_images=len(gt.image_ids),
         n_predictions=len(results),
+        per_class_ap50={name: _mean_defined(at_500[iou[0.5], :, k, area["all"]])
+                        for k, name in enumerate(gt.category_names)},
+        per_class_instances=_instances(gt),
     )
+
+
+def _instances(gt: _GroundTruth) -> dict[str, int]:
+    """Non-crowd ground-truth boxes per class (crowd boxes are never matched for a true positive)."""
+    counts = dict.fromkeys(sorted(gt.category_ids.tolist()), 0)  # the order of category_names
+    for ann in gt.dataset["annotations"]:
+        if not ann["iscrowd"]:
+            counts[int(ann["category_id"])] += 1
+    return dict(zip(gt.category_names, counts.values()))

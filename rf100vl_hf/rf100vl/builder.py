@@ -1,19 +1,38 @@
 """The ``rf100vl`` datasets builder: one config per export, five splits.
 
-The builder is constructed from an export on disk (see :mod:`.sources`) and writes the
-Arrow cache under ``<HF_DATASETS_CACHE>/rf100vl/<config>/<version>/<hash>``, where the
-hash is the source fingerprint. Because the config id is the bare config name, the cache
-is what ``load_dataset("rf100vl", "<config>")`` falls back to when no Hub repository of
-that name answers: preparing once makes the bare call work anywhere, offline (with
-``HF_HUB_OFFLINE=1``, or it first waits for the Hub to answer), from any working
-directory that has no ``rf100vl`` folder of its own. When exports of different contents
-were prepared under one name, the bare call takes the latest; split parameters other than
-the defaults make another config id, which the bare call does not find.
+The builder is made from config parameters alone (the config name, ``data_dir``,
+``fewshot_dir``, the split parameters, ``verify_images``), like any datasets builder, so
+``Rf100vl(config_name="bees", data_dir=...)``, pickling and every datasets API that makes
+a builder from its class work. It writes the Arrow cache under
+``<HF_DATASETS_CACHE>/rf100vl/<config id>/<version>/<hash>``, where the hash is the
+content fingerprint of the export (and of its official few-shot export).
+
+Because the config id is the bare config name (split parameters other than the defaults
+make another id), the cache is what ``load_dataset("rf100vl", "<config>")`` falls back to
+when no Hub repository of that name answers: preparing once makes the bare call work
+anywhere, offline (with ``HF_HUB_OFFLINE=1``, or it first waits for the Hub to answer),
+from any working directory that has no ``rf100vl`` folder of its own. When exports of
+different contents were prepared under one name, the bare call takes the latest.
+
+Repeat cost: each build stores a manifest (relative path, size and mtime of every file of
+the exports). A builder whose exports' files all match a build's manifest reuses that
+build after one ``stat`` per file, reading nothing; otherwise it reads and fingerprints
+the exports, and reuses a build of the same contents or makes a new one. ``verify=True``
+(what ``rf100vl-hf prepare`` does) always reads and checks the contents.
+
+Crash safety: a build is written into a hidden staging folder beside its final place and
+renamed into place when complete, so a killed build never leaves a folder the bare call
+would trip over; the next build of that config removes what a killed one left (see the
+README, "Loading datasets").
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -21,10 +40,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import datasets
+import pyarrow as pa
 import xxhash
+from datasets.exceptions import DatasetGenerationError
+from filelock import FileLock, Timeout
 
-from rf100vl_hf.errors import DataError
+from rf100vl_hf.errors import DataError, Rf100vlError
 from rf100vl_hf.metadata import to_description
+from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import splits as split_makers
 from rf100vl_hf.rf100vl.instructions import Instructions, match_classes, parse_instructions
 from rf100vl_hf.rf100vl.reader import Export, ImageRecord, VerifyImages, read_export
@@ -33,6 +56,13 @@ from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 BUILDER_NAME = "rf100vl"
 FORMAT_VERSION = "2"
 """Bumped whenever the normalisation changes, so an old cache is not reused."""
+VERSION = datasets.Version("1.0.0")
+MANIFEST_FILE = "rf100vl_manifest.json"
+"""Beside a build's Arrow files: the stat manifest of the exports it was built from."""
+STAGING_SUFFIX = ".staging"
+"""A build is written into ``.<hash>.staging`` (hidden: datasets' cache lookup skips it) and renamed."""
+BATCH_BYTES = 64 * 2**20
+"""Image bytes gathered into one Arrow table before it is written (bounds memory per batch)."""
 
 CITATION = """@article{robicheaux2025roboflow100vl,
   title={Roboflow100-VL: A Multi-Domain Object Detection Benchmark for Vision-Language Models},
@@ -42,14 +72,54 @@ CITATION = """@article{robicheaux2025roboflow100vl,
 }"""
 
 
+class ParameterError(Rf100vlError, ValueError):
+    """A config parameter out of its range; the message names the parameter and the range."""
+
+
+SPLIT_PARAMETERS: dict[str, Any] = {"fewshot_k": 10, "fewshot_seed": 0, "semisup_fraction": 0.1, "semisup_seed": 0}
+"""The parameters of the derived splits and their defaults (the benchmark's)."""
+
+
+def check_split_parameter(name: str, value: Any) -> Any:
+    """``value`` if it is a valid ``name`` (one of :data:`SPLIT_PARAMETERS`), else a :class:`ParameterError`."""
+    if name in ("fewshot_seed", "semisup_seed"):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        expected = "an integer"
+    elif name == "fewshot_k":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        expected = "an integer of at least 1"
+    elif name == "semisup_fraction":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
+        expected = "a number in (0, 1]"
+    else:
+        raise ParameterError(f"unknown split parameter {name!r} (known: {', '.join(SPLIT_PARAMETERS)})")
+    if not ok:
+        raise ParameterError(f"{name} must be {expected}, not {value!r}")
+    return value
+
+
 @dataclass
 class Rf100vlConfig(datasets.BuilderConfig):
-    """Parameters of the derived splits; the defaults are the benchmark's."""
+    """Where the exports are and the parameters of the derived splits (defaults: the benchmark's).
 
+    ``data_dir`` and ``fewshot_dir`` are looked up as :func:`.sources.locate` says;
+    ``verify_images`` is ``header`` or ``full`` (decode every image). Only split parameters
+    that differ from the defaults enter the config id (see :meth:`create_config_id`).
+    """
+
+    fewshot_dir: str | None = None
+    verify_images: VerifyImages = "header"
     fewshot_k: int = 10
     fewshot_seed: int = 0
     semisup_fraction: float = 0.1
     semisup_seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in SPLIT_PARAMETERS:
+            check_split_parameter(name, getattr(self, name))
+        if self.verify_images not in ("header", "full"):
+            raise ParameterError(f"verify_images must be 'header' or 'full', not {self.verify_images!r}")
 
     @property
     def fewshot_split(self) -> str:
@@ -58,6 +128,16 @@ class Rf100vlConfig(datasets.BuilderConfig):
     @property
     def semisup_split(self) -> str:
         return f"semisup_{round(self.semisup_fraction * 100)}"
+
+    def create_config_id(self, config_kwargs: dict, custom_features: datasets.Features | None = None) -> str:
+        """The config name, suffixed with the split parameters that are not the defaults.
+
+        Where the exports are and how images are checked do not change the rows, and the
+        cache folder's hash is the exports' content fingerprint, so they are left out: a
+        build of the default parameters is what the bare ``load_dataset`` call finds.
+        """
+        changed = {k: getattr(self, k) for k, default in SPLIT_PARAMETERS.items() if getattr(self, k) != default}
+        return super().create_config_id(changed, custom_features)
 
 
 def features(classes: list[str]) -> datasets.Features:
@@ -91,39 +171,177 @@ def _homepage(text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-class Rf100vl(datasets.GeneratorBasedBuilder):
-    """One export (plus its official few-shot export, if any) as a datasets builder."""
+# ------------------------------------------------------------------ manifests and builds
+
+
+def file_manifest(roots: dict[str, Path | None]) -> list[list[Any]]:
+    """``[label/relative path, size, mtime_ns]`` of every file under each root, sorted: one ``stat`` per file.
+
+    Files are stat'ed through symlinks (a linked file's contents are what a build holds);
+    folders are walked without following links, a linked folder being listed as one entry.
+    """
+    entries: list[list[Any]] = []
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, f"{prefix}{entry.name}/")
+                    continue
+                try:
+                    stat = entry.stat()
+                except OSError:  # a dangling link: the reader names it if the export uses it
+                    stat = entry.stat(follow_symlinks=False)
+                entries.append([prefix + entry.name, stat.st_size, stat.st_mtime_ns])
+
+    for label, root in roots.items():
+        if root is not None:
+            walk(str(root), f"{label}/")
+    return sorted(entries)
+
+
+def _manifest_digest(manifest: list[list[Any]]) -> str:
+    return xxhash.xxh3_128_hexdigest(json.dumps([FORMAT_VERSION, manifest]).encode())
+
+
+def _stored_digest(build: Path) -> str | None:
+    try:
+        return json.loads((build / MANIFEST_FILE).read_text(encoding="utf-8"))["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_manifest(build: Path, manifest: list[list[Any]]) -> None:
+    """Store the manifest beside a complete build (written to a temporary name, then renamed)."""
+    temporary = build / f".{MANIFEST_FILE}.{os.getpid()}"
+    temporary.write_text(json.dumps({"digest": _manifest_digest(manifest), "files": manifest}), encoding="utf-8")
+    os.replace(temporary, build / MANIFEST_FILE)
+
+
+def _is_complete(build: Path) -> bool:
+    return (build / datasets.config.DATASET_INFO_FILENAME).is_file()
+
+
+def _build_matching(version_dir: Path, digest: str) -> Path | None:
+    """The complete build in ``version_dir`` whose stored manifest has ``digest``, if any."""
+    if not version_dir.is_dir():
+        return None
+    for build in sorted(version_dir.iterdir()):
+        hidden = build.name.startswith(".")
+        if build.is_dir() and not hidden and _stored_digest(build) == digest and _is_complete(build):
+            return build
+    return None
+
+
+def remove_leftovers(version_dir: Path) -> list[Path]:
+    """Remove what killed builds left in ``version_dir``; return what was removed.
+
+    A leftover is a staging folder (``.<hash>.staging``, ours) or an ``<hash>.incomplete``
+    folder (datasets' own, from a build that did not stage) whose build lock no living
+    process holds: a killed process's lock is released by the system, so taking the lock
+    without waiting proves the build is dead.
+    """
+    removed: list[Path] = []
+    if not version_dir.is_dir():
+        return removed
+    for entry in sorted(version_dir.iterdir()):
+        if not entry.is_dir():
+            continue
+        if entry.name.startswith(".") and STAGING_SUFFIX in entry.name:
+            lock = version_dir / (entry.name.split(STAGING_SUFFIX)[0] + ".lock")
+        elif entry.name.endswith(".incomplete"):
+            lock = version_dir / (entry.name[: -len(".incomplete")] + "_builder.lock")
+        else:
+            continue
+        try:
+            with FileLock(str(lock), timeout=0):
+                shutil.rmtree(entry, ignore_errors=True)
+        except Timeout:
+            continue  # a living build owns it
+        logger.warning("removed %s, left by a build that was killed", entry)
+        removed.append(entry)
+    return removed
+
+
+# ---------------------------------------------------------------------------- builder
+
+
+class Rf100vl(datasets.ArrowBasedBuilder):
+    """One export (plus its official few-shot export, if any) as a datasets builder.
+
+    Made from config parameters alone: ``Rf100vl(config_name=NAME, data_dir=..., fewshot_dir=...,
+    fewshot_k=..., ...)``. ``progress`` draws progress bars; ``verify`` reads and checks the
+    exports even when their files match a prepared build's manifest.
+    """
 
     BUILDER_CONFIG_CLASS = Rf100vlConfig
-    VERSION = datasets.Version("1.0.0")
+    VERSION = VERSION
 
     def __init__(
         self,
-        source: DatasetSource,
-        export: Export | None = None,
-        fewshot_export: Export | None = None,
+        config_name: str | None = None,
+        data_dir: str | Path | None = None,
+        *,
+        fewshot_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
         progress: bool = True,
-        verify_images: VerifyImages = "header",
+        verify: bool = False,
+        hash: str | None = None,  # noqa: A002  (datasets passes its module hash; the content fingerprint is used)
+        info: datasets.DatasetInfo | None = None,  # likewise: the info is the export's own
         **kwargs: Any,
     ):
-        self.source = source
-        self.export = export or read_export(source.root, verify_images, progress)
-        if fewshot_export is None and source.fewshot_root is not None:
-            fewshot_export = read_export(source.fewshot_root, verify_images, progress, splits=["train"])
-        self.fewshot_export = fewshot_export
-        fewshot_fingerprint = fewshot_export.fingerprint if fewshot_export else ""
-        digest = xxhash.xxh3_64(f"{FORMAT_VERSION}:{self.export.fingerprint}:{fewshot_fingerprint}".encode())
-        kwargs.setdefault("dataset_name", BUILDER_NAME)
-        kwargs.setdefault("config_name", source.name)
-        kwargs.setdefault("hash", digest.hexdigest())
-        super().__init__(**kwargs)
+        if not config_name:
+            raise ParameterError("an rf100vl builder needs a config name: a dataset name, e.g. 'bees' or 'sample'")
+        for unused in ("data_files", "features", "dataset_name"):  # what datasets' generic loaders also pass
+            kwargs.pop(unused, None)
+        data_dir = str(data_dir) if data_dir is not None else None
+        fewshot_dir = str(fewshot_dir) if fewshot_dir is not None else None
+        # Located first: a folder name that cannot be a config name gets the locator's error, which names it.
+        self.source: DatasetSource = locate(config_name, data_dir, fewshot_dir)
+        fields = set(Rf100vlConfig.__dataclass_fields__)
+        config_kwargs = {k: v for k, v in kwargs.items() if k in fields}
+        self._params = Rf100vlConfig(name=config_name, data_dir=data_dir, fewshot_dir=fewshot_dir, **config_kwargs)
+        self.progress = progress
+        cache_root = os.path.expanduser(str(cache_dir or datasets.config.HF_DATASETS_CACHE))
+        version_dir = Path(cache_root, BUILDER_NAME, self._params.create_config_id({}), str(VERSION))
+        self.manifest = file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
+        verify = verify or self._params.verify_images == "full"
+        matched = None if verify else _build_matching(version_dir, _manifest_digest(self.manifest))
+        if matched is not None:  # no file changed since this build: read nothing
+            content_hash, info = matched.name, datasets.DatasetInfo.from_directory(str(matched))
+        else:
+            fewshot = self.fewshot_export.fingerprint if self.fewshot_export else ""
+            content_hash = xxhash.xxh3_64_hexdigest(f"{FORMAT_VERSION}:{self.export.fingerprint}:{fewshot}".encode())
+            info = None
+        super().__init__(
+            cache_dir=str(cache_dir) if cache_dir else None,
+            dataset_name=BUILDER_NAME,
+            config_name=config_name,
+            data_dir=data_dir,
+            fewshot_dir=fewshot_dir,
+            hash=content_hash,
+            info=info,
+            **kwargs,
+        )
         # datasets names a builder after its module; this one's module is not its name.
         self.name = self.info.builder_name = BUILDER_NAME
 
     @cached_property
+    def export(self) -> Export:
+        """The full export, read and validated (only when a build needs it or it is asked for)."""
+        return read_export(self.source.root, self._params.verify_images, self.progress)
+
+    @cached_property
+    def fewshot_export(self) -> Export | None:
+        """The official few-shot export's train split, when the few-shot export is on disk."""
+        if self.source.fewshot_root is None:
+            return None
+        return read_export(self.source.fewshot_root, self._params.verify_images, self.progress, splits=["train"])
+
+    @cached_property
     def fewshot_images(self) -> list[ImageRecord] | None:
         """The few-shot split: the official export's train split, else drawn from train."""
-        config: Rf100vlConfig = self.config
+        config = self._params
         if self.fewshot_export is not None:
             mapping = self._fewshot_class_map()
             return [
@@ -164,7 +382,7 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
     @property
     def metadata(self) -> dict[str, Any]:
         """Everything a user of the dataset needs to know beyond its rows (see :mod:`rf100vl_hf.metadata`)."""
-        config: Rf100vlConfig = self.config
+        config = self._params
         export = self.export
         instructions = self.instructions
         per_class = match_classes(instructions, export.classes) if instructions else {}
@@ -223,46 +441,93 @@ class Rf100vl(datasets.GeneratorBasedBuilder):
             citation=CITATION,
         )
 
-    def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
-        config: Rf100vlConfig = self.config
-        generators = [
-            datasets.SplitGenerator(name=name, gen_kwargs={"images": split.images})
-            for name, split in self.export.splits.items()
-        ]
-        if self.fewshot_images is not None:
-            generators.append(
-                datasets.SplitGenerator(name=config.fewshot_split, gen_kwargs={"images": self.fewshot_images})
-            )
-        if "train" in self.export.splits:
-            semisup = split_makers.semisup(
-                self.export.splits["train"].images, config.semisup_fraction, config.semisup_seed
-            )
-            generators.append(datasets.SplitGenerator(name=config.semisup_split, gen_kwargs={"images": semisup}))
-        return generators
+    def download_and_prepare(self, output_dir: str | None = None, *args: Any, **kwargs: Any) -> None:
+        """Build the cache unless these contents are built, crash-safe: written into a hidden
+        staging folder, renamed into place when complete (see the module docstring)."""
+        if output_dir is not None and os.path.normpath(str(output_dir)) != os.path.normpath(self._cache_dir):
+            return super().download_and_prepare(output_dir, *args, **kwargs)
+        final = Path(self._cache_dir)
+        staging = final.with_name(f".{final.name}{STAGING_SUFFIX}")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(final.with_name(f".{final.name}.lock"))):
+            remove_leftovers(final.parent)
+            if not _is_complete(final):
+                for leftover in (staging, Path(f"{staging}.incomplete"), final):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                try:
+                    super().download_and_prepare(str(staging), *args, **kwargs)
+                except DatasetGenerationError as exc:  # datasets wraps what failed while writing
+                    if isinstance(exc.__cause__, (Rf100vlError, OSError)):
+                        raise exc.__cause__ from None  # e.g. a file removed since it was checked
+                    raise
+                _write_manifest(staging, self.manifest)
+                os.rename(staging, final)
+            elif _stored_digest(final) != _manifest_digest(self.manifest):
+                _write_manifest(final, self.manifest)  # these contents were built before; the files are new
+        super().download_and_prepare(*args, **kwargs)  # finds the build and loads its info
 
-    def _generate_examples(self, images: list[ImageRecord]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Rows with the original file bytes, which the validation pass left in the page cache.
+    def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
+        config = self._params
+        chosen = {name: split.images for name, split in self.export.splits.items()}
+        if self.fewshot_images is not None:
+            chosen[config.fewshot_split] = self.fewshot_images
+        if "train" in self.export.splits:
+            train = self.export.splits["train"].images
+            chosen[config.semisup_split] = split_makers.semisup(train, config.semisup_fraction, config.semisup_seed)
+        return [
+            datasets.SplitGenerator(name=name, gen_kwargs={"images": images, "split": name})
+            for name, images in chosen.items()
+        ]
+
+    def _generate_tables(self, images: list[ImageRecord], split: str) -> Iterator[tuple[int, pa.Table]]:
+        """Arrow tables of rows holding the original file bytes, which the validation pass left
+        in the page cache.
 
         Reading each file again costs a memory copy; keeping the bytes between the passes
         would cost the whole dataset in RAM, and validating inside this loop would raise a
-        bad file's error from within datasets instead of before anything is written.
+        bad file's error from within datasets instead of before anything is written. The
+        tables are built column-wise in Arrow's own types, not through datasets' per-row
+        encoding, which cost more than reading the files.
         """
-        for index, record in enumerate(images):
-            anns = record.annotations
-            yield index, {
-                "image": {"bytes": record.path.read_bytes(), "path": record.file_name},
-                "image_id": record.image_id,
-                "file_name": record.file_name,
-                "width": record.width,
-                "height": record.height,
-                "objects": {
-                    "id": [a.id for a in anns],
-                    "bbox": [a.bbox for a in anns],
-                    "category": [a.category for a in anns],
-                    "area": [a.area for a in anns],
-                    "iscrowd": [a.iscrowd for a in anns],
-                },
-            }
+        schema = self.info.features.arrow_schema
+        bar = progress_bar(total=len(images), desc=f"{self.source.name} {split}", unit="img", disable=not self.progress)
+        batch: list[tuple[ImageRecord, bytes]] = []
+        size, index = 0, 0
+        with bar:
+            for record in images:
+                blob = record.path.read_bytes()
+                batch.append((record, blob))
+                size += len(blob)
+                bar.update()
+                if size >= BATCH_BYTES:
+                    yield index, _table(batch, schema)
+                    batch, size, index = [], 0, index + 1
+            if batch or index == 0:
+                yield index, _table(batch, schema)
+
+
+def _table(batch: list[tuple[ImageRecord, bytes]], schema: pa.Schema) -> pa.Table:
+    """The rows of ``batch`` as one Arrow table of ``schema`` (the features' own Arrow types)."""
+    return pa.Table.from_pydict(
+        {
+            "image": [{"bytes": blob, "path": record.file_name} for record, blob in batch],
+            "image_id": [record.image_id for record, _ in batch],
+            "file_name": [record.file_name for record, _ in batch],
+            "width": [record.width for record, _ in batch],
+            "height": [record.height for record, _ in batch],
+            "objects": [
+                {
+                    "id": [a.id for a in record.annotations],
+                    "bbox": [a.bbox for a in record.annotations],
+                    "category": [a.category for a in record.annotations],
+                    "area": [a.area for a in record.annotations],
+                    "iscrowd": [a.iscrowd for a in record.annotations],
+                }
+                for record, _ in batch
+            ],
+        },
+        schema=schema,
+    )
 
 
 def rf100vl_builder(
@@ -272,19 +537,29 @@ def rf100vl_builder(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     verify_images: VerifyImages = "header",
+    verify: bool = False,
     **config: Any,
 ) -> Rf100vl:
     """A builder for the dataset ``name`` (see :func:`.sources.locate` for where it looks).
 
     ``verify_images="full"`` decodes every image while validating (see
-    :func:`rf100vl_hf.images.probe_image`). ``config`` sets :class:`Rf100vlConfig` fields
-    (``fewshot_k``, ``fewshot_seed``, ``semisup_fraction``, ``semisup_seed``); any of them
-    makes the config id differ from the bare name, so such a build is not what the bare
+    :func:`rf100vl_hf.images.probe_image`). ``verify`` reads and checks the exports even
+    when no file changed since a build (``verify_images="full"`` implies it). ``config``
+    sets :class:`Rf100vlConfig` fields (``fewshot_k``, ``fewshot_seed``,
+    ``semisup_fraction``, ``semisup_seed``); any of them other than its default makes the
+    config id differ from the bare name, so such a build is not what the bare
     ``load_dataset`` call finds.
     """
-    source = locate(name, data_dir, fewshot_dir)
-    cache = str(cache_dir) if cache_dir else None
-    return Rf100vl(source, cache_dir=cache, progress=progress, verify_images=verify_images, **config)
+    return Rf100vl(
+        config_name=name,
+        data_dir=data_dir,
+        fewshot_dir=fewshot_dir,
+        cache_dir=cache_dir,
+        progress=progress,
+        verify=verify,
+        verify_images=verify_images,
+        **config,
+    )
 
 
 def load_rf100vl(
@@ -297,10 +572,11 @@ def load_rf100vl(
     verify_images: VerifyImages = "header",
     **config: Any,
 ) -> datasets.Dataset | datasets.DatasetDict:
-    """Prepare ``name`` if its cache is missing or stale, then load it (one split or all).
+    """Prepare ``name`` if no build matches its exports, then load it (one split or all).
 
-    Finding the cache reads and fingerprints the export; a prepared config loads faster,
-    from anywhere, with ``load_dataset("rf100vl", name, split=...)``.
+    When no file of the exports changed since a build (same paths, sizes and mtimes), the
+    build is used after one ``stat`` per file; otherwise the exports are read, checked and
+    built (see :func:`rf100vl_builder`).
     """
     builder = rf100vl_builder(name, data_dir, fewshot_dir, cache_dir, progress, verify_images, **config)
     builder.download_and_prepare()

@@ -3,20 +3,25 @@
 Everything the card says about a dataset comes from the config's metadata (carried in its
 ``description``, see :mod:`rf100vl_hf.metadata`), so a card can be rewritten for configs
 exported earlier: :func:`export_rf100vl` into an existing folder rebuilds the named
-configs, keeps the others and lists them all.
+configs, keeps the others and lists them all. The card's prose is the template
+``templates/card.md``; its ``license`` is each dataset's own (see :func:`hub_license`).
 """
 
 from __future__ import annotations
 
+import re
+from functools import cache
+from importlib import resources
 from pathlib import Path
+from string import Template
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from rf100vl_hf import paths
 from rf100vl_hf.errors import DatasetNotFoundError
 from rf100vl_hf.hub.card import CARD_FILE, config_metadata, read_card, write_card
 from rf100vl_hf.hub.export import ConfigExport, staged_repository, write_config
+from rf100vl_hf.markdown import table
+from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.builder import CITATION, rf100vl_builder
 from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
@@ -26,6 +31,17 @@ PRETTY_NAME = "RF100-VL"
 REPO_PLACEHOLDER = "ORG/NAME"
 _SOURCE_SPLITS = ("train", "validation", "test")
 _SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+HUB_LICENSES = (
+    "apache-2.0", "mit", "cc0-1.0", "pddl", "odbl", "odc-by", "unlicense", "bsd-3-clause", "gpl-3.0", "agpl-3.0",
+    "cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0", "cc-by-sa-3.0", "cc-by-sa-4.0", "cc-by-nc-2.0",
+    "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-3.0", "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0",
+    "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0",
+)
+"""Hub licence ids (SPDX-based) that a Roboflow export's ``License:`` line can name."""
+_LICENSE_ALIASES = {"odblv10": "odbl", "odbl10": "odbl"}
+"""Spellings of a licence that normalise to no id's key (Roboflow writes ``ODbL v1.0``)."""
+NO_LICENSE = "see the source export"
+"""The licence cell of a dataset whose export states none."""
 
 
 def _size_category(configs: list[ConfigExport]) -> str:
@@ -33,19 +49,55 @@ def _size_category(configs: list[ConfigExport]) -> str:
     return next((label for limit, label in _SIZE_CATEGORIES if images < limit), "n>1M")
 
 
-def card_data(configs: list[ConfigExport]) -> dict[str, Any]:
+def _license_key(text: str) -> str:
+    """A licence name without case, punctuation, the word licence or a ``CC`` before ``BY``:
+    ``CC BY-NC 4.0``, ``BY-NC 4.0`` and ``cc-by-nc-4.0`` are one key."""
+    key = re.sub(r"[^0-9a-z]+", "", re.sub(r"licen[cs]e", "", text.casefold()))
+    return key[2:] if key.startswith("ccby") else key
+
+
+@cache
+def _hub_ids() -> dict[str, str]:
+    return {**{_license_key(i): i for i in HUB_LICENSES}, **_LICENSE_ALIASES}
+
+
+def hub_license(text: str | None, homepage: str | None = None) -> tuple[str, str | None, str | None]:
+    """``(license, license_name, license_link)`` of the Hub's card metadata for a licence as
+    an export states it: a Hub id when there is one, else ``other`` with a name made of
+    the text and the dataset's page as the link; ``unknown`` when nothing is stated."""
+    if not text or not text.strip():
+        return "unknown", None, None
+    known = _hub_ids().get(_license_key(text))
+    if known:
+        return known, None, None
+    return "other", re.sub(r"[^a-z0-9.]+", "-", text.casefold()).strip("-.") or "other", homepage
+
+
+def license_fields(metas: list[dict[str, Any]]) -> dict[str, Any]:
+    """The card's ``license`` (one id, or the list of every config's), and ``license_name``
+    and ``license_link`` when some licence is ``other``."""
+    found = [hub_license(m.get("license"), m.get("homepage")) for m in metas]
+    ids = sorted({i for i, _, _ in found})
+    fields: dict[str, Any] = {"license": ids[0] if len(ids) == 1 else ids}
+    names = sorted({n for i, n, _ in found if i == "other" and n})
+    links = sorted({link for i, _, link in found if i == "other" and link})
+    if names:
+        fields["license_name"] = "-and-".join(names)
+    if len(links) == 1:
+        fields["license_link"] = links[0]
+    return fields
+
+
+def card_data(configs: list[ConfigExport], card: Path) -> dict[str, Any]:
     """The YAML fields of the card besides configs and dataset_info."""
+    metas = [config_metadata(c, card, "rf100vl") for c in configs]
     return {
-        "license": "apache-2.0",
+        **license_fields(metas),
         "task_categories": ["object-detection"],
         "pretty_name": PRETTY_NAME,
         "size_categories": [_size_category(configs)],
         "tags": ["rf100vl", "roboflow", "object-detection", "few-shot", "vision-language", "coco"],
     }
-
-
-def _cell(value: Any) -> str:
-    return " ".join(str(value).split()).replace("|", "\\|")
 
 
 def _domain_order(domain: str) -> int:
@@ -57,20 +109,19 @@ def _table(rows: list[tuple[ConfigExport, dict[str, Any]]]) -> str:
     for config, _ in rows:
         split_names += [s.name for s in config.splits if s.name not in split_names]
     header = ["dataset", "domain", "classes", *split_names, "few-shot split", "licence"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = []
     for config, meta in rows:
         counts = {s.name: str(s.num_rows) for s in config.splits}
         fewshot = meta["fewshot"]["source"] + (" (federated)" if meta["fewshot"].get("federated") else "")
-        cells = [
+        lines.append([
             f"`{config.name}`",
             meta["domain"],
-            str(len(meta["classes"])),
+            len(meta["classes"]),
             *(counts.get(name, "-") for name in split_names),
             fewshot,
-            meta.get("license") or "see the source export",
-        ]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return "\n".join(lines)
+            meta.get("license") or NO_LICENSE,
+        ])
+    return "\n".join(table(header, lines))
 
 
 def _instructions(config: ConfigExport, meta: dict[str, Any]) -> str:
@@ -93,86 +144,30 @@ def _instructions(config: ConfigExport, meta: dict[str, Any]) -> str:
     return "\n\n".join(blocks)
 
 
+@cache
+def _template() -> Template:
+    return Template(resources.files("rf100vl_hf.rf100vl").joinpath("templates/card.md").read_text("utf-8"))
+
+
 def card_body(configs: list[ConfigExport], card: Path, repo_id: str | None = None) -> str:
     """The markdown of the card: what RF100-VL is, how to load it, the datasets, the protocol."""
     rows = sorted(
         ((c, config_metadata(c, card, "rf100vl")) for c in configs),
         key=lambda row: (_domain_order(row[1]["domain"]), row[0].name),
     )
-    repo = repo_id or REPO_PLACEHOLDER
-    example = rows[0][0].name
-    fewshot_split = rows[0][1]["fewshot"]["split"]
-    semisup_split = rows[0][1]["semisup"]["split"]
-    domains = ", ".join(DOMAINS)
-    instructions = "\n\n".join(_instructions(c, m) for c, m in rows)
-    return f"""# {PRETTY_NAME}
-
-RF100-VL (Roboflow100-VL) is a benchmark of 100 object-detection datasets from Roboflow
-Universe, chosen for concepts that vision-language models rarely see in pre-training. It
-measures zero-shot, few-shot, semi-supervised and fully supervised detection, and each
-dataset comes with the annotator instructions that defined its classes, so a model can be
-prompted with the text a human annotator read. Its seven domains: {domains}.
-
-This repository holds {len(rows)} of its datasets, one config each, as parquet shards built
-with [rf100vl-hf](https://github.com/rf100vl-hf/rf100vl-hf) from the Roboflow COCO exports.
-Configs outside the catalogue of 100 have domain `{CUSTOM_DOMAIN}`.
-
-## Loading
-
-```python
-from datasets import load_dataset
-
-ds = load_dataset("{repo}", "{example}", split="{fewshot_split}")
-
-# Optional: classes, category ids, annotator instructions, licence, few-shot provenance.
-from rf100vl_hf.metadata import read_metadata
-meta = read_metadata(ds)
-```
-
-Splits: `train`, `validation` and `test` are the export's own; `{fewshot_split}` is the
-few-shot training split (see the notes below); `{semisup_split}` is a seeded fraction of the
-train images, drawn after sorting by file name.
-
-Each row holds `image` (the export's original file bytes, never re-encoded), `image_id` (the
-export's own id), `file_name`, `width` and `height` (the displayed frame, EXIF orientation
-applied) and `objects`: `id`, `bbox` (COCO `[x, y, w, h]` in pixels, as exported), `category`
-(a `ClassLabel`), `area`, `iscrowd`.
-
-## Datasets
-
-{_table(rows)}
-
-Each licence is the source dataset's own, as its export states it; the benchmark and this
-card are Apache-2.0.
-
-## Protocol notes
-
-- Score with pycocotools `COCOeval` (bbox) and `params.maxDets = [1, 10, 500]`; read AP50:95
-  from `eval["precision"][:, :, :, 0, -1]` (area "all", 500 detections), mean over values
-  above -1. `summarize()` hard-codes 100 detections for its headline AP.
-- Category 0 of a raw Roboflow export is the dataset's supercategory, not a class: it is
-  removed, and class indices follow the export's category ids (`category_ids` in the
-  metadata).
-- Annotation ids are renumbered from 1 within each split: pycocotools counts a match to
-  an annotation whose id is 0 as a false positive.
-- A few-shot split marked *official* is the train split of the official few-shot export.
-  One marked *generated* was drawn from the full train split as the challenge tooling does:
-  K = 10 instances per class (not images), seed 0, crowd boxes skipped. An image in it keeps
-  only the boxes of the classes it was drawn for, so the split is federated: objects of
-  other classes may be in an image without a box, and training or evaluating on it must not
-  treat missing boxes as background.
-- Class names are Roboflow's sanitised ones (`Raspberry Pi 3 B-` stands for B+).
-
-## Annotator instructions
-
-{instructions}
-
-## Citation
-
-```bibtex
-{CITATION}
-```
-"""
+    return _template().substitute(
+        pretty_name=PRETTY_NAME,
+        domains=", ".join(DOMAINS),
+        count=len(rows),
+        custom_domain=CUSTOM_DOMAIN,
+        repo=repo_id or REPO_PLACEHOLDER,
+        example=rows[0][0].name,
+        fewshot_split=rows[0][1]["fewshot"]["split"],
+        semisup_split=rows[0][1]["semisup"]["split"],
+        table=_table(rows),
+        instructions="\n\n".join(_instructions(c, m) for c, m in rows),
+        citation=CITATION,
+    )
 
 
 def datasets_on_disk(data_dir: str | Path | None = None) -> list[str]:
@@ -208,10 +203,12 @@ def export_rf100vl(
     out = Path(out)
     with staged_repository(out) as staging:
         configs = {config.name: config for config in read_card(staging)}
-        for name in tqdm(list(dict.fromkeys(names)), desc="RF100-VL configs", unit="config"):
+        for name in progress_bar(list(dict.fromkeys(names)), desc="RF100-VL configs", unit="config"):
             builder = rf100vl_builder(name, data_dir, fewshot_dir)
             builder.download_and_prepare()
             configs[name] = write_config(builder, staging)
         ordered = list(configs.values())
-        write_card(staging, ordered, card_data(ordered), card_body(ordered, out / CARD_FILE, repo_id))
+        data = card_data(ordered, out / CARD_FILE)
+        logger.info("RF100-VL card of %d configs, license %s", len(ordered), data["license"])
+        write_card(staging, ordered, data, card_body(ordered, out / CARD_FILE, repo_id))
     return out

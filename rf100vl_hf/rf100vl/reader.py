@@ -19,7 +19,11 @@ Normalisation, as the benchmark's protocol needs it:
   the frame cannot be told from the JSON: those boxes are taken as displayed.
 
 Every problem raises :class:`~rf100vl_hf.errors.DataError` naming the file and the field,
-except the safe repairs listed in :data:`REPAIRS`, which are applied with a warning.
+except the safe repairs listed in :data:`REPAIRS`, which are applied with a warning and
+counted. Hostile input is refused the same way: a file or split folder that links outside
+the export, JSON nested too deeply to parse, a file or class name that is not Unicode text
+(a NUL, a lone surrogate). An export that cannot be scored (no test split, or one without
+a box) is read with a :class:`NotScorableWarning`. ``docs/data.md`` lists every case.
 """
 
 from __future__ import annotations
@@ -35,10 +39,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 import xxhash
-from tqdm.auto import tqdm
 
-from rf100vl_hf.errors import DataError
+from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.images import TRANSPOSING_ORIENTATIONS, ImageProbe, probe_image
+from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.safepaths import resolve_inside, text_problem
 
 ANNOTATIONS_FILE = "_annotations.coco.json"
 SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}
@@ -63,6 +68,8 @@ VerifyImages = Literal["header", "full"]
 """``header``: parse headers and check end markers; ``full``: decode every image."""
 
 ROBOFLOW_SUPERCATEGORY = "none"
+EXPORT = "export folder"
+"""What :func:`~rf100vl_hf.safepaths.resolve_inside` calls the root it keeps files inside."""
 READ_AHEAD = 32
 """Image files the kernel is asked to start reading while earlier ones are checked, so that
 disk waits overlap the checks (on a cold cache this halves the time of the validation pass)."""
@@ -70,6 +77,10 @@ disk waits overlap the checks (on a cold cache this halves the time of the valid
 
 class RepairWarning(UserWarning):
     """A documented repair of an export was applied (see ``REPAIRS``)."""
+
+
+class NotScorableWarning(UserWarning):
+    """The export has no test split, or a test split without a box: no model can be scored on it."""
 
 
 @dataclass(frozen=True)
@@ -136,12 +147,18 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise DataError(path, "file", "annotation file not found") from None
+    except OSError as exc:
+        raise DataError(path, "file", f"cannot be read ({exc.strerror})") from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise DataError(path, "json", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError as exc:
         raise DataError(path, "json", f"not valid UTF-8 JSON: {exc}") from None
+    except RecursionError:
+        raise DataError(path, "json", "nested too deeply to parse (arrays or objects inside each other)") from None
+    except ValueError as exc:  # what the parser refuses beyond syntax: an integer of thousands of digits
+        raise DataError(path, "json", f"not readable JSON: {exc}") from None
     if not isinstance(data, dict):
         raise DataError(path, "json", f"expected an object at top level, found {type(data).__name__}")
     for key in ("images", "annotations", "categories"):
@@ -151,15 +168,19 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
 
 
 def _int_field(path: Path, where: str, record: dict, key: str) -> int:
+    """An integer field that fits the int64 columns it is stored in."""
     value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise DataError(path, f"{where}.{key}", f"expected an integer, found {value!r}")
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole:
+        raise DataError(path, f"{where}.{key}", f"expected an integer, found {shown(value)}")
+    if not -(2**63) <= value < 2**63:
+        raise DataError(path, f"{where}.{key}", f"{shown(value)} does not fit in 64 bits")
     return int(value)
 
 
 def _object(path: Path, where: str, value: Any) -> dict:
     if not isinstance(value, dict):
-        raise DataError(path, where, f"expected an object, found {value!r}")
+        raise DataError(path, where, f"expected an object, found {shown(value)}")
     return value
 
 
@@ -175,7 +196,10 @@ def _parse_categories(path: Path, data: dict) -> list[Category]:
         seen.add(cid)
         name = cat.get("name")
         if not isinstance(name, str) or not name.strip():
-            raise DataError(path, f"{where}.name", f"expected a non-empty string, found {name!r}")
+            raise DataError(path, f"{where}.name", f"expected a non-empty string, found {shown(name)}")
+        problem = text_problem(name)
+        if problem:
+            raise DataError(path, f"{where}.name", f"{shown(name)} {problem}")
         categories.append(Category(cid, name, cat.get("supercategory")))
     return categories
 
@@ -201,7 +225,8 @@ def decide_classes(path: Path, categories: list[Category]) -> tuple[list[Categor
     first_id: dict[str, int] = {}
     for c in classes:
         if c.name in first_id:
-            raise DataError(path, "categories", f"class name {c.name!r} is used by ids {first_id[c.name]} and {c.id}")
+            used = f"is used by ids {first_id[c.name]} and {c.id}"
+            raise DataError(path, "categories", f"class name {shown(c.name)} {used}")
         first_id[c.name] = c.id
     return classes, layout, dropped
 
@@ -212,11 +237,15 @@ def read_classes(
     """Parse the annotation files of ``splits`` and decide the export's classes.
 
     Every split must list the same categories (Roboflow writes the full list into each).
+    A split folder or annotation file that links outside ``root`` is refused.
     """
     parsed: dict[str, tuple[dict, bytes]] = {}
     reference: tuple[Path, list[Category]] | None = None
     for split in splits:
-        path = root / SPLIT_FOLDERS[split] / ANNOTATIONS_FILE
+        folder = root / SPLIT_FOLDERS[split]
+        path = folder / ANNOTATIONS_FILE
+        resolve_inside(root, folder, folder, "folder", what=EXPORT)
+        resolve_inside(root, path, path, "file", what=EXPORT)
         data, raw = _load_json(path)
         categories = _parse_categories(path, data)
         if reference is None:
@@ -237,11 +266,14 @@ def read_classes(
 def _safe_image_path(folder: Path, json_path: Path, where: str, file_name: Any) -> Path:
     """``folder/file_name``, refusing a name that would leave the folder."""
     if not isinstance(file_name, str) or not file_name:
-        raise DataError(json_path, f"{where}.file_name", f"expected a file name, found {file_name!r}")
+        raise DataError(json_path, f"{where}.file_name", f"expected a file name, found {shown(file_name)}")
+    problem = text_problem(file_name)
+    if problem:
+        raise DataError(json_path, f"{where}.file_name", f"{shown(file_name)} {problem}")
     normalized = posixpath.normpath(file_name.replace("\\", "/"))
     first = normalized.split("/")[0]
     if normalized.startswith("/") or first == ".." or ":" in first:  # absolute, upwards, or a drive
-        raise DataError(json_path, f"{where}.file_name", f"{file_name!r} escapes the folder {folder}")
+        raise DataError(json_path, f"{where}.file_name", f"{shown(file_name)} escapes the folder {folder}")
     return folder / normalized
 
 
@@ -268,7 +300,7 @@ def _image_size(json_path: Path, where: str, entry: dict, probe: ImageProbe, rep
     raise DataError(
         json_path,
         f"{where}.width/height",
-        f"{width}x{height} disagrees with the file {entry['file_name']!r}, which is {probe.width}x{probe.height}",
+        f"{width}x{height} disagrees with the file {shown(entry['file_name'])}, which is {probe.width}x{probe.height}",
     )
 
 
@@ -303,8 +335,20 @@ def _read_ahead(paths: list[Path], depth: int = READ_AHEAD) -> Iterator[bytes | 
         yield _read_or_error(path)
 
 
-def _image_entries(folder: Path, json_path: Path, rows: list) -> list[tuple[str, dict, int, Path]]:
-    """Each image entry with its place, id and file, checked before any file is read."""
+def _is_link(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link; a path that cannot be asked is reported when it is read."""
+    try:
+        return path.is_symlink()
+    except OSError:
+        return False
+
+
+def _image_entries(root: Path, folder: Path, json_path: Path, rows: list) -> list[tuple[str, dict, int, Path]]:
+    """Each image entry with its place, id and file, checked before any file is read.
+
+    ``folder`` is known to lie inside ``root``; a file directly in it that is no link does
+    too, so only links and names with sub-folders pay for resolving every path component.
+    """
     entries, seen = [], set()
     for i, raw in enumerate(rows):
         where = f"images[{i}]"
@@ -313,11 +357,15 @@ def _image_entries(folder: Path, json_path: Path, rows: list) -> list[tuple[str,
         if image_id in seen:
             raise DataError(json_path, f"{where}.id", f"duplicate image id {image_id}")
         seen.add(image_id)
-        entries.append((where, entry, image_id, _safe_image_path(folder, json_path, where, entry.get("file_name"))))
+        path = _safe_image_path(folder, json_path, where, entry.get("file_name"))
+        if path.parent != folder or _is_link(path):
+            resolve_inside(root, path, json_path, f"{where}.file_name", what=EXPORT)
+        entries.append((where, entry, image_id, path))
     return entries
 
 
 def _read_images(
+    root: Path,
     folder: Path,
     json_path: Path,
     rows: list,
@@ -328,14 +376,14 @@ def _read_images(
 ) -> tuple[dict[int, ImageRecord], dict[int, _Frame]]:
     images: dict[int, ImageRecord] = {}
     frames: dict[int, _Frame] = {}
-    entries = _image_entries(folder, json_path, rows)
-    progress_bar = tqdm(entries, f"{folder.parent.name}/{folder.name}", unit="img", disable=not progress)
-    for (where, entry, image_id, path), blob in zip(progress_bar, _read_ahead([path for *_, path in entries])):
+    entries = _image_entries(root, folder, json_path, rows)
+    bar = progress_bar(entries, f"{folder.parent.name}/{folder.name}", unit="img", disable=not progress)
+    for (where, entry, image_id, path), blob in zip(bar, _read_ahead([path for *_, path in entries])):
         file_name = entry["file_name"]
         if isinstance(blob, FileNotFoundError):
-            raise DataError(json_path, f"{where}.file_name", f"image {file_name!r} not found in {folder}")
+            raise DataError(json_path, f"{where}.file_name", f"image {shown(file_name)} not found in {folder}")
         if isinstance(blob, OSError):
-            raise DataError(json_path, f"{where}.file_name", f"{file_name!r} cannot be read ({blob.strerror})")
+            raise DataError(json_path, f"{where}.file_name", f"{shown(file_name)} cannot be read ({blob.strerror})")
         if hasher is not None:
             hasher.update(file_name.encode())
             hasher.update(xxhash.xxh3_64_digest(blob))
@@ -362,14 +410,24 @@ def _turn_box(box: list[float], orientation: int, stored_w: int, stored_h: int) 
     return [min(xs), min(ys), abs(xs[1] - xs[0]), abs(ys[1] - ys[0])]
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a finite JSON number (an integer too large for a float is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _bbox(path: Path, where: str, ann: dict) -> list[float]:
     box = ann.get("bbox")
     if not isinstance(box, (list, tuple)) or len(box) != 4:
-        raise DataError(path, f"{where}.bbox", f"expected [x, y, w, h], found {box!r}")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in box):
-        raise DataError(path, f"{where}.bbox", f"expected four finite numbers, found {box!r}")
+        raise DataError(path, f"{where}.bbox", f"expected [x, y, w, h], found {shown(box)}")
+    if not all(_finite(v) for v in box):
+        raise DataError(path, f"{where}.bbox", f"expected four finite numbers, found {shown(box)}")
     if box[2] < 0 or box[3] < 0:
-        raise DataError(path, f"{where}.bbox", f"negative width or height in {box!r}")
+        raise DataError(path, f"{where}.bbox", f"negative width or height in {shown(box)}")
     return list(box)
 
 
@@ -383,7 +441,7 @@ def _inside(path: Path, where: str, box: list[float], record: ImageRecord) -> tu
         raise DataError(
             path,
             f"{where}.bbox",
-            f"{box!r} lies entirely outside image {record.file_name!r} ({record.width}x{record.height})",
+            f"{shown(box)} lies entirely outside image {shown(record.file_name)} ({record.width}x{record.height})",
         )
     overhang = max(0, -x0, -y0, x1 - record.width, y1 - record.height)
     if not overhang:
@@ -435,14 +493,14 @@ def _read_annotations(
         if area is None:
             repairs["area-from-box"] += 1
             area = box[2] * box[3]
-        elif isinstance(area, bool) or not isinstance(area, (int, float)) or not math.isfinite(area) or area < 0:
-            raise DataError(json_path, f"{where}.area", f"expected a non-negative number, found {area!r}")
+        elif not _finite(area) or area < 0:
+            raise DataError(json_path, f"{where}.area", f"expected a non-negative number, found {shown(area)}")
         iscrowd = ann.get("iscrowd")
         if iscrowd is None:
             repairs["iscrowd-default"] += 1
             iscrowd = 0
         elif iscrowd not in (0, 1):
-            raise DataError(json_path, f"{where}.iscrowd", f"expected 0 or 1, found {iscrowd!r}")
+            raise DataError(json_path, f"{where}.iscrowd", f"expected 0 or 1, found {shown(iscrowd)}")
         record.annotations.append(
             Annotation(i + 1, source_id, class_of[category_id], box, float(area), int(iscrowd))
         )
@@ -464,7 +522,8 @@ def read_split(
     progress: bool = True,
     dropped_category: int | None = None,
 ) -> ExportSplit:
-    """Validate one split folder from its parsed annotation file (see :func:`read_classes`).
+    """Validate one split folder from its parsed annotation file (see :func:`read_classes`,
+    which also checked that the folder lies inside the export, ``folder.parent``).
 
     ``class_of`` maps the export's category ids to class indices; ``dropped_category`` is
     the id of a raw export's category 0, named in the error when a box uses it.
@@ -476,7 +535,9 @@ def read_split(
     if not data["images"]:
         raise DataError(json_path, "images", "no images: the split is empty")
     repairs: Counter = Counter()
-    images, frames = _read_images(folder, json_path, data["images"], repairs, hasher, verify_images, progress)
+    images, frames = _read_images(
+        folder.parent, folder, json_path, data["images"], repairs, hasher, verify_images, progress
+    )
     zero_area, overhang = _read_annotations(
         json_path, data["annotations"], images, frames, class_of, dropped_category, repairs
     )
@@ -487,18 +548,35 @@ def read_split(
 # -------------------------------------------------------------------------- export
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(root: Path, name: str) -> str | None:
+    path = root / name
+    resolve_inside(root, path, path, "file", what=EXPORT)
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError as exc:
         raise DataError(path, "text", f"not UTF-8 ({exc})") from None
+    except OSError as exc:
+        raise DataError(path, "file", f"cannot be read ({exc.strerror})") from None
 
 
 def present_splits(root: Path) -> list[str]:
     """The splits of an export folder that have an annotation file, in train/validation/test order."""
     return [s for s, folder in SPLIT_FOLDERS.items() if (root / folder / ANNOTATIONS_FILE).is_file()]
+
+
+def _warn_if_not_scorable(root: Path, splits: dict[str, ExportSplit]) -> None:
+    """Say so when no model can be scored on the export: AP needs a test split with boxes."""
+    test = splits.get("test")
+    if test is None:
+        reason = f"{root}: no test split ({SPLIT_FOLDERS['test']}/{ANNOTATIONS_FILE})"
+    elif not any(image.annotations for image in test.images):
+        reason = f"{test.annotation_file}: the test split has no annotations"
+    else:
+        return
+    warnings.warn(f"{reason}: the dataset can be loaded, but no model can be scored on it", NotScorableWarning,
+                  stacklevel=3)
 
 
 def read_export(
@@ -507,7 +585,11 @@ def read_export(
     progress: bool = True,
     splits: Iterable[str] | None = None,
 ) -> Export:
-    """Read and validate an export folder: every split that is present, or only ``splits``."""
+    """Read and validate an export folder: every split that is present, or only ``splits``.
+
+    Reading every split warns (:class:`NotScorableWarning`) when the test split is missing
+    or holds no box.
+    """
     root = Path(root)
     if verify_images not in ("header", "full"):
         raise ValueError(f"verify_images must be 'header' or 'full', not {verify_images!r}")
@@ -518,8 +600,8 @@ def read_export(
     class_of = {c.id: i for i, c in enumerate(classes)}
     dropped = 0 if supercategory is not None else None
     hasher = xxhash.xxh3_128()
-    readme_dataset = _read_text(root / README_DATASET)
-    readme_roboflow = _read_text(root / README_ROBOFLOW)
+    readme_dataset = _read_text(root, README_DATASET)
+    readme_roboflow = _read_text(root, README_ROBOFLOW)
     for text in (readme_dataset, readme_roboflow):
         hasher.update((text or "").encode())
     read = {}
@@ -527,6 +609,14 @@ def read_export(
         hasher.update(split.encode())
         folder = root / SPLIT_FOLDERS[split]
         read[split] = read_split(folder, parsed[split], class_of, hasher, verify_images, progress, dropped)
+    if splits is None:
+        _warn_if_not_scorable(root, read)
+    logger.info(
+        "read %s: %s",
+        root,
+        ", ".join(f"{name} {len(s.images)} images, {sum(len(i.annotations) for i in s.images)} boxes"
+                  for name, s in read.items()),
+    )
     return Export(
         root=root,
         classes=[c.name for c in classes],

@@ -1,13 +1,20 @@
 """Find the export folders of a dataset: the catalogue's 100, the embedded sample, or any
-other Roboflow export placed in the data folder (a "custom" config)."""
+other Roboflow export placed in the data folder (a "custom" config).
+
+A custom export's folder name becomes its config name, and so a folder name in datasets'
+cache: a name that cannot be one (``:``, a line break...) is never dropped silently. The
+export is left out of the list with an :class:`UnusableExportWarning`, and asking for it by
+name is a :class:`~rf100vl_hf.errors.DataError` that says why.
+"""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from rf100vl_hf import paths
-from rf100vl_hf.errors import DatasetNotFoundError
+from rf100vl_hf.errors import DataError, DatasetNotFoundError
 from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.reader import ANNOTATIONS_FILE, present_splits
 from rf100vl_hf.sample import ensure_sample
@@ -15,6 +22,10 @@ from rf100vl_hf.sample import ensure_sample
 SAMPLE_NAME = "sample"
 INVALID_CONFIG_CHARACTERS = '<>:/\\|?*'
 """Characters datasets refuses in a config name (it becomes a folder of the cache)."""
+
+
+class UnusableExportWarning(UserWarning):
+    """An export in the data folder cannot be a config (see :func:`config_name_problem`) and is left out."""
 
 
 @dataclass(frozen=True)
@@ -34,25 +45,40 @@ def _export_dir(root: Path, names: list[str]) -> Path | None:
     return None
 
 
-def _is_config_name(name: str) -> bool:
-    """Whether a folder name can be a datasets config name (and so a cache folder name)."""
-    return bool(name) and not name.startswith(".") and not any(c in name for c in INVALID_CONFIG_CHARACTERS)
+def config_name_problem(name: str) -> str | None:
+    """Why a folder name cannot be a config name (and so a cache folder name), or None.
+
+    datasets refuses ``<>:/\\|?*``; control characters (a line break) and undecodable bytes
+    (lone surrogates) would make names that no one can type or print back.
+    """
+    bad = sorted({c for c in name if c in INVALID_CONFIG_CHARACTERS or not c.isprintable()})
+    if not bad:
+        return None
+    return f"{name!r} contains {', '.join(map(repr, bad))}, so it cannot be a config name; rename the folder"
 
 
 def custom_exports(data_dir: str | Path) -> list[str]:
-    """Folders of ``data_dir`` that are COCO exports but not catalogue datasets: each is a config."""
+    """Folders of ``data_dir`` that are COCO exports but not catalogue datasets: each is a config.
+
+    Hidden folders are skipped; an export whose folder name cannot be a config name is
+    skipped with an :class:`UnusableExportWarning`.
+    """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         return []
-    return sorted(
-        p.name
-        for p in data_dir.iterdir()
-        if p.is_dir()
-        and _is_config_name(p.name)
-        and not catalog.contains(p.name)
-        and p.name != SAMPLE_NAME
-        and present_splits(p)
-    )
+    names = []
+    for path in sorted(data_dir.iterdir()):
+        name = path.name
+        if name.startswith(".") or name == SAMPLE_NAME or catalog.contains(name) or not path.is_dir():
+            continue
+        if not present_splits(path):
+            continue
+        problem = config_name_problem(name)
+        if problem:
+            warnings.warn(f"{data_dir}: export left out: {problem}", UnusableExportWarning, stacklevel=2)
+            continue
+        names.append(name)
+    return names
 
 
 def how_to_get(name: str, data_dir: Path, fewshot_dir: Path) -> str:
@@ -87,6 +113,9 @@ def locate(name: str, data_dir: str | Path | None = None, fewshot_dir: str | Pat
     if name == SAMPLE_NAME:
         root = _export_dir(data_dir, [SAMPLE_NAME]) or ensure_sample()
         return DatasetSource(SAMPLE_NAME, root, None, catalog.CUSTOM_DOMAIN)
+    problem = config_name_problem(name)
+    if problem and _export_dir(data_dir, [name]) is not None:
+        raise DataError(data_dir, "folder name", problem)
     custom = custom_exports(data_dir)
     if name in custom:
         return DatasetSource(name, data_dir / name, _export_dir(fewshot_dir, [name]), catalog.CUSTOM_DOMAIN)

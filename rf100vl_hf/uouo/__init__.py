@@ -1,25 +1,36 @@
 """UOUO: mosaics of four uncommon objects, asked "where is X" (a box) and "which quadrant".
 
-No official UOUO code or data is public; this package's spec is DESIGN.md section 2 and
-is documented module by module: :mod:`.sources` (reading cut-outs), :mod:`.embeddings`
+No official UOUO code or data is public; this package's spec is in ``docs/uouo.md`` and is
+documented module by module: :mod:`.sources` (reading cut-outs), :mod:`.embeddings`
 (CLIP), :mod:`.mmd` (category distances), :mod:`.plan` and :mod:`.compose` (mosaics),
-:mod:`.prompts` (the two questions), :mod:`.builder` (the ``uouo`` datasets builder) and
-:mod:`.hub_card` (the Hub repository).
+:mod:`.prompts` (the two questions), :mod:`.builder` (the ``uouo`` datasets builder),
+:mod:`.hub_card` (the Hub repository) and :mod:`.defaults` (names and defaults).
+
+Names are imported on first use, so ``rf100vl_hf.uouo.defaults`` stays light.
 """
 
-from rf100vl_hf.uouo.builder import Uouo, UouoConfig, load_uouo, locate_source, uouo_builder
-from rf100vl_hf.uouo.prompts import QUADRANTS, box_prompt, quadrant_prompt
-from rf100vl_hf.uouo.sources import CutoutSource, read_source
+from __future__ import annotations
 
-__all__ = [
-    "QUADRANTS",
-    "CutoutSource",
-    "Uouo",
-    "UouoConfig",
-    "box_prompt",
-    "load_uouo",
-    "locate_source",
-    "quadrant_prompt",
-    "read_source",
-    "uouo_builder",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Uouo": "builder",
+    "UouoConfig": "builder",
+    "load_uouo": "builder",
+    "locate_source": "builder",
+    "uouo_builder": "builder",
+    "default_num_proc": "defaults",
+    "QUADRANTS": "prompts",
+    "box_prompt": "prompts",
+    "quadrant_prompt": "prompts",
+    "CutoutSource": "sources",
+    "read_source": "sources",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -1,55 +1,76 @@
 """The ``uouo`` datasets builder: configs ``random`` and ``mmd``, one ``test`` split.
 
-A builder is made from a cut-out source (:mod:`.sources`) and a CLIP embedder
-(:mod:`.embeddings`). It writes the Arrow cache under
-``<HF_DATASETS_CACHE>/uouo/<config>/<version>/<hash>``; the hash covers the source
-fingerprint and the CLIP model and weights (the inputs), the config id covers the
-parameters (``num_mosaics``, ``seed``, ``sigma``, ``route``), and it is the bare config
-name when they are the defaults. So after one build, ``load_dataset("uouo", "mmd",
+A builder is made from its config's parameters alone (:class:`UouoConfig`): the cut-out
+source folder, the mosaics' parameters, the CLIP model, the alpha threshold, the worker
+processes. So every datasets API that makes a builder can make this one:
+``uouo_builder``/``load_uouo`` (this module), ``datasets.load_dataset_builder`` and
+``datasets.load_dataset`` under the name ``rf100vl_hf.uouo.builder`` (registered with
+datasets when this module is imported; pass the source folder as ``data_dir``), or
+``Uouo(config_name="mmd", source_dir=...)``.
+
+It writes the Arrow cache under ``<HF_DATASETS_CACHE>/uouo/<config>/<version>/<hash>``;
+the hash covers the inputs (the source's fingerprint, which covers the alpha threshold,
+and the CLIP model and weights), the config id covers the parameters that change the
+mosaics (``num_mosaics``, ``seed``, ``sigma``, ``route``) and is the bare config name when
+they are the defaults. Where the source is, how many processes build it, the device and
+progress bars change neither. So after one build, ``load_dataset("uouo", "mmd",
 split="test")`` finds the cache from any directory, offline, through datasets' cache
 fallback (the most recently built source wins when there are several).
 
 Building embeds every cut-out (once: embeddings are cached on disk), finds each
-category's nearest categories by MMD (:mod:`.mmd`), then draws and composes the mosaics
-(:mod:`.plan`, :mod:`.compose`). The ``random`` config embeds too, because its mosaics
-record the MMD^2 of their categories to the anchor, for comparison with ``mmd``.
+category's nearest categories by MMD (:mod:`.mmd`) and draws every mosaic's plan
+(:mod:`.plan`) in the main process; composing and PNG-encoding the mosaics (:mod:`.compose`),
+most of the work, runs in ``num_proc`` processes (datasets' own ``num_proc``: each
+process writes a contiguous run of mosaics). Each mosaic's generator travels with its
+plan, so a mosaic is byte-identical whatever ``num_proc``. Each process keeps the
+decoded cut-outs it has used (up to :data:`CROP_CACHE_SIZE`), so a cut-out is decoded
+once per process, not once per mosaic. The ``random`` config embeds too, because its
+mosaics record the MMD^2 of their categories to the anchor, for comparison with ``mmd``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import datasets
 import numpy as np
 import xxhash
+from PIL import Image
 
 from rf100vl_hf import paths
 from rf100vl_hf.errors import DatasetNotFoundError
 from rf100vl_hf.metadata import to_description
+from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo import compose as composer
-from rf100vl_hf.uouo.embeddings import (
-    DEFAULT_MODEL,
-    DEFAULT_PRETRAINED,
-    VIEW_VERSION,
-    ClipEmbedder,
-    EmbeddingCache,
-    embed_cutouts,
+from rf100vl_hf.uouo.defaults import (
+    DEFAULT_ALPHA_THRESHOLD,
+    DEFAULT_CLIP_MODEL,
+    DEFAULT_CLIP_PRETRAINED,
+    DEFAULT_NUM_MOSAICS,
+    DEFAULT_ROUTE,
+    DEFAULT_SEED,
+    DEFAULT_SIGMA,
+    MODES,
+    RANDOM_INIT,
 )
-from rf100vl_hf.uouo.mmd import DEFAULT_SIGMA, CategoryNeighbours, resolve_route
-from rf100vl_hf.uouo.plan import MODES, mosaic_rng, plan_mosaic
+from rf100vl_hf.uouo.embeddings import VIEW_VERSION, ClipEmbedder, EmbeddingCache, embed_cutouts, weights_key
+from rf100vl_hf.uouo.mmd import CategoryNeighbours, check_route, resolve_route
+from rf100vl_hf.uouo.plan import MosaicPlan, mosaic_rng, plan_mosaic
 from rf100vl_hf.uouo.prompts import BOX_PROMPT, QUADRANT_PROMPT, QUADRANTS, box_prompt, quadrant_prompt
 from rf100vl_hf.uouo.sample import ensure_sample_source
-from rf100vl_hf.uouo.sources import MIN_IMAGES, CutoutSource, read_alpha, read_source
+from rf100vl_hf.uouo.sources import MIN_IMAGES, Cutout, CutoutSource, cutout_crop, read_source
 
 BUILDER_NAME = "uouo"
-FORMAT_VERSION = "2"
+FORMAT_VERSION = "3"
 """Bumped whenever composition or features change, so an old cache is not reused."""
 VERSION = datasets.Version("1.0.0")
-DEFAULT_NUM_MOSAICS = 200
-"""Enough for a standard error of about 3.5 points on quadrant accuracy; raise it for a large source."""
+CROP_CACHE_SIZE = 256
+"""Decoded cut-outs each building process keeps (a 320-pixel cut-out is 0.4 MB)."""
 
 CITATION = """@inproceedings{pi-etal-2024-uouo,
   title={{UOUO}: Uncontextualized Uncommon Objects for Measuring Knowledge Horizons of Vision Language Models},
@@ -64,15 +85,58 @@ HOMEPAGE = "https://aclanthology.org/2024.emnlp-main.369"
 
 @dataclass
 class UouoConfig(datasets.BuilderConfig):
-    """Parameters of the test split; the name (``random`` or ``mmd``) is how categories are chosen."""
+    """Everything a build needs; the name (``random`` or ``mmd``) is how categories are chosen.
+
+    Content parameters (in the config id when not the default): ``num_mosaics``, ``seed``,
+    ``sigma``, ``route``. Inputs (in the cache hash): the source (``source_dir``, else
+    datasets' ``data_dir``, else :func:`locate_source`), ``alpha_threshold``,
+    ``clip_model`` and ``clip_pretrained`` (``"none"``: seeded random weights). How to
+    build (in neither): ``num_proc``, ``device``, ``min_images``, ``embedding_cache`` (the
+    SQLite file; default under the cache home) and ``progress``.
+    """
 
     num_mosaics: int = DEFAULT_NUM_MOSAICS
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     sigma: float = DEFAULT_SIGMA
-    route: str = "auto"  # nearest categories: "exact", "means" or "auto" (see rf100vl_hf.uouo.mmd)
+    route: str = DEFAULT_ROUTE  # nearest categories: "exact", "means" or "auto" (see rf100vl_hf.uouo.mmd)
+    source_dir: str | None = None
+    alpha_threshold: int = DEFAULT_ALPHA_THRESHOLD
+    clip_model: str = DEFAULT_CLIP_MODEL
+    clip_pretrained: str = DEFAULT_CLIP_PRETRAINED
+    num_proc: int = 1
+    device: str | None = None
+    min_images: int = MIN_IMAGES
+    embedding_cache: str | None = None
+    progress: bool = True
+
+    @property
+    def pretrained(self) -> str | None:
+        """``clip_pretrained`` as open_clip takes it (``None`` for the seeded random init)."""
+        return None if self.clip_pretrained == RANDOM_INIT else self.clip_pretrained
 
 
 PARAMETERS = ("num_mosaics", "seed", "sigma", "route")
+"""The config fields that change the mosaics, and so the config id."""
+
+
+def check_config(config: UouoConfig) -> None:
+    """``ValueError`` naming the first parameter out of range."""
+    if not isinstance(config.num_mosaics, int) or config.num_mosaics < 1:
+        raise ValueError(f"num_mosaics must be an integer of at least 1, got {config.num_mosaics!r}")
+    if not isinstance(config.sigma, (int, float)) or not config.sigma > 0:
+        raise ValueError(f"sigma must be positive, got {config.sigma!r}")
+    if not isinstance(config.num_proc, int) or config.num_proc < 1:
+        raise ValueError(f"num_proc must be an integer of at least 1, got {config.num_proc!r}")
+    if not isinstance(config.clip_pretrained, str):
+        raise ValueError(f"clip_pretrained must be a tag, a weights file or {RANDOM_INIT!r}, got {config.clip_pretrained!r}")
+    check_route(config.route)
+
+
+def content_config_id(config: UouoConfig) -> str:
+    """The config name, with a suffix for each content parameter that is not its default."""
+    defaults = UouoConfig()
+    changed = {key: getattr(config, key) for key in PARAMETERS if getattr(config, key) != getattr(defaults, key)}
+    return config.create_config_id({"name": config.name, **changed})
 
 
 def features() -> datasets.Features:
@@ -105,59 +169,60 @@ def features() -> datasets.Features:
     )
 
 
+@dataclass(frozen=True)
+class PlannedMosaic:
+    """What one process needs to render mosaic ``index``: its plan and its generator as the plan left it."""
+
+    index: int
+    plan: MosaicPlan
+    rng: np.random.Generator
+
+
 class Uouo(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIG_CLASS = UouoConfig
     VERSION = VERSION
     BUILDER_CONFIGS = [UouoConfig(name=mode, version=VERSION) for mode in MODES]
 
-    def __init__(
-        self,
-        source: CutoutSource,
-        embedder: ClipEmbedder | None = None,
-        embedding_cache: EmbeddingCache | None = None,
-        progress: bool = True,
-        **kwargs: Any,
-    ):
-        self.source = source
-        self.embedder = embedder or ClipEmbedder()
-        self.embedding_cache = embedding_cache
-        self.progress = progress
-        self._neighbours: CategoryNeighbours | None = None
-        digest = xxhash.xxh3_64(
-            f"{FORMAT_VERSION}:{source.fingerprint}:{self.embedder.model_name}:{self.embedder.weights}:{VIEW_VERSION}".encode()
-        )
-        kwargs.setdefault("dataset_name", BUILDER_NAME)
-        kwargs.setdefault("hash", digest.hexdigest())
+    def __init__(self, **kwargs: Any):
+        self.source: CutoutSource | None = None
+        kwargs["dataset_name"] = BUILDER_NAME  # whatever name datasets was asked for: one cache
+        kwargs.pop("data_files", None)  # datasets lists the source folder's files; the source reads them itself
+        self._measured: dict[str, Any] = {}
         super().__init__(**kwargs)
 
-    @property
-    def neighbours(self) -> CategoryNeighbours:
-        """Embeddings and nearest categories, computed on first use (a prepared cache never needs them)."""
-        if self._neighbours is None:
-            config: UouoConfig = self.config
-            cutouts = self.source.cutouts()
-            vectors = embed_cutouts(cutouts, self.embedder, self.embedding_cache, progress=self.progress)
-            index = {name: i for i, name in enumerate(self.source.categories)}
-            labels = np.array([index[c.category] for c in cutouts])
-            self._neighbours = CategoryNeighbours(
-                vectors, labels, len(index), sigma=config.sigma, route=config.route,
-                device=self.embedder.device, progress=self.progress,
-            )
-        return self._neighbours
+    def _create_builder_config(
+        self, config_name: str | None = None, custom_features: Any = None, config_id: str | None = None, **config_kwargs: Any
+    ) -> tuple[UouoConfig, str]:
+        """The config, its id (:func:`content_config_id`, whatever id datasets proposes), and the
+        hash of the inputs, set here because it needs the config and must be known before the
+        cache folder is."""
+        config, _ = super()._create_builder_config(config_name, custom_features, None, **config_kwargs)
+        check_config(config)
+        root = locate_source(config.source_dir or config.data_dir)
+        self.source = read_source(root, min_images=config.min_images, progress=config.progress,
+                                  alpha_threshold=config.alpha_threshold)
+        weights = weights_key(config.pretrained)
+        self.hash = xxhash.xxh3_64(
+            f"{FORMAT_VERSION}:{self.source.fingerprint}:{config.clip_model}:{weights}:{VIEW_VERSION}".encode()
+        ).hexdigest()
+        return config, content_config_id(config)
 
     @property
     def metadata(self) -> dict[str, Any]:
         config: UouoConfig = self.config
         source = self.source
+        assert source is not None
         return {
             "benchmark": "uouo",
             "config": config.name,
-            "source": {"name": source.name, "fingerprint": source.fingerprint, "images": len(source.cutouts())},
+            "source": {"name": source.name, "fingerprint": source.fingerprint, "images": len(source.cutouts()),
+                       "alpha_threshold": source.alpha_threshold, "hazy": len(source.hazy),
+                       "duplicates": len(source.duplicates), "license": source.licence.as_dict()},
             "categories": source.categories,
-            "clip": {"model": self.embedder.model_name, "pretrained": self.embedder.pretrained,
-                     "weights": self.embedder.weights, "view": VIEW_VERSION},
+            "clip": {"model": config.clip_model, "pretrained": config.pretrained,
+                     "weights": weights_key(config.pretrained), "view": VIEW_VERSION},
             "mmd": {"sigma": config.sigma, "estimator": "biased (V-statistic), Gaussian RBF kernel",
-                    "route": resolve_route(config.route, len(source.categories))},
+                    "route": resolve_route(config.route, len(source.categories)), **self._measured},
             "seed": config.seed,
             "num_mosaics": config.num_mosaics,
             "canvas": composer.CANVAS,
@@ -177,51 +242,83 @@ class Uouo(datasets.GeneratorBasedBuilder):
             citation=CITATION,
         )
 
+    def neighbours(self) -> CategoryNeighbours:
+        """Embed every cut-out (cached) and find each category's nearest categories."""
+        config: UouoConfig = self.config
+        source = self.source
+        assert source is not None
+        cutouts = source.cutouts()
+        embedder = ClipEmbedder(config.clip_model, config.pretrained, device=config.device)
+        cache = EmbeddingCache(config.embedding_cache)
+        vectors = embed_cutouts(cutouts, embedder, cache, progress=config.progress)
+        index = {name: i for i, name in enumerate(source.categories)}
+        labels = np.array([index[c.category] for c in cutouts])
+        return CategoryNeighbours(vectors, labels, len(index), sigma=config.sigma, route=config.route,
+                                  device=embedder.device, progress=config.progress)
+
+    def download_and_prepare(self, *args: Any, num_proc: int | None = None, **kwargs: Any) -> None:
+        """datasets' ``download_and_prepare``; ``num_proc`` defaults to the config's."""
+        super().download_and_prepare(*args, num_proc=num_proc or self.config.num_proc, **kwargs)
+
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         config: UouoConfig = self.config
-        return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={"count": config.num_mosaics})]
+        neighbours = self.neighbours()
+        self._measured = {"route": neighbours.route, "agreement": neighbours.agreement}
+        self.info.description = to_description(self.metadata)
+        planned = plan_mosaics(self.source, config, neighbours)
+        return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={"planned": planned})]
 
-    def _generate_examples(self, count: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        config: UouoConfig = self.config
-        neighbours = self.neighbours
-        categories = self.source.categories
-        sizes = [len(self.source.items[name]) for name in categories]
-        for index in range(count):
-            yield index, mosaic_example(self.source, config, neighbours, sizes, index)
+    def _generate_examples(self, planned: list[PlannedMosaic]) -> Iterator[tuple[int, dict[str, Any]]]:
+        for mosaic in planned:
+            yield mosaic.index, render_mosaic(self.source, mosaic)
 
 
-def mosaic_example(
-    source: CutoutSource, config: UouoConfig, neighbours: CategoryNeighbours, sizes: list[int], index: int
+def plan_mosaics(source: CutoutSource, config: UouoConfig, neighbours: CategoryNeighbours) -> list[PlannedMosaic]:
+    """Every mosaic's plan, each with its own generator (``mosaic_rng(seed, index)``) as planning left it."""
+    sizes = [len(source.items[name]) for name in source.categories]
+    planned = []
+    for index in progress_bar(range(config.num_mosaics), desc=f"planning uouo-{config.name}",
+                              disable=not config.progress):
+        rng = mosaic_rng(config.seed, index)
+        planned.append(PlannedMosaic(index, plan_mosaic(config.name, rng, sizes, neighbours), rng))
+    return planned
+
+
+cached_crop: Callable[[Cutout], Image.Image] = functools.lru_cache(maxsize=CROP_CACHE_SIZE)(cutout_crop)
+""":func:`~rf100vl_hf.uouo.sources.cutout_crop`, remembered per process."""
+
+
+def render_mosaic(
+    source: CutoutSource, mosaic: PlannedMosaic, crop: Callable[[Cutout], Image.Image] = cached_crop
 ) -> dict[str, Any]:
-    """Mosaic ``index`` of a config, as a row of :func:`features`."""
-    rng = mosaic_rng(config.seed, index)
-    plan = plan_mosaic(config.name, rng, sizes, neighbours)
+    """Mosaic ``mosaic.index`` as a row of :func:`features` (``crop`` reads a cut-out's object)."""
+    plan = mosaic.plan
+    rng = copy.deepcopy(mosaic.rng)  # the planned mosaic stays reusable
     names = [source.categories[c] for c in plan.categories]
     cutouts = [source.items[name][item] for name, item in zip(names, plan.items)]
-    crops = [read_alpha(c.path, c.mask_path)[0].crop(c.alpha_box) for c in cutouts]
-    mosaic = composer.compose(crops, rng)
+    drawn = composer.compose([crop(c) for c in cutouts], rng)
     target = plan.target
     return {
-        "image": {"bytes": composer.encode_png(mosaic.image), "path": f"mosaic_{index:06d}.png"},
-        "mosaic_id": index,
+        "image": {"bytes": composer.encode_png(drawn.image), "path": f"mosaic_{mosaic.index:06d}.png"},
+        "mosaic_id": mosaic.index,
         "objects": {
             "category": names,
-            "box": [list(map(float, b)) for b in mosaic.boxes],
-            "box_norm": mosaic.boxes_norm,
+            "box": [list(map(float, b)) for b in drawn.boxes],
+            "box_norm": drawn.boxes_norm,
             "quadrant": list(QUADRANTS),
             "source_id": [c.source_id for c in cutouts],
             "source_box": [list(c.alpha_box) for c in cutouts],
-            "scale": [p.scale for p in mosaic.placements],
-            "flip": [p.flip for p in mosaic.placements],
-            "offset": [list(p.offset) for p in mosaic.placements],
-            "size": [list(p.size) for p in mosaic.placements],
+            "scale": [p.scale for p in drawn.placements],
+            "flip": [p.flip for p in drawn.placements],
+            "offset": [list(p.offset) for p in drawn.placements],
+            "size": [list(p.size) for p in drawn.placements],
             "mmd2_to_anchor": plan.mmd2_to_target,
         },
         "target_index": target,
         "target_category": names[target],
         "target_quadrant": QUADRANTS[target],
-        "target_box": list(map(float, mosaic.boxes[target])),
-        "target_box_norm": mosaic.boxes_norm[target],
+        "target_box": list(map(float, drawn.boxes[target])),
+        "target_box_norm": drawn.boxes_norm[target],
         "box_prompt": box_prompt(names[target]),
         "quadrant_prompt": quadrant_prompt(names[target]),
     }
@@ -245,30 +342,31 @@ def uouo_builder(
     config: str = "mmd",
     source_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
-    clip_model: str = DEFAULT_MODEL,
-    clip_pretrained: str | None = DEFAULT_PRETRAINED,
+    clip_model: str = DEFAULT_CLIP_MODEL,
+    clip_pretrained: str | None = DEFAULT_CLIP_PRETRAINED,
     device: str | None = None,
     min_images: int = MIN_IMAGES,
     progress: bool = True,
+    num_proc: int = 1,
     **parameters: Any,
 ) -> Uouo:
     """A builder of ``config`` over the cut-outs of ``source_dir`` (see :func:`locate_source`).
 
     ``parameters`` set :class:`UouoConfig` fields (``num_mosaics``, ``seed``, ``sigma``,
-    ``route``); only values that differ from the defaults reach the config id, so an
-    explicit default still builds what the bare ``load_dataset("uouo", config)`` finds.
+    ``route``, ``alpha_threshold``, ``embedding_cache``); ``clip_pretrained=None`` is the
+    seeded random initialisation. ``None`` values keep the defaults.
     """
-    unknown = sorted(set(parameters) - set(PARAMETERS))
+    known = set(PARAMETERS) | {"alpha_threshold", "embedding_cache"}
+    unknown = sorted(set(parameters) - known)
     if unknown:
-        raise TypeError(f"unknown UOUO parameters {unknown}; known: {', '.join(PARAMETERS)}")
-    defaults = UouoConfig()
-    changed = {k: v for k, v in parameters.items() if v is not None and v != getattr(defaults, k)}
-    if changed.get("num_mosaics", 1) < 1 or changed.get("sigma", 1) <= 0:
-        raise ValueError(f"num_mosaics must be at least 1 and sigma positive, got {changed}")
-    source = read_source(locate_source(source_dir), min_images=min_images, progress=progress)
-    embedder = ClipEmbedder(clip_model, clip_pretrained, device=device)
-    return Uouo(source, embedder, config_name=config, cache_dir=str(cache_dir) if cache_dir else None,
-                progress=progress, **changed)
+        raise TypeError(f"unknown UOUO parameters {unknown}; known: {', '.join(sorted(known))}")
+    given = {key: value for key, value in parameters.items() if value is not None}
+    return Uouo(
+        config_name=config, cache_dir=str(cache_dir) if cache_dir else None,
+        source_dir=str(source_dir) if source_dir is not None else None, clip_model=clip_model,
+        clip_pretrained=RANDOM_INIT if clip_pretrained is None else clip_pretrained, device=device,
+        min_images=min_images, progress=progress, num_proc=num_proc, **given,
+    )
 
 
 def load_uouo(
@@ -276,14 +374,30 @@ def load_uouo(
     split: str | None = "test",
     source_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
-    clip_model: str = DEFAULT_MODEL,
-    clip_pretrained: str | None = DEFAULT_PRETRAINED,
+    clip_model: str = DEFAULT_CLIP_MODEL,
+    clip_pretrained: str | None = DEFAULT_CLIP_PRETRAINED,
     device: str | None = None,
     progress: bool = True,
+    num_proc: int = 1,
     **parameters: Any,
 ) -> datasets.Dataset | datasets.DatasetDict:
-    """Prepare ``config`` if its cache is missing or stale, then load it (``split=None``: all splits)."""
+    """Prepare ``config`` if its cache is missing or stale, then load it (``split=None``: all splits).
+
+    ``num_proc`` processes compose the mosaics (:func:`rf100vl_hf.uouo.defaults.default_num_proc`
+    gives this machine's cores); the rows do not depend on it."""
     builder = uouo_builder(config, source_dir, cache_dir, clip_model, clip_pretrained, device, progress=progress,
-                           **parameters)
+                           num_proc=num_proc, **parameters)
     builder.download_and_prepare()
     return builder.as_dataset(split=split)
+
+
+def _register_with_datasets() -> None:
+    """Make ``datasets.load_dataset_builder("rf100vl_hf.uouo.builder", CONFIG, data_dir=SOURCE, ...)``
+    (and ``load_dataset``) build :class:`Uouo`: datasets resolves a name that is not a path
+    or a Hub repository through its table of packaged builders."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    _PACKAGED_DATASETS_MODULES.setdefault(__name__, (__name__, f"uouo-format-{FORMAT_VERSION}"))
+
+
+_register_with_datasets()

@@ -1,4 +1,4 @@
-"""Compose one UOUO mosaic from four cut-outs (the pixel half of DESIGN.md section 2).
+"""Compose one UOUO mosaic from four cut-outs (the pixel half of the spec in ``docs/uouo.md``).
 
 The canvas is :data:`CANVAS` x :data:`CANVAS` pixels of the plain :data:`BACKGROUND`
 colour (white), split into four :data:`CELL` x :data:`CELL` cells in the order of

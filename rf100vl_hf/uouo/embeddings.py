@@ -1,18 +1,19 @@
 """CLIP image embeddings of cut-outs, cached on disk.
 
-What CLIP sees: each cut-out cropped to its alpha box, centred on a square of the mosaics'
-plain background colour (:data:`rf100vl_hf.uouo.compose.BACKGROUND`) and alpha-composited
-there. The object therefore looks the way it does in a mosaic, and the square keeps CLIP's
-centre crop from cutting it. Embeddings are the image tower's output, L2-normalised (unit
-norm), float32.
+What CLIP sees: each cut-out cropped to its alpha box, haze cleared
+(:func:`rf100vl_hf.uouo.sources.cutout_crop`), centred on a square of the mosaics' plain
+background colour (:data:`rf100vl_hf.uouo.compose.BACKGROUND`) and alpha-composited there.
+The object therefore looks the way it does in a mosaic, and the square keeps CLIP's centre
+crop from cutting it. Embeddings are the image tower's output, L2-normalised (unit norm),
+float32.
 
 The default model is open_clip's ``ViT-B-32`` with the ``laion2b_s34b_b79k`` weights
 (512-d): open weights trained on a documented data set, open_clip's reference ViT-B-32.
 Any open_clip model name and pretrained tag (or weights file) can be used instead.
 
 The cache is one SQLite file under :func:`rf100vl_hf.paths.cache_home`, keyed by the
-cut-out's content hash (image and mask bytes), the view version, the model name and the
-weights, so a rebuild, or another source holding the same files, never embeds twice.
+cut-out's content hash (image and mask bytes), the view version and alpha threshold, the
+model name and the weights, so a rebuild, or another source holding the same files, never embeds twice.
 Randomly initialised models (``pretrained=None``) are seeded, so they too are one fixed
 model and can be cached. The device is not part of the key: embeddings computed on a GPU
 and on a CPU differ in their last bits, and whichever was computed first is reused.
@@ -29,14 +30,15 @@ import numpy as np
 import torch
 import xxhash
 from PIL import Image
-from tqdm.auto import tqdm
 
 from rf100vl_hf import paths
+from rf100vl_hf.devices import resolve_device
+from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo.compose import BACKGROUND
-from rf100vl_hf.uouo.sources import Cutout, read_alpha
+from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL as DEFAULT_MODEL
+from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_PRETRAINED as DEFAULT_PRETRAINED
+from rf100vl_hf.uouo.sources import Cutout, cutout_crop
 
-DEFAULT_MODEL = "ViT-B-32"
-DEFAULT_PRETRAINED = "laion2b_s34b_b79k"
 VIEW_VERSION = "square-on-background-1"
 """Changes whenever :func:`embedding_view` changes, so old cache entries stop matching."""
 RANDOM_INIT_SEED = 0
@@ -44,8 +46,7 @@ RANDOM_INIT_SEED = 0
 
 def embedding_view(cutout: Cutout) -> Image.Image:
     """The RGB picture CLIP embeds for a cut-out (see the module docstring)."""
-    rgba, _, _ = read_alpha(cutout.path, cutout.mask_path)
-    crop = rgba.crop(cutout.alpha_box)
+    crop = cutout_crop(cutout)
     side = max(crop.size)
     square = Image.new("RGBA", (side, side), (*BACKGROUND, 255))
     square.alpha_composite(crop, ((side - crop.width) // 2, (side - crop.height) // 2))
@@ -67,7 +68,8 @@ def weights_key(pretrained: str | None) -> str:
 
 
 def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """Where embeddings are computed when no device is given: ``auto`` (cuda, then mps, then cpu)."""
+    return resolve_device("auto")
 
 
 class ClipEmbedder:
@@ -83,7 +85,7 @@ class ClipEmbedder:
         self.model_name = model_name
         self.pretrained = pretrained
         self.weights = weights_key(pretrained)
-        self.device = device or default_device()
+        self.device = resolve_device(device)
         self.batch_size = batch_size
         self._model: torch.nn.Module | None = None
         self._preprocess = None
@@ -162,10 +164,13 @@ def embed_cutouts(
 ) -> np.ndarray:
     """Embeddings of ``cutouts`` in order, ``(len(cutouts), dim)``; only cache misses are computed."""
     cache = cache or EmbeddingCache()
-    model = f"{embedder.model_name}|{VIEW_VERSION}"
+    thresholds = {c.alpha_threshold for c in cutouts}
+    if len(thresholds) > 1:
+        raise ValueError(f"cut-outs read with different alpha thresholds {sorted(thresholds)}")
+    model = f"{embedder.model_name}|{VIEW_VERSION}|alpha>{thresholds.pop() if thresholds else 0}"
     known = cache.get((c.digest for c in cutouts), model, embedder.weights)
     missing = list({c.digest: c for c in cutouts if c.digest not in known}.values())
-    with tqdm(total=len(missing), desc=f"embedding cut-outs with {embedder.model_name}", disable=not progress) as bar:
+    with progress_bar(total=len(missing), desc=f"embedding cut-outs with {embedder.model_name}", disable=not progress) as bar:
         for start in range(0, len(missing), embedder.batch_size):
             batch = missing[start : start + embedder.batch_size]
             vectors = embedder.encode([embedding_view(c) for c in batch])

@@ -1,6 +1,6 @@
 """Maximum mean discrepancy between categories of CLIP embeddings, and nearest categories.
 
-Exact route (DESIGN.md section 2). With the Gaussian RBF kernel
+Exact route (``docs/uouo.md``). With the Gaussian RBF kernel
 ``k(a, b) = exp(-||a - b||^2 / (2 sigma^2))`` (``sigma`` = 10 by default),
 
     MMD^2(X, Y) = mean k(x, x') + mean k(y, y') - 2 mean k(x, y)
@@ -11,23 +11,35 @@ where each mean runs over *all* pairs, the diagonal ``x = x'`` included: the bia
 evaluated for blocks of rows against all embeddings (the block size keeps memory under
 ``chunk_bytes``), summed per category with ``index_add``, in float64, on the GPU when
 there is one. Cost: O(N^2 d) for N embeddings, and a C x C matrix for C categories.
+:func:`nearest_exact` gives the same neighbours without the C x C matrix, a block of
+categories at a time, for sources past :data:`EXACT_LIMIT` categories.
 
 Scalable route (:func:`nearest_by_means`): for unit-norm embeddings every squared
-distance is at most 4, so with sigma = 10 the kernel's exponent is at most 0.02 and
-``k(a, b) = 1 - ||a - b||^2 / (2 sigma^2)`` up to a relative error below 1%. Put into
-the formula, the constant terms cancel and
+distance is at most 4, so the kernel's exponent is at most ``t = 2 / sigma^2`` and
+``k = 1 - ||a - b||^2 / (2 sigma^2) + e`` with ``0 <= e <= t^2 / 2``. Put into the formula,
+the constant terms cancel and
 
-    MMD^2(X, Y) ~= ||mean(X) - mean(Y)||^2 / sigma^2,
+    MMD^2(X, Y) = ||mean(X) - mean(Y)||^2 / sigma^2 + R,   |R| <= 2 t^2 = 8 / sigma^4,
 
-so the nearest categories by MMD are the nearest by mean embedding: O(N d) to get the
-means and O(C^2 d) matrix products (in row blocks, with ``topk``) for the neighbours:
-about a minute for the paper's 25,864 categories on 2 CPU cores, where the exact route
-would take about a day (``benchmarks/test_uouo_speed.py``). The error grows with
-``2 / sigma^2`` (a warning says so below sigma = 4.5). Random Fourier features were
-rejected: they approximate each kernel value with an error of about ``1/sqrt(D)``
-(0.03 for D = 1024 features), larger than the MMD^2 differences between neighbours at
-sigma = 10 (about 1e-3), whereas the mean-embedding error is second order in the same
-small quantity.
+so the nearest categories by MMD are the nearest by mean embedding when the gaps between
+neighbours' ``||mean(X) - mean(Y)||^2`` exceed ``8 / sigma^2``: 0.08 at sigma = 10, but 32
+at sigma = 0.5, more than the largest possible distance (4). The bound says when the
+approximation *can* fail, not whether it does on a given source, so ``route="auto"``
+measures it (:func:`means_agreement`): above :data:`EXACT_LIMIT` categories it takes
+the mean-embedding candidates (:data:`CANDIDATES` per category), computes the exact MMD^2
+of :data:`AGREEMENT_SAMPLE` seeded anchors to their candidates, and keeps the
+mean-embedding neighbours only when the exact top 3 among the candidates is the same set
+for at least :data:`MIN_AGREEMENT` of the anchors; otherwise it falls back to the exact
+route, chunked. At sigma = 10 on CLIP-like embeddings agreement is above 99%; at
+sigma = 0.5 it is 4-13%, so ``auto`` computes MMD exactly there.
+
+The mean-embedding route costs O(N d) for the means and O(C^2 d) matrix products (in row
+blocks, with ``topk``): about a minute for the paper's 25,864 categories on 2 CPU cores,
+where the exact route would take about a day (``benchmarks/test_uouo_speed.py``). Random
+Fourier features were rejected: they approximate each kernel value with an error of about
+``1/sqrt(D)`` (0.03 for D = 1024 features), larger than the MMD^2 differences between
+neighbours at sigma = 10 (about 1e-3), whereas the mean-embedding error is second order
+in the same small quantity.
 """
 
 from __future__ import annotations
@@ -37,15 +49,25 @@ import warnings
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-DEFAULT_SIGMA = 10.0
+from rf100vl_hf.devices import resolve_device
+from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.uouo.defaults import DEFAULT_SIGMA, ROUTES
+
 DEFAULT_CHUNK_BYTES = 256 * 2**20
 MEANS_SIGMA_WARNING = 4.5
+EXACT_LIMIT = 2048
+"""Up to this many categories the ``auto`` route computes the exact C x C matrix."""
+CANDIDATES = 16
+"""Mean-embedding candidates per category whose exact ranking ``auto`` checks."""
+AGREEMENT_SAMPLE = 256
+"""Anchors on which ``auto`` measures the mean-embedding route's agreement with exact MMD."""
+MIN_AGREEMENT = 0.95
+"""Fewest anchors (fraction) whose top 3 must agree for ``auto`` to keep the mean-embedding route."""
 
 
 def _device(device: str | None) -> torch.device:
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return torch.device(resolve_device(device))
 
 
 def _rows_per_chunk(columns: int, chunk_bytes: int, itemsize: int = 8) -> int:
@@ -80,7 +102,7 @@ def mmd2_matrix(
     sq = (x * x).sum(1)
     sums = torch.zeros(count, count, dtype=torch.float64, device=dev)
     rows = _rows_per_chunk(len(x), chunk_bytes)
-    for start in tqdm(range(0, len(x), rows), desc="exact MMD", disable=not progress):
+    for start in progress_bar(range(0, len(x), rows), desc="exact MMD", disable=not progress):
         block = x[start : start + rows]
         kernel = torch.exp(_squared_distances(block, x, sq) / (-2 * sigma**2))
         per_column = torch.zeros(len(block), count, dtype=torch.float64, device=dev).index_add_(1, lab, kernel)
@@ -134,7 +156,7 @@ def nearest_by_means(
     rows = _rows_per_chunk(len(mu), chunk_bytes, itemsize=4)
     indices = np.empty((len(mu), k), dtype=np.int64)
     values = np.empty((len(mu), k), dtype=np.float64)
-    for start in tqdm(range(0, len(mu), rows), desc="nearest categories", disable=not progress):
+    for start in progress_bar(range(0, len(mu), rows), desc="nearest categories", disable=not progress):
         block = mu[start : start + rows]
         d2 = _squared_distances(block, mu, sq)
         d2[torch.arange(len(block), device=dev), torch.arange(start, start + len(block), device=dev)] = math.inf
@@ -144,26 +166,129 @@ def nearest_by_means(
     return indices, values
 
 
-EXACT_LIMIT = 2048
-"""Up to this many categories the ``auto`` route computes the exact C x C matrix."""
-ROUTES = ("auto", "exact", "means")
+def _segment_sums(values: torch.Tensor, ends: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sums of consecutive segments of ``values`` along ``dim`` ending (exclusive) at ``ends``
+    (one cumulative sum instead of a scatter: embeddings are sorted by category)."""
+    total = torch.cumsum(values, dim=dim)
+    at_ends = total.index_select(dim, ends - 1)
+    before = at_ends.narrow(dim, 0, at_ends.shape[dim] - 1)
+    return torch.cat([at_ends.narrow(dim, 0, 1), at_ends.narrow(dim, 1, at_ends.shape[dim] - 1) - before], dim=dim)
+
+
+def nearest_exact(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_categories: int,
+    k: int = 3,
+    sigma: float = DEFAULT_SIGMA,
+    device: str | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    progress: bool = False,
+) -> np.ndarray:
+    """The ``k`` nearest categories by exact MMD^2, ``(C, k)``, a block of categories at a time:
+    memory stays under ``chunk_bytes`` whatever C (ties broken by index, as :func:`nearest_from_matrix`)."""
+    dev = _device(device)
+    labels = np.asarray(labels)
+    order = np.argsort(labels, kind="stable")
+    counts = np.bincount(labels, minlength=num_categories)
+    if (counts == 0).any():
+        raise ValueError(f"categories without embeddings: {np.flatnonzero(counts == 0).tolist()[:10]}")
+    x = torch.as_tensor(np.asarray(features)[order], dtype=torch.float64, device=dev)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    sizes = torch.as_tensor(counts, dtype=torch.float64, device=dev)
+    all_ends = torch.as_tensor(ends, device=dev)
+    sq = (x * x).sum(1)
+    rows = _rows_per_chunk(len(x), chunk_bytes)
+    blocks, first = [], 0
+    while first < num_categories:  # whole categories per block, about ``rows`` embeddings each
+        last = max(first + 1, int(np.searchsorted(ends, starts[first] + rows, side="right")))
+        blocks.append((first, min(last, num_categories)))
+        first = blocks[-1][1]
+
+    def block_sums(c0: int, c1: int, columns: torch.Tensor, column_sq: torch.Tensor, column_ends: torch.Tensor):
+        block = x[starts[c0] : ends[c1 - 1]]
+        kernel = torch.exp(_squared_distances(block, columns, column_sq) / (-2 * sigma**2))
+        per_column = _segment_sums(kernel, column_ends, dim=1)
+        return _segment_sums(per_column, torch.as_tensor(ends[c0:c1] - starts[c0], device=dev), dim=0)
+
+    within = torch.empty(num_categories, dtype=torch.float64, device=dev)
+    for c0, c1 in blocks:  # mean k(x, x') of each category: its block against itself
+        span = slice(starts[c0], ends[c1 - 1])
+        local_ends = torch.as_tensor(ends[c0:c1] - starts[c0], device=dev)
+        within[c0:c1] = torch.diagonal(block_sums(c0, c1, x[span], sq[span], local_ends)) / sizes[c0:c1] ** 2
+    nearest = np.empty((num_categories, k), dtype=np.int64)
+    for c0, c1 in progress_bar(blocks, desc="exact MMD, by blocks", disable=not progress):
+        cross = block_sums(c0, c1, x, sq, all_ends)
+        mmd2 = within[c0:c1, None] + within[None, :] - 2 * cross / (sizes[c0:c1, None] * sizes[None, :])
+        mmd2 = mmd2.clamp_min_(0).cpu().numpy()
+        mmd2[np.arange(c1 - c0), np.arange(c0, c1)] = np.inf
+        nearest[c0:c1] = np.argsort(mmd2, axis=1, kind="stable")[:, :k]
+    return nearest
+
+
+def _mean_kernel(a: np.ndarray, b: np.ndarray, sigma: float) -> float:
+    d2 = np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T, 0)
+    return float(np.exp(d2 / (-2 * sigma**2)).mean())
+
+
+def means_agreement(
+    features: np.ndarray,
+    labels: np.ndarray,
+    candidates: np.ndarray,
+    sigma: float = DEFAULT_SIGMA,
+    k: int = 3,
+    sample: int = AGREEMENT_SAMPLE,
+    seed: int = 0,
+) -> float:
+    """Fraction of ``sample`` seeded anchors whose ``k`` nearest candidates by exact MMD^2 are
+    the same set as their first ``k`` candidates by mean embedding (``candidates``: ``(C, K)``,
+    in mean-embedding order). Each anchor costs K small kernel blocks, whatever C."""
+    labels = np.asarray(labels)
+    order = np.argsort(labels, kind="stable")
+    groups = np.split(order, np.cumsum(np.bincount(labels, minlength=len(candidates)))[:-1])
+    anchors = np.random.default_rng(seed).choice(len(candidates), size=min(sample, len(candidates)), replace=False)
+    x = np.asarray(features, dtype=np.float64)
+    within: dict[int, float] = {}
+
+    def self_term(c: int) -> float:
+        if c not in within:
+            within[c] = _mean_kernel(x[groups[c]], x[groups[c]], sigma)
+        return within[c]
+
+    agree = 0
+    for anchor in anchors:
+        xa = x[groups[anchor]]
+        exact = [self_term(int(anchor)) + self_term(int(c)) - 2 * _mean_kernel(xa, x[groups[c]], sigma)
+                 for c in candidates[anchor]]
+        agree += set(np.argsort(exact, kind="stable")[:k].tolist()) == set(range(k))
+    return agree / len(anchors)
+
+
+def check_route(route: str) -> str:
+    """``route`` when it is one of :data:`ROUTES`; ``ValueError`` otherwise."""
+    if route not in ROUTES:
+        raise ValueError(f"unknown neighbour route {route!r}; one of {', '.join(ROUTES)}")
+    return route
 
 
 def resolve_route(route: str, num_categories: int) -> str:
-    """The route ``auto`` stands for with this many categories (or ``route`` itself, checked)."""
-    if route not in ROUTES:
-        raise ValueError(f"unknown neighbour route {route!r}; one of {', '.join(ROUTES)}")
-    if route != "auto":
-        return route
-    return "exact" if num_categories <= EXACT_LIMIT else "means"
+    """The route known before any embedding: ``route`` itself, or for ``auto`` ``exact`` up to
+    :data:`EXACT_LIMIT` categories and ``auto`` above (decided by measurement at build time)."""
+    check_route(route)
+    return "exact" if route == "auto" and num_categories <= EXACT_LIMIT else route
 
 
 class CategoryNeighbours:
     """The nearest categories of every category, and exact MMD^2 between any few of them.
 
-    ``route`` is ``exact`` (:func:`mmd2_matrix`), ``means`` (:func:`nearest_by_means`) or
-    ``auto`` (exact up to :data:`EXACT_LIMIT` categories). Whatever the route, the values
-    :meth:`mmd2` returns are exact: they are what a mosaic records.
+    ``route`` is ``exact`` (:func:`mmd2_matrix`, or :func:`nearest_exact` past
+    :data:`EXACT_LIMIT` categories), ``means`` (:func:`nearest_by_means`) or ``auto``
+    (exact up to :data:`EXACT_LIMIT` categories; above, means where
+    :func:`means_agreement` shows it agrees with exact MMD, else exact). After
+    construction ``route`` is the route taken and ``agreement`` what was measured (``None``
+    when nothing was). Whatever the route, the values :meth:`mmd2` returns are exact: they
+    are what a mosaic records.
     """
 
     def __init__(
@@ -181,14 +306,31 @@ class CategoryNeighbours:
         self.labels = np.asarray(labels)
         self.sigma = sigma
         self.device = device
-        self.route = resolve_route(route, num_categories)
+        self.agreement: float | None = None
         self._matrix: np.ndarray | None = None
-        if self.route == "exact":
+        route = check_route(route)
+        if route == "auto":
+            route = "exact" if num_categories <= EXACT_LIMIT else "measure"
+        if route == "exact" and num_categories <= EXACT_LIMIT:
             self._matrix = mmd2_matrix(features, labels, num_categories, sigma, device, progress=progress)
             self.neighbours = nearest_from_matrix(self._matrix, k)
-        else:
+        elif route in ("means", "measure"):
             means = category_means(self.features, self.labels, num_categories)
-            self.neighbours, _ = nearest_by_means(means, k, sigma, device, progress=progress)
+            wanted = min(CANDIDATES, num_categories - 1) if route == "measure" else k
+            with warnings.catch_warnings():
+                if route == "measure":  # the measurement, not the sigma, decides
+                    warnings.simplefilter("ignore")
+                candidates, _ = nearest_by_means(means, wanted, sigma, device, progress=progress)
+            if route == "measure":
+                self.agreement = means_agreement(self.features, self.labels, candidates, sigma, k)
+                route = "means" if self.agreement >= MIN_AGREEMENT else "exact"
+                logger.info("MMD route auto: mean-embedding neighbours agree with exact MMD on %.1f%% of %d "
+                            "sampled categories at sigma=%g: %s route", 100 * self.agreement,
+                            min(AGREEMENT_SAMPLE, num_categories), sigma, route)
+            self.neighbours = candidates[:, :k]
+        if route == "exact" and self._matrix is None:
+            self.neighbours = nearest_exact(features, labels, num_categories, k, sigma, device, progress=progress)
+        self.route = route
         order = np.argsort(self.labels, kind="stable")
         self._rows = np.split(order, np.cumsum(np.bincount(self.labels, minlength=num_categories))[:-1])
 

@@ -1,4 +1,4 @@
-"""Which categories, cut-outs and target a mosaic gets (the choice half of DESIGN.md section 2).
+"""Which categories, cut-outs and target a mosaic gets (the choice half of the spec in ``docs/uouo.md``).
 
 - ``random``: four distinct categories drawn uniformly; the first drawn is the anchor.
 - ``mmd``: an anchor drawn uniformly, and its three nearest categories by MMD.
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rf100vl_hf.uouo.defaults import MODES
 from rf100vl_hf.uouo.mmd import CategoryNeighbours
 
-MODES = ("random", "mmd")
+__all__ = ["MODES", "MosaicPlan", "mosaic_rng", "plan_mosaic"]
 
 
 @dataclass(frozen=True)

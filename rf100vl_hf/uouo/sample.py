@@ -4,11 +4,13 @@ Eight categories of flat objects (star, ring, cross, crescent, arrow, gear, hear
 four RGBA images each, every one with its own rotation, aspect, size, colour and stripe
 pattern, drawn at four times the size and reduced so the alpha edge is anti-aliased like
 a real cut-out's. It lets ``load_uouo`` and the tests run with no download. Drawing is
-seeded, so a package version always writes the same bytes.
+seeded, so a package version always writes the same bytes. The drawings are the package's
+own, so the sample's manifest gives the package's licence (Apache-2.0) for the Hub card.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -20,10 +22,12 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from rf100vl_hf import paths
+from rf100vl_hf.uouo.sources import MANIFEST
 
-SAMPLE_VERSION = "1"
+SAMPLE_VERSION = "2"
 SAMPLE_NAME = "uouo-sample"  # the folder name, which is the source name in metadata
 IMAGES_PER_CATEGORY = 4
+LICENSE = "apache-2.0"
 _SUPERSAMPLE = 4
 
 Points = list[tuple[float, float]]
@@ -120,8 +124,11 @@ def draw_cutout(category: str, rng: np.random.Generator) -> Image.Image:
 
 
 def write_sample_source(root: str | Path, seed: int = 0) -> Path:
-    """Write the cut-outs as ``root/<category>/<category>_<n>.png`` and return ``root``."""
+    """Write the cut-outs as ``root/<category>/<category>_<n>.png`` and the manifest (the
+    licence), and return ``root``."""
     root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MANIFEST).write_text(json.dumps({"license": LICENSE}) + "\n", encoding="utf-8")
     for index, category in enumerate(CATEGORIES):
         folder = root / category
         folder.mkdir(parents=True, exist_ok=True)

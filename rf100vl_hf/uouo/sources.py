@@ -1,6 +1,6 @@
 """Read and validate a folder of UOUO object cut-outs.
 
-Layout (DESIGN.md section 2): one folder per category under the source root, holding
+Layout (``docs/uouo.md``): one folder per category under the source root, holding
 background-removed images. An image is either
 
 - an image with an alpha channel (RGBA PNG or WebP, ...): the alpha is the object, or
@@ -18,8 +18,16 @@ otherwise, in one of two forms:
   cut-outs keep their source images beside them). A list-valued ``categories`` next to
   ``items`` must name exactly the items' categories.
 
-The object of a cut-out is every pixel whose alpha is above 0: its bounding box (the
-"alpha box") is what mosaics paste, and what an embedding sees. Rules, each a
+The object of a cut-out is every pixel whose alpha is above ``alpha_threshold``
+(default :data:`DEFAULT_ALPHA_THRESHOLD` = 8): pixels at or below it are cleared to fully
+transparent when the cut-out is read. Background removers leave a faint haze (alpha 1..8
+over the whole canvas); counted as object it would make the object's box the whole image.
+A pixel at alpha 8 moves the composited colour by at most 8 of 255 levels (3%), which no
+one sees on the white mosaic background, so ignoring it loses nothing visible; an object's
+anti-aliased rim loses at most its faintest pixel. The object's bounding box (the "alpha
+box") is what mosaics paste, and what an embedding sees. When the box of every pixel with
+alpha above 0 is much larger than the alpha box (by :data:`HAZE_AREA_RATIO` in area), a
+:class:`HazeWarning` names the file and the source counts it. Rules, each a
 :class:`~rf100vl_hf.errors.DataError` naming the file and the field:
 
 - an opaque image (no alpha channel, or alpha 255 everywhere) needs a mask;
@@ -29,7 +37,15 @@ The object of a cut-out is every pixel whose alpha is above 0: its bounding box 
 - a mask must have the size of its image;
 - a category needs at least ``min_images`` images (default :data:`MIN_IMAGES`), and a
   source at least four categories, because a mosaic shows four different ones;
-- no path may lead outside the root (``..`` in a manifest, a symbolic link).
+- no path may lead outside the root (``..`` in a manifest, a symbolic link);
+- every manifest field has its documented type (a category name is a non-empty string).
+
+Byte-identical cut-outs (same image and mask bytes) are one object: the first in sorted
+order is used, each other one is left out with a :class:`DuplicateCutoutWarning` naming
+both files, and the source counts them.
+
+The source's licence is read from the manifest's ``"license"`` or a licence file at the
+root (:mod:`.licence`), for the Hub card.
 
 Files in a category folder that are not images (notes, thumbnails databases) are skipped
 with a :class:`SkippedFileWarning`, never silently.
@@ -40,17 +56,19 @@ from __future__ import annotations
 import io
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xxhash
 from PIL import Image, ImageOps
-from tqdm.auto import tqdm
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.images import probe_image
+from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
+from rf100vl_hf.uouo.licence import Licence, source_licence
 
 MANIFEST = "manifest.json"
 MASK_SUFFIX = ".mask.png"
@@ -61,16 +79,27 @@ MIN_IMAGES = 2
 """Default minimum of images per category: one image says nothing about how a category
 varies, and the MMD between categories is about their distributions."""
 MOSAIC_CATEGORIES = 4
+HAZE_AREA_RATIO = 1.25
+"""A cut-out whose faint-alpha box is this much larger in area than its alpha box is hazy:
+an anti-aliased rim adds a pixel or two per side (a few percent), haze adds the canvas."""
 
 
 class SkippedFileWarning(UserWarning):
     """A file in a category folder is not an image or a mask and was skipped."""
 
 
+class HazeWarning(UserWarning):
+    """A cut-out has faint alpha far outside its object; it is ignored (``alpha_threshold``)."""
+
+
+class DuplicateCutoutWarning(UserWarning):
+    """Two cut-outs have the same bytes; only the first is used."""
+
+
 @dataclass(frozen=True)
 class Cutout:
     """One validated cut-out. ``alpha_box`` is ``xyxy`` with exclusive ends, in the
-    displayed frame (EXIF orientation applied)."""
+    displayed frame (EXIF orientation applied), of the pixels above ``alpha_threshold``."""
 
     source_id: str  # path relative to the root, with forward slashes
     category: str
@@ -79,16 +108,24 @@ class Cutout:
     digest: str  # xxh3-128 of the image bytes, then the mask bytes
     size: tuple[int, int]
     alpha_box: tuple[int, int, int, int]
+    alpha_threshold: int = DEFAULT_ALPHA_THRESHOLD
 
 
 @dataclass(frozen=True)
 class CutoutSource:
-    """A whole source: categories in sorted order, each with its cut-outs sorted by path."""
+    """A whole source: categories in sorted order, each with its cut-outs sorted by path.
+
+    ``hazy`` lists the cut-outs that had a faint haze (ignored), ``duplicates`` each left-out
+    cut-out with the one used instead (source ids)."""
 
     root: Path
     categories: list[str]
     items: dict[str, list[Cutout]]
     fingerprint: str
+    alpha_threshold: int = DEFAULT_ALPHA_THRESHOLD
+    hazy: list[str] = field(default_factory=list)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    licence: Licence = field(default_factory=Licence)
 
     @property
     def name(self) -> str:
@@ -112,24 +149,12 @@ def _open(data: bytes) -> Image.Image:
         return ImageOps.exif_transpose(im)
 
 
-def read_alpha(path: Path, mask_path: Path | None) -> tuple[Image.Image, np.ndarray, bytes]:
-    """The image in RGBA (mask applied), its alpha as an array, and the bytes it came from."""
+def read_rgba(path: Path, mask_path: Path | None) -> tuple[Image.Image, bytes]:
+    """The image in RGBA as stored (mask applied, nothing cleared) and the bytes it came from."""
     data = path.read_bytes()
     probe_image(data, path)
     image = _open(data)
-    mask_data = b""
-    if mask_path is not None:
-        mask_data = mask_path.read_bytes()
-        probe_image(mask_data, mask_path)
-        mask = _open(mask_data)
-        if mask.size != image.size:
-            raise DataError(
-                mask_path, "size", f"the mask is {mask.size[0]}x{mask.size[1]} but its image {path.name} is "
-                f"{image.size[0]}x{image.size[1]}"
-            )
-        rgba = image.convert("RGB").convert("RGBA")
-        rgba.putalpha(mask.convert("L"))
-    else:
+    if mask_path is None:
         has_alpha = image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info
         rgba = image.convert("RGBA")
         if not has_alpha or bool((np.asarray(rgba)[..., 3] == 255).all()):
@@ -137,33 +162,77 @@ def read_alpha(path: Path, mask_path: Path | None) -> tuple[Image.Image, np.ndar
                 path, "alpha", f"the image is opaque (no transparent pixel) and has no mask "
                 f"{path.with_suffix('').name}{MASK_SUFFIX} beside it"
             )
-    return rgba, np.asarray(rgba)[..., 3], data + mask_data
+        return rgba, data
+    mask_data = mask_path.read_bytes()
+    probe_image(mask_data, mask_path)
+    mask = _open(mask_data)
+    if mask.size != image.size:
+        raise DataError(
+            mask_path, "size", f"the mask is {mask.size[0]}x{mask.size[1]} but its image {path.name} is "
+            f"{image.size[0]}x{image.size[1]}"
+        )
+    rgba = image.convert("RGB").convert("RGBA")
+    rgba.putalpha(mask.convert("L"))
+    return rgba, data + mask_data
 
 
-def alpha_box(alpha: np.ndarray) -> tuple[int, int, int, int] | None:
-    """Tight ``xyxy`` box (exclusive ends) of the pixels with alpha above 0, or ``None``."""
-    cols = np.flatnonzero(alpha.any(axis=0))
-    rows = np.flatnonzero(alpha.any(axis=1))
+def clear_haze(rgba: Image.Image, alpha_threshold: int) -> Image.Image:
+    """``rgba`` with every pixel at or below ``alpha_threshold`` made fully transparent."""
+    if alpha_threshold <= 0:
+        return rgba
+    alpha = rgba.getchannel("A").point(lambda v: v if v > alpha_threshold else 0)
+    cleared = rgba.copy()
+    cleared.putalpha(alpha)
+    return cleared
+
+
+def cutout_crop(cutout: Cutout) -> Image.Image:
+    """The RGBA object of a validated cut-out, haze cleared, cropped to its alpha box:
+    what a mosaic pastes and what CLIP embeds."""
+    rgba, _ = read_rgba(cutout.path, cutout.mask_path)
+    return clear_haze(rgba, cutout.alpha_threshold).crop(cutout.alpha_box)
+
+
+def alpha_box(alpha: np.ndarray, threshold: int = 0) -> tuple[int, int, int, int] | None:
+    """Tight ``xyxy`` box (exclusive ends) of the pixels with alpha above ``threshold``, or ``None``."""
+    inside = alpha > threshold
+    cols = np.flatnonzero(inside.any(axis=0))
+    rows = np.flatnonzero(inside.any(axis=1))
     if not len(cols):
         return None
     return int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
 
 
-def read_cutout(root: Path, path: Path, mask_path: Path | None, category: str) -> Cutout:
-    """Validate one cut-out (see the module docstring for the rules)."""
-    _, alpha, data = read_alpha(path, mask_path)
+def _area(box: tuple[int, int, int, int]) -> int:
+    return (box[2] - box[0]) * (box[3] - box[1])
+
+
+def read_cutout(
+    root: Path, path: Path, mask_path: Path | None, category: str, alpha_threshold: int = DEFAULT_ALPHA_THRESHOLD
+) -> tuple[Cutout, bool]:
+    """Validate one cut-out (see the module docstring for the rules); also whether it is hazy."""
+    rgba, data = read_rgba(path, mask_path)
+    alpha = np.asarray(rgba.getchannel("A"))
     where = mask_path or path
-    box = alpha_box(alpha)
+    box = alpha_box(alpha, alpha_threshold)
     if box is None:
-        raise DataError(where, "alpha", "the alpha region is empty (every pixel is transparent)")
+        raise DataError(where, "alpha", f"the alpha region is empty (no pixel above alpha_threshold={alpha_threshold})")
     width, height = box[2] - box[0], box[3] - box[1]
-    pixels = int((alpha > 0).sum())
+    pixels = int((alpha > alpha_threshold).sum())
     if min(width, height) < MIN_ALPHA_SIDE or pixels < MIN_ALPHA_PIXELS:
         raise DataError(
             where, "alpha", f"the alpha region is too small ({width}x{height} box, {pixels} pixels; at least "
             f"{MIN_ALPHA_SIDE}x{MIN_ALPHA_SIDE} and {MIN_ALPHA_PIXELS} pixels are needed)"
         )
-    return Cutout(
+    faint = alpha_box(alpha)
+    hazy = faint is not None and _area(faint) > HAZE_AREA_RATIO * _area(box)
+    if hazy:
+        warnings.warn(
+            f"{where}: alpha: faint alpha covers a {faint[2] - faint[0]}x{faint[3] - faint[1]} box but the object "
+            f"(alpha above {alpha_threshold}) only {width}x{height}; the faint pixels are ignored "
+            f"(raise alpha_threshold if the haze is stronger)", HazeWarning, stacklevel=3,
+        )
+    cutout = Cutout(
         source_id=path.relative_to(root.resolve()).as_posix(),
         category=category,
         path=path,
@@ -171,7 +240,9 @@ def read_cutout(root: Path, path: Path, mask_path: Path | None, category: str) -
         digest=xxhash.xxh3_128_hexdigest(data),
         size=(alpha.shape[1], alpha.shape[0]),
         alpha_box=box,
+        alpha_threshold=alpha_threshold,
     )
+    return cutout, hazy
 
 
 def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
@@ -200,16 +271,25 @@ def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
     return [(path, masks.get(stem)) for stem, path in sorted(images.items())]
 
 
+def _name(value: Any, manifest: Path, field: str) -> str:
+    """A category name from the manifest: a non-empty string, or an error naming the field."""
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(manifest, field, f"must be a non-empty string (the category name), got {value!r}")
+    return value
+
+
 def _manifest_items(root: Path, manifest: Path, data: dict[str, Any]) -> dict[str, list[tuple[Path, Path | None]]]:
     if not isinstance(data["items"], list):
         raise DataError(manifest, "items", "must be a list")
     groups: dict[str, list[tuple[Path, Path | None]]] = {}
     for index, item in enumerate(data["items"]):
         field = f"items[{index}]"
-        if not isinstance(item, dict) or not isinstance(item.get("cutout"), str) or not isinstance(
-            item.get("category"), str
-        ):
-            raise DataError(manifest, field, "needs string 'cutout' and 'category' keys")
+        if not isinstance(item, dict):
+            raise DataError(manifest, field, f"must be an object with 'cutout' and 'category', got {item!r}")
+        for key in ("cutout", "category"):
+            _name(item.get(key), manifest, f"{field}.{key}")
+        if item.get("mask") is not None:
+            _name(item["mask"], manifest, f"{field}.mask")
         path = _inside(root, root / item["cutout"], manifest, f"{field}.cutout")
         mask = _inside(root, root / item["mask"], manifest, f"{field}.mask") if item.get("mask") else None
         for file, key in ((path, "cutout"), (mask, "mask")):
@@ -217,8 +297,13 @@ def _manifest_items(root: Path, manifest: Path, data: dict[str, Any]) -> dict[st
                 raise DataError(manifest, f"{field}.{key}", f"{file} does not exist")
         groups.setdefault(item["category"], []).append((path, mask))
     listed = data.get("categories")
-    if isinstance(listed, list) and set(listed) != set(groups):
-        raise DataError(manifest, "categories", f"lists {sorted(set(listed) ^ set(groups))} differently from the items")
+    if listed is not None:
+        if not isinstance(listed, list):
+            raise DataError(manifest, "categories", "next to 'items' must be a list of the category names")
+        for index, name in enumerate(listed):
+            _name(name, manifest, f"categories[{index}]")
+        if set(listed) != set(groups):
+            raise DataError(manifest, "categories", f"lists {sorted(set(listed) ^ set(groups))} differently from the items")
     return groups
 
 
@@ -226,6 +311,8 @@ def _folder_groups(root: Path, manifest: Path, data: dict[str, Any]) -> dict[str
     names = data.get("categories", {})
     if not isinstance(names, dict):
         raise DataError(manifest, "categories", "must map folder names to category names (or use 'items')")
+    for folder, name in names.items():
+        _name(name, manifest, f"categories.{folder}")
     groups: dict[str, list[tuple[Path, Path | None]]] = {}
     folders = {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
@@ -241,37 +328,69 @@ def _folder_groups(root: Path, manifest: Path, data: dict[str, Any]) -> dict[str
     return groups
 
 
-def read_source(root: str | Path, min_images: int = MIN_IMAGES, progress: bool = True) -> CutoutSource:
+def _read_manifest(manifest: Path) -> dict[str, Any]:
+    if not manifest.is_file():
+        return {}
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise DataError(manifest, "json", f"cannot be parsed ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise DataError(manifest, "json", f"must be an object, got {type(data).__name__}")
+    return data
+
+
+def read_source(
+    root: str | Path,
+    min_images: int = MIN_IMAGES,
+    progress: bool = True,
+    alpha_threshold: int = DEFAULT_ALPHA_THRESHOLD,
+) -> CutoutSource:
     """Read and validate every cut-out under ``root``."""
     root = Path(root)
     if not root.is_dir():
         raise DataError(root, "folder", "not found")
+    if not isinstance(alpha_threshold, int) or not 0 <= alpha_threshold < 255:
+        raise ValueError(f"alpha_threshold must be an integer in 0..254, got {alpha_threshold!r}")
     manifest = root / MANIFEST
-    data: dict[str, Any] = {}
-    if manifest.is_file():
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DataError(manifest, "json", str(exc)) from exc
-        if not isinstance(data, dict):
-            raise DataError(manifest, "json", "must be an object")
+    data = _read_manifest(manifest)
     groups = _manifest_items(root, manifest, data) if "items" in data else _folder_groups(root, manifest, data)
-    for name, pairs in groups.items():
-        if len(pairs) < min_images:
-            where = pairs[0][0].parent if pairs else root / name
-            raise DataError(where, "images", f"category {name!r} has {len(pairs)} images; at least {min_images} are needed")
     if len(groups) < MOSAIC_CATEGORIES:
         raise DataError(root, "categories", f"{len(groups)} categories; a mosaic needs {MOSAIC_CATEGORIES} different ones")
     categories = sorted(groups)
-    hasher = xxhash.xxh3_128()
+    hasher = xxhash.xxh3_128(f"alpha>{alpha_threshold}\0".encode())
     items: dict[str, list[Cutout]] = {}
-    bar = tqdm(total=sum(len(p) for p in groups.values()), desc=f"reading cut-outs of {root.name}", disable=not progress)
+    first: dict[str, Cutout] = {}
+    hazy: list[str] = []
+    duplicates: list[tuple[str, str]] = []
+    total = sum(len(p) for p in groups.values())
+    with progress_bar(total=total, desc=f"reading cut-outs of {root.name}", disable=not progress) as bar:
+        for name in categories:
+            items[name] = []
+            for path, mask in sorted(groups[name]):
+                cutout, is_hazy = read_cutout(root, path, mask, name, alpha_threshold)
+                bar.update()
+                if is_hazy:
+                    hazy.append(cutout.source_id)
+                kept = first.setdefault(cutout.digest, cutout)
+                if kept is not cutout:
+                    warnings.warn(
+                        f"{cutout.path}: bytes: identical to {kept.path}; only {kept.source_id} is used",
+                        DuplicateCutoutWarning, stacklevel=2,
+                    )
+                    duplicates.append((cutout.source_id, kept.source_id))
+                    continue
+                items[name].append(cutout)
+                hasher.update(f"{name}\0{cutout.source_id}\0{cutout.digest}\0".encode())
     for name in categories:
-        items[name] = []
-        for path, mask in sorted(groups[name]):
-            cutout = read_cutout(root, path, mask, name)
-            items[name].append(cutout)
-            hasher.update(f"{name}\0{cutout.source_id}\0{cutout.digest}\0".encode())
-            bar.update()
-    bar.close()
-    return CutoutSource(root=root, categories=categories, items=items, fingerprint=hasher.hexdigest())
+        if len(items[name]) < min_images:
+            pairs = groups[name]
+            where = pairs[0][0].parent if pairs else root / name
+            left = f" ({len(pairs) - len(items[name])} duplicates left out)" if len(pairs) > len(items[name]) else ""
+            raise DataError(where, "images",
+                            f"category {name!r} has {len(items[name])} images{left}; at least {min_images} are needed")
+    if hazy or duplicates:
+        logger.info("%s: %d hazy cut-outs (faint alpha ignored), %d duplicates left out", root, len(hazy), len(duplicates))
+    return CutoutSource(root=root, categories=categories, items=items, fingerprint=hasher.hexdigest(),
+                        alpha_threshold=alpha_threshold, hazy=hazy, duplicates=duplicates,
+                        licence=source_licence(root, data, manifest))

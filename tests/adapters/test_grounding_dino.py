@@ -9,6 +9,7 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
 from pytest_rf100vl.adapters.grounding_dino import build_captions, clean_description, clean_name, tiny_bert_tokenizer
+from tests.adapters.reference import ON_DEVICE, assert_same_detections, on_device, reference_model
 
 CLASSES = ["Red Fox", "cat", "St. Bernard"]
 
@@ -132,3 +133,29 @@ def test_runs_in_bfloat16() -> None:
     adapter.set_task(DetectionTask("toy", CLASSES))
     (detections,) = adapter.predict(noise_items((90, 60)))
     detections.check(len(CLASSES))
+
+
+@pytest.mark.parametrize("device", ON_DEVICE)
+def test_preprocessing_on_device_gives_transformers_own_detections(dino, device: str) -> None:
+    """Against transformers' own processor (PIL images, CPU) and the model's output: the
+    boxes its post-processing keeps, and each box's class span scored from those logits."""
+    adapter = on_device(dino, device)
+    adapter.set_task(DetectionTask("toy", CLASSES))
+    (caption,) = adapter.captions
+    items = noise_items((300, 200), (130, 410), (60, 40))  # different sizes: the batch is padded
+    images = [item.image for item in items]
+    model, processor = reference_model(adapter)
+    inputs = processor(images=images, text=[caption.text] * len(images), return_tensors="pt")
+    with torch.inference_mode():
+        outputs = model(**inputs)
+    kept = processor.post_process_grounded_object_detection(
+        outputs, inputs["input_ids"], threshold=adapter.options["box_threshold"], text_threshold=0.0,
+        target_sizes=[(image.height, image.width) for image in images],
+    )
+    sizes = torch.tensor([[image.width, image.height] * 2 for image in images], dtype=torch.float32)
+    scored = adapter.decode(outputs.logits, outputs.pred_boxes, caption, sizes)
+    expected = [
+        {"boxes": result["boxes"].numpy(), "scores": span.scores, "labels": span.labels}
+        for result, span in zip(kept, scored)
+    ]
+    assert_same_detections(adapter.predict(items), expected)

@@ -11,6 +11,7 @@ from PIL import Image
 from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboObjectDetectionOutput
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
+from tests.adapters.reference import ON_DEVICE, assert_same_detections, on_device, reference_model
 
 CLASSES = ["cat", "red fox", "dog"]
 
@@ -86,3 +87,24 @@ def test_runs_in_bfloat16() -> None:
     adapter.set_task(DetectionTask("toy", CLASSES))
     (detections,) = adapter.predict(noise_items((90, 60)))
     detections.check(len(CLASSES))
+
+
+@pytest.mark.parametrize("device", ON_DEVICE)
+def test_preprocessing_on_device_gives_transformers_own_detections(omdet, device: str) -> None:
+    """Against transformers' own processor (PIL images, CPU), the model and the processor's post-processing."""
+    adapter = on_device(omdet, device)
+    adapter.set_task(DetectionTask("toy", CLASSES))
+    items = noise_items((300, 200), (130, 410))
+    images = [item.image for item in items]
+    model, processor = reference_model(adapter)
+    inputs = processor(images=images, text=[CLASSES] * len(images), return_tensors="pt")
+    with torch.inference_mode():
+        outputs = model(**{key: value for key, value in inputs.items() if key != "pixel_mask"})
+    results = processor.post_process_grounded_object_detection(
+        outputs,
+        threshold=adapter.options["score_threshold"],
+        nms_threshold=adapter.options["nms_iou"],
+        target_sizes=[(image.height, image.width) for image in images],
+    )
+    expected = [{key: result[key].numpy() for key in ("boxes", "scores", "labels")} for result in results]
+    assert_same_detections(adapter.predict(items), expected)

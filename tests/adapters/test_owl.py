@@ -9,8 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_rf100vl.adapters import DetectionTask, FewShotExample, ImageItem, create
+from pytest_rf100vl.adapters import DetectionTask, FewShotExample, GroundingQuery, ImageItem, create
 from pytest_rf100vl.adapters.owl import instruction_query
+from tests.adapters.reference import ON_DEVICE, assert_same_detections, on_device, reference_model
 
 CLASSES = ["cat", "red fox", "dog"]
 INSTRUCTIONS = {"cat": "- **Small** felines, often striped. Box the whole body.", "red fox": "Foxes are orange canids."}
@@ -152,3 +153,87 @@ def test_tiny_model_reports_itself_as_smoke(owl) -> None:
     info = owl.describe()
     assert info["smoke"] is True and info["checkpoint"] == "tiny"
     assert info["revision"].startswith("xxh3:")
+
+
+SHAPES = ((300, 200), (130, 410), (512, 384), (60, 40))  # downscaled (blurred) and upscaled, in one batch
+
+
+def reference_detections(adapter, images: list[Image.Image]) -> list[dict]:
+    """What transformers' own processor, the model's full forward and the processor's
+    post-processing give on CPU (plus the adapter's documented class-wise NMS)."""
+    from torchvision.ops import batched_nms
+
+    model, processor = reference_model(adapter)
+    texts = [adapter.options["template"].format(name) for name in CLASSES]
+    inputs = processor(
+        text=[texts] * len(images),
+        images=images,
+        padding="max_length",
+        truncation=True,
+        max_length=16,
+        return_tensors="pt",
+    )
+    with torch.inference_mode():
+        outputs = model(**inputs)
+    results = processor.post_process_grounded_object_detection(
+        outputs, threshold=adapter.options["score_threshold"], target_sizes=[(i.height, i.width) for i in images]
+    )
+    kept = []
+    for result in results:
+        keep = batched_nms(result["boxes"], result["scores"], result["labels"], adapter.options["nms_iou"])
+        kept.append({key: result[key][keep].numpy() for key in ("boxes", "scores", "labels")})
+    return kept
+
+
+@pytest.mark.parametrize("device", ON_DEVICE)
+def test_preprocessing_on_device_gives_transformers_own_detections(owl, device: str) -> None:
+    from pytest_rf100vl.adapters.owl import uses_matrix_preprocessing
+
+    adapter = on_device(owl, device)
+    assert uses_matrix_preprocessing(adapter.processor.image_processor) == (adapter.name == "owlv2")
+    adapter.set_task(DetectionTask("toy", CLASSES))
+    items = noise_items(*SHAPES)
+    assert_same_detections(adapter.predict(items), reference_detections(adapter, [item.image for item in items]))
+
+
+@pytest.mark.parametrize("device", ON_DEVICE)
+@pytest.mark.parametrize(
+    "shape, out",
+    [((2048, 1536), 960), ((700, 961), 960), ((400, 300), 96), ((130, 410), 96), ((96, 96), 96), ((60, 40), 96),
+     ((7, 5), 96), ((1, 1), 96)],
+)
+def test_owlv2_pixels_equal_the_processor(shape: tuple[int, int], out: int, device: str) -> None:
+    """The matrix form of OWLv2's pad, blur and resize against the processor itself, on
+    images that shrink (blurred), grow (not blurred), are square or a single pixel."""
+    from transformers import Owlv2ImageProcessor
+
+    from pytest_rf100vl.adapters.hf import image_tensors
+    from pytest_rf100vl.adapters.owl import owlv2_pixel_values
+
+    processor = Owlv2ImageProcessor(size={"height": out, "width": out})
+    (item,) = noise_items(shape)
+    expected = processor(images=[item.image], return_tensors="pt")["pixel_values"]
+    found = owlv2_pixel_values(image_tensors([item.image], torch.device(device)), processor).cpu()
+    assert found.shape == expected.shape == (1, 3, out, out)
+    torch.testing.assert_close(found, expected, atol=5e-4, rtol=0)
+
+
+def test_answer_key_parts_follow_what_the_model_is_sent(owl) -> None:
+    """The answer cache's key: the classes in order and the query texts of the prompt mode
+    (the few-shot examples' content in ``fewshot`` mode); a UOUO question's own text."""
+    with pytest.warns(UserWarning):
+        owl.set_task(fewshot_task("instructions"))
+    described = owl.answer_key_parts()
+    assert described[:5] == ("rf100vl", "3 classes", *CLASSES) and "cat: Small felines, often striped." in described
+    owl.set_task(fewshot_task("names"))
+    assert owl.answer_key_parts()[5:] == ("a photo of a cat", "a photo of a red fox", "a photo of a dog")
+    with pytest.warns(UserWarning):
+        owl.set_task(fewshot_task("fewshot"))
+    shot = owl.answer_key_parts()
+    (example,) = fewshot_task().fewshot
+    moved = FewShotExample(example.image, example.boxes + 1, example.labels)
+    with pytest.warns(UserWarning):
+        owl.set_task(DetectionTask("toy", CLASSES, prompt="fewshot", fewshot=(moved,)))
+    assert shot[-1].startswith("fewshot:") and owl.answer_key_parts()[-1] != shot[-1]
+    query = GroundingQuery("red fox", "Where is the red fox?", "Which quadrant?")
+    assert owl.answer_key_parts(query) == ("uouo", "red fox", "a photo of a red fox")

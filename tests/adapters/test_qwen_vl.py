@@ -146,3 +146,28 @@ def test_bad_options_and_modes_are_refused(qwen: TextAnswerAdapter) -> None:
         create("qwen2.5-vl:tiny", temperature=0.7)
     with pytest.raises(ValueError, match="prompt mode 'fewshot'"):
         qwen.set_task(DetectionTask(dataset="d", classes=["cat"], prompt="fewshot"))
+
+
+def test_tiny_models_cap_generation_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A smoke run of a random model generates TINY_MAX_NEW_TOKENS per answer, not the real default."""
+    from pytest_rf100vl.adapters.vlm import TINY_MAX_NEW_TOKENS
+
+    capped = create("qwen2.5-vl:tiny")
+    asked: list[int] = []
+    monkeypatch.setattr(capped.model, "generate", lambda input_ids, **kw: asked.append(kw["max_new_tokens"]) or input_ids)
+    capped.set_task(DetectionTask("d", ["cat"]))
+    capped.predict([image_item(WIDE)])
+    assert asked == [TINY_MAX_NEW_TOKENS] and capped.describe()["max_new_tokens"] == TINY_MAX_NEW_TOKENS
+    assert create("qwen2.5-vl:tiny", max_new_tokens="40").max_new_tokens == 40
+    assert type(capped).option_defaults["max_new_tokens"] == 2048  # real checkpoints keep theirs
+
+
+def test_answer_key_parts_are_the_prompts_sent(qwen: TextAnswerAdapter) -> None:
+    qwen.set_task(DetectionTask("d", ["cat", "dog"], prompt="instructions", instructions={"cat": "Whole body."}))
+    parts = qwen.answer_key_parts()
+    assert parts[:4] == ("rf100vl", "2 classes", "cat", "dog") and len(parts) == 5
+    assert '"cat", "dog"' in parts[4] and "Whole body." in parts[4]
+    qwen.set_task(DetectionTask("d", ["cat", "dog"]))
+    assert "Whole body." not in qwen.answer_key_parts()[4]
+    query = GroundingQuery("cat", box_prompt("cat"), quadrant_prompt("cat"))
+    assert qwen.answer_key_parts(query) == ("uouo", "cat", box_prompt("cat"), quadrant_prompt("cat"))

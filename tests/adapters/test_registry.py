@@ -24,6 +24,7 @@ from pytest_rf100vl.adapters import (
     parse_spec,
     registry,
 )
+from pytest_rf100vl import registry as registries
 from pytest_rf100vl.adapters.hf import HFDetector, build_once, checkpoint_revision
 
 DETECTORS = ["owlv2", "owlvit", "grounding-dino", "mm-grounding-dino", "omdet-turbo"]
@@ -51,7 +52,7 @@ def installed(monkeypatch: pytest.MonkeyPatch):
         def entry_points(group: str):
             return [p for p in points if p.group == group]
 
-        monkeypatch.setattr(registry, "entry_points", entry_points)
+        monkeypatch.setattr(registries, "entry_points", entry_points)
 
     return install
 
@@ -83,14 +84,18 @@ def test_entry_point_adapters_are_found(installed) -> None:
     assert isinstance(adapter, EmptyAdapter) and adapter.checkpoint == "some/checkpoint:v2"
 
 
-def test_built_ins_win_over_an_entry_point_of_the_same_name(installed) -> None:
+def test_an_entry_point_that_reuses_a_built_in_name_is_an_error_naming_both(installed) -> None:
     installed(oracle=f"{__name__}:EmptyAdapter")
-    assert type(create("oracle")).__name__ == "OracleAdapter"
+    with pytest.raises(registries.RegistryError) as error:
+        create("oracle")
+    message = str(error.value)
+    assert "'oracle' is registered twice" in message
+    assert "pytest_rf100vl.adapters.oracle:OracleAdapter" in message and f"{__name__}:EmptyAdapter" in message
 
 
 def test_an_entry_point_that_is_not_an_adapter_is_refused(installed) -> None:
     installed(broken=f"{__name__}:NOT_AN_ADAPTER")
-    with pytest.raises(TypeError, match="'broken' points at .*NOT_AN_ADAPTER, which is not an Adapter subclass"):
+    with pytest.raises(TypeError, match="'broken' points at .*NOT_AN_ADAPTER, which is not a subclass of Adapter"):
         create("broken")
 
 

@@ -1,4 +1,5 @@
-"""Replaying COCO results files: id mapping both ways, file layouts, and clear errors."""
+"""Replaying COCO results files: id mapping both ways, file layouts, clear errors, and a score
+that is exactly what pycocotools gives the file."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from rf100vl_hf.boxes import sanitize_detections, xyxy_to_xywh
 from rf100vl_hf.errors import DataError
+from rf100vl_hf.metrics import BACKENDS, evaluate
+from tests.support.coco_reference import noisy_predictions, precision_ap, pycocotools_eval, synthetic_ground_truth
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
 
@@ -121,8 +125,6 @@ def bad(**change) -> list[dict]:
         ({"annotations": []}, "top level", "expected a list"),
         (["not a record"], "[0]", "expected an object"),
         (bad(score=None), "[1]", "missing score"),
-        (bad(category_id=0), "[1].category_id", "0 is not a category"),
-        (bad(category_id=7), "[1].category_id", "7 is not a category"),
         (bad(category_id="1"), "[1].category_id", "expected an integer"),
         (bad(image_id=True), "[1].image_id", "expected an integer"),
         (bad(image_id=4), "[1].image_id", "4 is not an image of this split"),
@@ -159,3 +161,67 @@ def test_replay_needs_a_path_and_the_category_ids(tmp_path: Path) -> None:
     adapter = create(f"predictions:{write(tmp_path / 'run.json', RECORDS)}")
     with pytest.raises(ValueError, match="category ids"):
         adapter.set_task(task(category_ids=()))
+
+
+@pytest.mark.parametrize("category", [0, 7])
+def test_records_of_a_category_that_is_not_a_class_are_ignored_and_counted(tmp_path: Path, category: int) -> None:
+    adapter = create(f"predictions:{write(tmp_path / 'run.json', bad(category_id=category))}")
+    assert adapter.submitted_output
+    with pytest.warns(UserWarning, match=r"1 record\(s\) of a category id that is not a class"):
+        adapter.set_task(task())
+    assert adapter.ignored_records == 1
+    assert len(adapter.predict(items(3))[0].scores) == 1
+
+
+def hostile_submission(rng: np.random.Generator, ground_truth: dict) -> list[dict]:
+    """A plausible file, plus boxes crossing every image edge, records of category 0 and of an
+    unknown id, and exact duplicates."""
+    records = noisy_predictions(rng, ground_truth)
+    for image in ground_truth["images"]:
+        w, h = image["width"], image["height"]
+        for x, y in ((-20.0, 10.0), (w - 30.0, 5.0), (15.0, -12.0), (20.0, h - 8.0)):
+            records.append({"image_id": image["id"], "category_id": 1, "bbox": [x, y, 60.0, 40.0],
+                            "score": float(rng.random())})
+    for ann in ground_truth["annotations"][:40:4]:  # a found box that crosses the edge keeps its overlap
+        x, y, w, h = ann["bbox"]
+        records.append({"image_id": ann["image_id"], "category_id": ann["category_id"],
+                        "bbox": [x - 0.3 * w, y - 0.3 * h, w, h], "score": 0.99})
+    records += [{**r, "category_id": c} for r, c in zip(records[:30], [0, 9] * 15)]
+    records += [dict(r) for r in records[:25]]
+    return records
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_a_replayed_file_scores_what_pycocotools_gives_it(tmp_path: Path, backend: str) -> None:
+    rng = np.random.default_rng(11)
+    ground_truth = synthetic_ground_truth(rng, n_images=12, boxes_per_image=5, category_ids=[1, 2, 3, 4])
+    records = hostile_submission(rng, ground_truth)
+    images = {image["id"]: image for image in ground_truth["images"]}
+    category_ids = (1, 2, 3, 4)
+    adapter = create(f"predictions:{write(tmp_path / 'run.json', records)}")
+    with pytest.warns(UserWarning, match="30 record"):
+        adapter.set_task(task(classes=["a", "b", "c", "d"], category_ids=category_ids, image_ids=tuple(images)))
+    assert adapter.ignored_records == 30
+    batch = [ImageItem(Image.new("RGB", (images[i]["width"], images[i]["height"])), i, f"{i}.jpg") for i in images]
+    scored = []
+    for item, detections in zip(batch, adapter.predict(batch)):
+        width, height = item.image.size
+        safe = sanitize_detections(detections.boxes, detections.scores, detections.labels, width, height,
+                                   clip=not adapter.submitted_output)
+        scored += [
+            {"image_id": item.image_id, "category_id": category_ids[label], "bbox": box, "score": score}
+            for box, score, label in zip(xyxy_to_xywh(safe.boxes).tolist(), safe.scores.tolist(), safe.labels.tolist())
+        ]
+    reference = pycocotools_eval(ground_truth, records)
+    scores = evaluate(ground_truth, scored, backend=backend)
+    assert scores.ap == pytest.approx(precision_ap(reference), abs=1e-9)
+    for k, name in enumerate(ground_truth["categories"]):
+        assert scores.per_class[name["name"]] == pytest.approx(precision_ap(reference, k), abs=1e-9, nan_ok=True)
+    clipped = [dict(r, bbox=_clipped(r["bbox"], images[r["image_id"]])) for r in scored]
+    assert abs(evaluate(ground_truth, clipped, backend=backend).ap - scores.ap) > 1e-4  # clipping would change it
+
+
+def _clipped(bbox: list[float], image: dict) -> list[float]:
+    x0, y0 = max(bbox[0], 0), max(bbox[1], 0)
+    x1, y1 = min(bbox[0] + bbox[2], image["width"]), min(bbox[1] + bbox[3], image["height"])
+    return [x0, y0, max(x1 - x0, 0), max(y1 - y0, 0)]

@@ -11,6 +11,7 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.hub import read_card, write_card
 from rf100vl_hf.hub.card import StaleConfigWarning
 from rf100vl_hf.rf100vl.builder import CITATION
+from rf100vl_hf.rf100vl.hub_card import export_rf100vl, hub_license
 from rf100vl_hf.sample import INSTRUCTIONS
 from tests.hub.source import SPLIT_FOLDERS, classes, expected_rows
 
@@ -22,9 +23,22 @@ def _front_matter(repo):
     return yaml.safe_load(match.group(1)), match.group(2)
 
 
+OWN_LICENCES = {  # what each export's README.roboflow.txt states, as the Hub's card metadata says it
+    "sample": {"license": "cc0-1.0"},
+    "microcontroller": {"license": "mit"},
+    "chess-pieces": {
+        "license": "other",
+        "license_name": "public-domain",
+        "license_link": "https://public.roboflow.ai/object-detection/chess-full",
+    },
+}
+
+
 def test_yaml_lists_configs_splits_features_and_licence(exported):
     data, _ = _front_matter(exported.repo)
-    assert data["license"] == "apache-2.0"
+    assert OWN_LICENCES[exported.name]["license"] in (
+        data["license"] if isinstance(data["license"], list) else [data["license"]]
+    )
     assert data["task_categories"] == ["object-detection"]
     assert data["pretty_name"] == "RF100-VL"
     assert "rf100vl" in data["tags"]
@@ -91,3 +105,54 @@ def test_a_card_without_data_files_is_an_error_naming_the_field(tmp_path):
 def test_write_card_refuses_to_overwrite_the_config_fields(sample_repo, tmp_path):
     with pytest.raises(ValueError, match="configs"):
         write_card(tmp_path, read_card(sample_repo), {"configs": []}, "# body")
+
+
+def _licence_fields(data):
+    return {k: v for k, v in data.items() if k.startswith("license")}
+
+
+@pytest.mark.parametrize("name", ["microcontroller", "chess-pieces"])
+def test_a_real_datasets_card_carries_its_own_licence(name, shared_data, tmp_path):
+    repo = export_rf100vl([name], tmp_path / "repo", data_dir=shared_data)
+    data, body = _front_matter(repo)
+    assert _licence_fields(data) == OWN_LICENCES[name]
+    stated = {"microcontroller": "MIT", "chess-pieces": "Public Domain"}[name]
+    row = next(line for line in body.splitlines() if line.startswith(f"| `{name}` |"))
+    assert row.rstrip(" |").endswith(stated)
+
+
+def test_a_card_of_several_datasets_lists_every_licence(real_repo):
+    data, _ = _front_matter(real_repo)
+    assert _licence_fields(data) == {
+        "license": ["mit", "other"],
+        "license_name": "public-domain",
+        "license_link": OWN_LICENCES["chess-pieces"]["license_link"],
+    }
+
+
+@pytest.mark.parametrize(
+    "stated, expected",
+    [
+        ("MIT", ("mit", None, None)),
+        ("CC BY 4.0", ("cc-by-4.0", None, None)),
+        ("BY-NC-SA 4.0", ("cc-by-nc-sa-4.0", None, None)),
+        ("CC BY-NC 4.0", ("cc-by-nc-4.0", None, None)),
+        ("CC0 1.0", ("cc0-1.0", None, None)),
+        ("ODbL v1.0", ("odbl", None, None)),
+        ("Apache License 2.0", ("apache-2.0", None, None)),
+        ("cc-by-sa-4.0", ("cc-by-sa-4.0", None, None)),
+        ("Public Domain", ("other", "public-domain", "https://example.org/ds")),
+        ("Private", ("other", "private", "https://example.org/ds")),
+        (None, ("unknown", None, None)),
+        ("  ", ("unknown", None, None)),
+    ],
+)
+def test_a_stated_licence_becomes_the_hubs_id_or_other_with_a_name_and_link(stated, expected):
+    assert hub_license(stated, "https://example.org/ds") == expected
+
+
+def test_the_generic_notes_name_no_class_of_any_dataset(real_repo):
+    _, body = _front_matter(real_repo)
+    notes = body.split("## Protocol notes", 1)[1].split("## Annotator instructions", 1)[0]
+    names = [name for config in read_card(real_repo) for name in config.features["objects"]["category"].feature.names]
+    assert names and not [name for name in names if name.lower() in notes.lower()]

@@ -124,7 +124,7 @@ def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
         (["--rf100vl-dataset", "bees"], "*--rf100vl-model is required*"),
         (["--rf100vl-model", "oracle", "--rf100vl-prompt", "poem"], "*--rf100vl-prompt: 'poem' is not one of names*"),
         (["--rf100vl-model", "oracle", "--rf100vl-batch-size", "0"], "*--rf100vl-batch-size: must be at least 1*"),
-        (["--rf100vl-model", "oracle", "--rf100vl-device", "gpu"], "*--rf100vl-device: 'gpu' is not auto*"),
+        (["--rf100vl-model", "oracle", "--rf100vl-device", "gpu"], "*--rf100vl-device: unknown device 'gpu' (use auto*"),
     ],
     ids=["dataset", "domain", "no-model", "prompt", "batch-size", "device"],
 )

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from pytest_rf100vl.runner import prefetched
+from pytest_rf100vl.run.runner import prefetched
 
 
 def test_prefetching_runs_ahead_of_the_consumer_and_keeps_order() -> None:

@@ -90,7 +90,7 @@ def test_the_oracle_on_the_sample_scores_what_pycocotools_scores(
     (cleaned / "test").mkdir(parents=True)
     for image in (small_sample / "test").iterdir():
         if image.name != annotations.name:
-            (cleaned / "test" / image.name).symlink_to(image)
+            (cleaned / "test" / image.name).hardlink_to(image)
     data["annotations"] = [ann for ann in data["annotations"] if ann["bbox"][2] > 0 and ann["bbox"][3] > 0]
     (cleaned / "test" / annotations.name).write_text(json.dumps(data), encoding="utf-8")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -12,11 +13,22 @@ from rf100vl_hf.rf100vl.reader import ANNOTATIONS_FILE
 FOLDERS = {"train": "train", "validation": "valid", "test": "test"}  # split name -> folder, as exported
 
 
+def share_file(src: Path, dst: Path) -> None:
+    """``dst`` as a hard link to ``src`` where the file system allows it, else a copy.
+
+    Not a symbolic link: the reader refuses files that link outside their export.
+    """
+    try:
+        os.link(src.resolve(), dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 def copy_export(src: Path, dst: Path, link_images: bool = False) -> Path:
     """A writable copy of ``src`` (the shared data is read-only, and copytree would keep that).
 
-    With ``link_images`` the images are symbolic links to the originals: enough for tests
-    that only edit annotation files.
+    With ``link_images`` the images are shared with the originals (see :func:`share_file`):
+    enough for tests that only edit annotation files.
     """
     for path in sorted(src.rglob("*")):
         target = dst / path.relative_to(src)
@@ -25,7 +37,7 @@ def copy_export(src: Path, dst: Path, link_images: bool = False) -> Path:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         if link_images and path.name != ANNOTATIONS_FILE and not path.name.startswith("README"):
-            target.symlink_to(path.resolve())
+            share_file(path, target)
         else:
             shutil.copyfile(path, target)
     return dst

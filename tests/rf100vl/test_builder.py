@@ -1,10 +1,12 @@
-"""The rf100vl builder: round trips through the bare ``load_dataset`` call, metadata, few-shot sources."""
+"""The rf100vl builder: round trips through the bare ``load_dataset`` call, metadata, few-shot sources,
+construction from parameters alone, reuse of an unchanged export by stat, and killed builds."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -17,7 +19,7 @@ import pytest
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.rf100vl import catalog
-from rf100vl_hf.rf100vl.builder import load_rf100vl, rf100vl_builder
+from rf100vl_hf.rf100vl.builder import ParameterError, load_rf100vl, remove_leftovers, rf100vl_builder
 from rf100vl_hf.rf100vl.instructions import parse_instructions
 from rf100vl_hf.rf100vl.reader import SPLIT_FOLDERS
 from rf100vl_hf.rf100vl.splits import FewShotWarning
@@ -178,7 +180,7 @@ def _soda(sample_root: Path, tmp_path: Path, shared_data: Path) -> tuple[Path, P
     new_ids = {"Sprite": 1, "Coca-Cola": 2, "Fanta": 3}  # another order than the full export's
     (fsod / "train").mkdir(parents=True)
     for image in kept:
-        (fsod / "train" / image["file_name"]).symlink_to((full / "train" / image["file_name"]).resolve())
+        (fsod / "train" / image["file_name"]).hardlink_to((full / "train" / image["file_name"]).resolve())
     save(fsod, "train", {
         "images": kept,
         "annotations": [
@@ -270,3 +272,193 @@ def test_full_image_verification_reaches_the_reader(sample_root: Path, tmp_path:
     with pytest.raises(DataError) as caught:
         rf100vl_builder("shapes", tmp_path, cache_dir=tmp_path / "cache", progress=False, verify_images="full")
     assert (Path(caught.value.path), caught.value.field) == (png, "image")
+
+
+# ------------------------------------------------------------ made from parameters alone
+
+
+def test_load_dataset_builder_makes_it_from_parameters_alone(
+    sample_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``datasets.load_dataset_builder`` constructs the builder class the way it constructs any
+    (the module registered as a packaged builder, as a datasets extension would register it);
+    the builder then prepares, pickles, and streams the same rows."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    monkeypatch.setitem(_PACKAGED_DATASETS_MODULES, "rf100vl-params", ("rf100vl_hf.rf100vl.builder", "0"))
+    builder = datasets.load_dataset_builder(
+        "rf100vl-params", "sample", data_dir=str(sample_root), cache_dir=str(tmp_path),
+        fewshot_k=3, semisup_seed=2, progress=False,
+    )  # fmt: skip
+    assert type(builder).__name__ == "Rf100vl" and builder.config_id == "sample-fewshot_k=3,semisup_seed=2"
+    builder.download_and_prepare()
+    ds = builder.as_dataset()
+    assert list(ds) == ["train", "validation", "test", "fewshot_3", "semisup_10"]
+    assert read_metadata(ds)["fewshot"]["instances"] == {"circle": 3, "square": 3, "triangle": 3}
+    again = pickle.loads(pickle.dumps(builder))
+    assert again.as_dataset(split="test")["file_name"] == ds["test"]["file_name"]
+    streamed = builder.as_streaming_dataset(split="test")
+    first = next(iter(streamed.cast_column("image", datasets.Image(decode=False))))
+    stored = ds["test"].cast_column("image", datasets.Image(decode=False))[0]
+    assert first == stored
+
+
+def test_split_parameters_at_their_defaults_keep_the_bare_config_id(sample_root: Path, tmp_path: Path) -> None:
+    builder = rf100vl_builder("sample", sample_root, cache_dir=tmp_path, progress=False, fewshot_k=10, semisup_seed=0)
+    assert builder.config_id == "sample"
+
+
+@pytest.mark.parametrize(
+    "parameter, value",
+    [("fewshot_k", 0), ("fewshot_k", -3), ("fewshot_k", 2.5), ("semisup_fraction", 2), ("semisup_fraction", 0),
+     ("semisup_fraction", float("nan")), ("fewshot_seed", "1"), ("verify_images", "some")],
+)  # fmt: skip
+def test_a_parameter_out_of_range_is_named(parameter: str, value: Any, sample_root: Path, tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match=parameter):
+        rf100vl_builder("sample", sample_root, cache_dir=tmp_path, progress=False, **{parameter: value})
+
+
+# ---------------------------------------------------- repeat cost: a manifest, checked by stat
+
+
+class _Opens:
+    """Every file opened under ``root`` while recording (Python's audit hook sees every open,
+    by ``open``, ``Path.read_bytes`` or ``os.open``, whatever function does it)."""
+
+    root: Path | None = None
+    seen: list[str] = []
+
+    @classmethod
+    def hook(cls, event: str, args: tuple) -> None:
+        if event == "open" and cls.root is not None and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.fsdecode(args[0])
+            if path.startswith(str(cls.root)):
+                cls.seen.append(path)
+
+    @classmethod
+    def during(cls, root: Path, action: Any) -> list[str]:
+        cls.root, cls.seen = root, []
+        try:
+            action()
+        finally:
+            cls.root = None
+        return cls.seen
+
+
+sys.addaudithook(_Opens.hook)
+
+
+def _shapes(sample_root: Path, tmp_path: Path) -> Path:
+    return copy_export(sample_root / "sample", tmp_path / "data" / "shapes")
+
+
+def _build(root: Path, cache: Path, **kwargs: Any) -> Any:
+    builder = rf100vl_builder("shapes", root.parent, cache_dir=cache, progress=False, **kwargs)
+    builder.download_and_prepare()
+    return builder
+
+
+def test_an_unchanged_export_is_reused_without_opening_any_of_its_files(sample_root: Path, tmp_path: Path) -> None:
+    root, cache = _shapes(sample_root, tmp_path), tmp_path / "cache"
+    built: dict = {}
+    assert _Opens.during(root, lambda: built.update(first=_build(root, cache)))  # the hook sees a build's reads
+    first = built["first"]
+    loaded: dict = {}
+    opened = _Opens.during(root, lambda: loaded.update(ds=load_rf100vl("shapes", "test", root.parent, cache_dir=cache)))
+    assert opened == []
+    assert loaded["ds"].info.description == first.info.description
+    assert loaded["ds"]["file_name"] == first.as_dataset(split="test")["file_name"]
+
+
+def test_prepare_verifies_the_contents_even_when_nothing_changed(sample_root: Path, tmp_path: Path) -> None:
+    root, cache = _shapes(sample_root, tmp_path), tmp_path / "cache"
+    first = _build(root, cache)
+    images = {str(p) for p in (root / "test").iterdir() if p.name != "_annotations.coco.json"}
+    verified: dict = {}
+    opened = set(_Opens.during(root, lambda: verified.update(builder=_build(root, cache, verify=True))))
+    assert images <= opened
+    assert verified["builder"].cache_dir == first.cache_dir  # same contents: nothing rebuilt
+
+
+def test_a_changed_image_is_rebuilt_and_a_touched_one_is_read_once(sample_root: Path, tmp_path: Path) -> None:
+    root, cache = _shapes(sample_root, tmp_path), tmp_path / "cache"
+    first = _build(root, cache)
+    name = next(i["file_name"] for i in load(root, "test")["images"] if i["file_name"].endswith(".jpg"))
+    image = root / "test" / name
+    stat = image.stat()
+    os.utime(image, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # same bytes, new mtime
+    touched = _build(root, cache)
+    assert touched.cache_dir == first.cache_dir  # same contents: the same build, its manifest refreshed
+    assert _Opens.during(root, lambda: _build(root, cache)) == []
+    data = bytearray(image.read_bytes())
+    data[-3] ^= 0xFF  # a JPEG's entropy-coded data: another pixel, the end marker kept
+    image.write_bytes(bytes(data))
+    changed = _build(root, cache)
+    assert changed.cache_dir != first.cache_dir
+    rows = changed.as_dataset(split="test").cast_column("image", datasets.Image(decode=False))
+    assert next(row["image"]["bytes"] for row in rows if row["file_name"] == name) == bytes(data)
+
+
+# ---------------------------------------------------------------------- killed builds
+
+KILLED_BUILD = r"""
+import os, signal, sys, warnings
+from rf100vl_hf.rf100vl import builder as module
+
+tables = module.Rf100vl._generate_tables
+
+def killed_after_one_table(self, *args, **kwargs):
+    for item in tables(self, *args, **kwargs):
+        yield item
+        os.kill(os.getpid(), signal.SIGKILL)  # as a user's kill -9 in the middle of the build
+
+module.Rf100vl._generate_tables = killed_after_one_table
+warnings.simplefilter("ignore")
+module.load_rf100vl("shapes", data_dir=sys.argv[1], cache_dir=sys.argv[2], progress=False)
+"""
+
+
+def _bare_test_split(cache: Path) -> datasets.Dataset:
+    return datasets.load_dataset("rf100vl", "shapes", split="test", cache_dir=str(cache))
+
+
+def test_a_killed_prepare_leaves_the_older_build_to_the_bare_call(
+    sample_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, cache = _shapes(sample_root, tmp_path), tmp_path / "cache"
+    older = _build(root, cache)
+    edit(root, lambda d: d["annotations"][0].update(iscrowd=1), folders=("test",))
+    killed = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(root.parent), str(cache)], timeout=300)
+    assert killed.returncode == -9
+    version_dir = Path(older.cache_dir).parent
+    leftovers = [p for p in version_dir.iterdir() if p.is_dir() and p.name != Path(older.cache_dir).name]
+    assert leftovers and all(p.name.startswith(".") for p in leftovers)  # hidden from datasets' cache lookup
+    monkeypatch.chdir(tmp_path)
+    bare = _bare_test_split(cache)
+    assert bare["objects"][0]["iscrowd"][0] == 0 and bare.info.description == older.info.description
+    _build(root, cache)  # the next build removes what the killed one left, and completes
+    assert not [p for p in leftovers if p.exists()]
+    assert _bare_test_split(cache)["objects"][0]["iscrowd"][0] == 1
+
+
+def test_an_incomplete_folder_of_a_dead_build_is_removed_and_a_living_ones_kept(
+    sample_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """datasets' own ``<hash>.incomplete`` folders (visible to the bare call, which then fails)
+    are removed when no process holds their build lock."""
+    from filelock import FileLock
+
+    root, cache = _shapes(sample_root, tmp_path), tmp_path / "cache"
+    build = Path(_build(root, cache).cache_dir)
+    dead, living = build.parent / "0123456789abcdef.incomplete", build.parent / "fedcba9876543210.incomplete"
+    for leftover in (dead, living):
+        leftover.mkdir()
+        (leftover / "rf100vl-test.arrow").write_bytes(b"partial")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError):  # the leftover has no dataset_info.json
+        _bare_test_split(cache)
+    with FileLock(str(build.parent / "fedcba9876543210_builder.lock")):
+        assert remove_leftovers(build.parent) == [dead]
+    assert living.is_dir() and not dead.exists()
+    living.rename(build.parent / ".removed-by-hand")
+    assert len(_bare_test_split(cache)) == len(load(root, "test")["images"])

@@ -10,12 +10,19 @@ and ``datasets``. This server speaks the part of the Hub's HTTP API those client
 - ``POST /{prefix}{repo}.git/info/lfs/objects/batch``, then ``PUT /_lfs/{oid}`` and
   ``POST /_lfs/{oid}/verify`` (the basic transfer; the sha256 of every upload is checked);
 - ``POST /api/{type}s/{repo}/commit/{rev}`` (ndjson: header, file, lfsFile, deletedFile,
-  deletedFolder; ``parentCommit`` checked);
+  deletedFolder; ``parentCommit`` checked: 412 when the branch moved on); with ``create_pr=1``
+  the commit opens a pull request: a new ref ``refs/pr/N`` from ``rev``, which later commits
+  (and downloads) may name as their revision;
 - ``POST /api/{type}s/{repo}/branch/{branch}``, ``GET /api/{type}s/{repo}/refs``;
 - ``GET /api/{type}s/{repo}[/revision/{rev}]`` (repo info), ``GET .../tree/{rev}[/{path}]``
   (``recursive``, ``expand``, paginated with a ``Link`` header), ``POST .../paths-info/{rev}``;
 - ``GET``/``HEAD /{prefix}{repo}/resolve/{rev}/{path}`` with ``ETag``, ``X-Repo-Commit``,
   ``Content-Length`` and ``Range`` support (files are served directly, no CDN redirect).
+
+Faults can be injected, so tests can prove that clients fail clearly and in bounded time:
+:meth:`StandInHub.fail` answers an endpoint (by route name, e.g. ``"commit"``) with an
+error status, :meth:`StandInHub.hang` makes it accept the request and never answer, and
+``with hub.down():`` closes the port for the duration of the block.
 
 Errors carry the ``X-Error-Code`` headers the client maps to its exceptions
 (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``). Reading a public repository
@@ -47,6 +54,7 @@ import fnmatch
 import hashlib
 import json
 import re
+import socket
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -116,8 +124,9 @@ class Repo:
     repo_type: str
     repo_id: str
     private: bool
-    branches: dict[str, str] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)  # also holds the refs/pr/N of pull requests
     commits: dict[str, Commit] = field(default_factory=dict)
+    pull_requests: dict[int, str] = field(default_factory=dict)  # number -> title
 
     def resolve(self, revision: str) -> Commit | None:
         """A branch name or a commit id (full, or a prefix of at least 7 characters)."""
@@ -161,25 +170,96 @@ class StandInHub:
         self.tree_page_size = 1000
         self.tree_expand_page_size = 50
         self.lock = threading.RLock()
+        self.faults: dict[str, tuple[int, int | None]] = {}  # route -> (status, times left or None)
+        self.hanging: set[str] = set()
+        self.connections: set[Any] = set()  # open client sockets, closed when the server goes down
+        self._release = threading.Event()
         self._announced: set[tuple[str, int]] = set()
         self._counter = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._server.hub = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-hub", daemon=True)
+        self._server = self._listen(0)
+        self._url = "http://{}:{}".format(*self._server.server_address[:2])
+        self._thread: threading.Thread | None = None
+
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+        server.daemon_threads = True
+        server.hub = self  # type: ignore[attr-defined]
+        return server
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._url
 
     def start(self) -> None:
+        self._release.clear()
+        self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-hub", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._release.set()  # hanging requests end (unanswered)
         self._server.shutdown()
         self._server.server_close()
+        with self.lock:
+            for connection in list(self.connections):  # kept-alive connections would keep serving
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self._thread.join()
+        self._thread = None
+
+    # Faults ----------------------------------------------------------------------------
+
+    def fail(self, route: str, status: int = 500, times: int | None = None) -> None:
+        """Answer requests to ``route`` (a name of ``_ROUTES``, e.g. "commit") with ``status``,
+        the next ``times`` of them or all until :meth:`clear_faults`."""
+        with self.lock:
+            self.faults[route] = (status, times)
+
+    def hang(self, route: str) -> None:
+        """Accept requests to ``route`` and never answer them (until :meth:`clear_faults` or stop)."""
+        with self.lock:
+            self.hanging.add(route)
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.hanging.clear()
+        self._release.set()
+        self._release = threading.Event()
+
+    def injected(self, route: str) -> int | None:
+        """The status to answer ``route`` with instead of serving it, if a fault is set (counted)."""
+        with self.lock:
+            if route not in self.faults:
+                return None
+            status, times = self.faults[route]
+            if times is not None:
+                if times <= 1:
+                    del self.faults[route]
+                else:
+                    self.faults[route] = (status, times - 1)
+            return status
+
+    def wait_hanging(self, route: str) -> bool:
+        """Block a request to a hanging route until released; True when it was one."""
+        if route not in self.hanging:
+            return False
+        self._release.wait(timeout=600)
+        return True
+
+    @contextmanager
+    def down(self) -> Iterator[None]:
+        """Nothing listens on the server's port inside the block (connections are refused)."""
+        port = self._server.server_address[1]
+        self.stop()
+        try:
+            yield
+        finally:
+            self._server = self._listen(port)
+            self.start()
 
     # Storage -------------------------------------------------------------------------
 
@@ -272,6 +352,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # the request log is kept in hub.requests
         pass
 
+    def setup(self) -> None:
+        super().setup()
+        with self.hub.lock:
+            self.hub.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.hub.lock:
+            self.hub.connections.discard(self.connection)
+        super().finish()
+
     # Plumbing ------------------------------------------------------------------------
 
     def _body(self) -> bytes:
@@ -312,6 +402,12 @@ class _Handler(BaseHTTPRequestHandler):
             for method, pattern, name in _ROUTES:
                 match = re.match(pattern, url.path) if method == self.command else None
                 if match:
+                    if self.hub.wait_hanging(name):
+                        self.close_connection = True
+                        return
+                    status = self.hub.injected(name)
+                    if status is not None:
+                        raise HubError(status, f"injected fault: {self.command} {url.path} answers {status}")
                     getattr(self, "do_" + name)(**{k: unquote(v) if v else v for k, v in match.groupdict().items()})
                     return
             raise HubError(404, f"the stand-in Hub does not serve {self.command} {url.path}")
@@ -409,8 +505,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_refs(self, kind: str, repo: str) -> None:
         target = self._repo(kind, repo)
-        branches = [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": oid} for n, oid in target.branches.items()]
-        self._json({"branches": branches, "converts": [], "tags": [], "pullRequests": []})
+        branches = [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": oid}
+                    for n, oid in target.branches.items() if not n.startswith("refs/pr/")]
+        pulls = [{"name": n, "ref": n, "targetCommit": oid}
+                 for n, oid in target.branches.items() if n.startswith("refs/pr/")]
+        include = self.query.get("include_prs", "").lower() in ("1", "true")
+        self._json({"branches": branches, "converts": [], "tags": [], **({"pullRequests": pulls} if include else {})})
 
     def do_repo_info(self, kind: str, repo: str, rev: str | None = None) -> None:
         target = self._repo(kind, repo)
@@ -497,12 +597,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_commit(self, kind: str, repo: str, rev: str) -> None:
         target = self._repo(kind, repo, write=True)
-        if self.query.get("create_pr"):
-            raise HubError(501, "the stand-in Hub does not open pull requests")
         lines = [json.loads(line) for line in self.body.splitlines() if line.strip()]
         if not lines or lines[0].get("key") != "header":
             raise HubError(400, "a commit payload starts with its header line")
         header = lines[0]["value"]
+        pull_request = None
         with self.hub.lock:
             branch = unquote(rev)
             if branch not in target.branches:
@@ -510,6 +609,10 @@ class _Handler(BaseHTTPRequestHandler):
             parent = target.commits[target.branches[branch]]
             if header.get("parentCommit") and header["parentCommit"] != parent.oid:
                 raise HubError(412, "A commit has happened since. Please refresh and try again.")
+            if self.query.get("create_pr", "").lower() in ("1", "true"):
+                pull_request = max(target.pull_requests, default=0) + 1
+                target.pull_requests[pull_request] = header.get("summary", "")
+                branch = f"refs/pr/{pull_request}"
             oid = self.hub.new_oid(repo, header.get("summary", ""), parent.oid)
             files = dict(parent.files)
             for line in lines[1:]:
@@ -517,8 +620,9 @@ class _Handler(BaseHTTPRequestHandler):
             target.commits[oid] = Commit(oid, header.get("summary", ""), _now(), files)
             target.branches[branch] = oid
         prefix = _URL_PREFIX[target.repo_type]
+        pr_url = f"{self.hub.url}/{prefix}{repo}/discussions/{pull_request}" if pull_request else None
         self._json({"success": True, "commitOid": oid, "commitUrl": f"{self.hub.url}/{prefix}{repo}/commit/{oid}",
-                    "pullRequestUrl": None})
+                    "pullRequestUrl": pr_url})
 
     def _apply(self, key: str, value: dict, files: dict[str, StoredFile], oid: str) -> None:
         path = value["path"]

@@ -77,3 +77,16 @@ def test_weights_files_are_keyed_by_content(tmp_path: Path) -> None:
     weights.write_bytes(b"other weights")
     assert weights_key(str(weights)) != key
     assert weights_key("laion2b_s34b_b79k") == "laion2b_s34b_b79k" and weights_key(None) == "random-init-seed0"
+
+
+def test_default_device_is_the_project_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from rf100vl_hf.uouo.embeddings import ClipEmbedder, default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert default_device() == "mps" and ClipEmbedder(device=None).device == "mps"
+    assert ClipEmbedder(device="auto").device == "mps" and ClipEmbedder(device="cpu").device == "cpu"
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        ClipEmbedder(device="cuda")

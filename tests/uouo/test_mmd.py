@@ -5,11 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rf100vl_hf.uouo import mmd
 from rf100vl_hf.uouo.mmd import (
+    EXACT_LIMIT,
+    MIN_AGREEMENT,
     CategoryNeighbours,
     category_means,
     mmd2_matrix,
     nearest_by_means,
+    nearest_exact,
     nearest_from_matrix,
 )
 
@@ -118,3 +122,52 @@ def test_small_sigma_warns_on_the_mean_route() -> None:
     means = _unit(np.random.default_rng(6), 5, 4)
     with pytest.warns(UserWarning, match="sigma=2.0"):
         nearest_by_means(means, k=2, sigma=2.0, progress=False)
+
+
+def test_exact_by_blocks_matches_the_matrix() -> None:
+    features, labels = _clustered(np.random.default_rng(7), 40, 3, 16, 5)
+    order = np.random.default_rng(8).permutation(len(labels))  # labels need not be grouped
+    expected = nearest_from_matrix(mmd2_matrix(features, labels, sigma=0.7), k=3)
+    blocks = nearest_exact(features[order], labels[order], 40, k=3, sigma=0.7, chunk_bytes=8 * 120 * 2 * 7)
+    assert blocks.tolist() == expected.tolist()
+
+
+@pytest.mark.filterwarnings("ignore:sigma=0.5:UserWarning")
+@pytest.mark.parametrize(("sigma", "route"), [(0.5, "exact"), (10.0, "means")])
+def test_auto_route_above_the_limit_follows_measured_agreement(sigma: float, route: str) -> None:
+    """Past EXACT_LIMIT categories ``auto`` keeps the mean-embedding neighbours only where they agree with exact MMD."""
+    count = EXACT_LIMIT + 52
+    features, labels = _clustered(np.random.default_rng(9), count, 2, 16, 100)
+    neighbours = CategoryNeighbours(features, labels, count, sigma=sigma, progress=False)
+    assert neighbours.route == route and neighbours.agreement is not None
+    assert (neighbours.agreement >= MIN_AGREEMENT) == (route == "means")
+    by_means, _ = nearest_by_means(category_means(features, labels, count), k=3, sigma=sigma, progress=False)
+    if route == "means":
+        assert neighbours.neighbours.tolist() == by_means.tolist()
+        return
+    x = features.astype(np.float64).reshape(count, 2, -1)  # labels are grouped, two embeddings each
+
+    def kernel_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # (m, d) against (C, 2, d): (C,)
+        d2 = ((a[None, :, None, :] - b[:, None, :, :]) ** 2).sum(-1)
+        return np.exp(-d2 / (2 * sigma**2)).mean(axis=(1, 2))
+
+    within = np.exp(-((x[:, :, None] - x[:, None]) ** 2).sum(-1) / (2 * sigma**2)).mean(axis=(1, 2))
+    for anchor in np.random.default_rng(11).choice(count, 12, replace=False):  # exact rows of a few anchors
+        row = within[anchor] + within - 2 * kernel_mean(x[anchor], x)
+        row[anchor] = np.inf
+        assert neighbours.neighbours[anchor].tolist() == np.argsort(row, kind="stable")[:3].tolist()
+    assert (neighbours.neighbours != by_means).any(axis=1).mean() > 0.1  # where the routes disagree, exact wins
+
+
+def test_explicit_means_route_is_not_measured() -> None:
+    features, labels = _clustered(np.random.default_rng(10), 12, 2, 8, 3)
+    neighbours = CategoryNeighbours(features, labels, 12, route="means", progress=False)
+    assert neighbours.route == "means" and neighbours.agreement is None
+
+
+def test_device_auto_honours_mps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert mmd._device(None) == torch.device("mps") and mmd._device("cpu") == torch.device("cpu")

@@ -1,0 +1,216 @@
+"""The plugin's options: one table per owner drives ``pytest --help``, the ini keys and the values.
+
+The core options (:data:`CORE_OPTIONS`: models, datasets, device, results, ...) are defined
+here; each benchmark kind adds its own table (``BenchmarkKind.options``). Every option
+``--PREFIX-NAME`` has the ini equivalent ``PREFIX_NAME`` (``-`` as ``_``); the command line
+wins over the ini file. A value is parsed and checked once, by its option, so a bad value is
+a usage error naming the option. This module imports nothing heavy: it runs in every pytest
+session that has the plugin installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rf100vl_hf.constants import DTYPES
+from rf100vl_hf.devices import DEVICE_HELP, check_device_name
+
+GROUP = "rf100vl"
+DEFAULT_RESULTS = Path(".rf100vl") / "results"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option.
+
+    ``kind`` is ``list`` (repeatable, comma-separated when ``split``), ``str``, ``int``,
+    ``float`` or ``path``. ``choices`` limits a ``str``; ``minimum`` bounds a number; ``check``
+    may refuse any other value by raising ``ValueError`` with the reason.
+    """
+
+    name: str
+    kind: str
+    help: str
+    metavar: str
+    split: bool = False
+    prefix: str = "rf100vl"
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    check: Callable[[Any], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.prefix}-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        """The option's attribute on ``config.option`` and its ini key."""
+        return f"{self.prefix}_{self.name.replace('-', '_')}"
+
+    def parse(self, raw: Any) -> Any:
+        """The typed, checked value of a raw command-line or ini value (``None``: the default)."""
+        if self.kind != "list" and raw is None:
+            return self.default
+        value: Any = _items(raw, self.split) if self.kind == "list" else raw
+        if self.kind in ("int", "float"):
+            try:
+                value = int(raw) if self.kind == "int" else float(raw)
+            except ValueError:
+                raise pytest.UsageError(f"{self.flag}: expected a number, got {raw!r}") from None
+            if self.minimum is not None and value < self.minimum:
+                raise pytest.UsageError(f"{self.flag}: must be at least {self.minimum:g}, got {value}")
+        if self.choices and value not in self.choices:
+            raise pytest.UsageError(f"{self.flag}: {value!r} is not one of {', '.join(self.choices)}")
+        if self.check is not None:
+            try:
+                value = self.check(value)
+            except ValueError as exc:
+                raise pytest.UsageError(f"{self.flag}: {exc}") from None
+        return value
+
+
+def _items(values: list[str] | None, split: bool) -> tuple[str, ...]:
+    out: list[str] = []
+    for value in values or []:
+        parts = value.split(",") if split else [value]
+        out.extend(p.strip() for p in parts if p.strip())
+    return tuple(dict.fromkeys(out))
+
+
+def existing_folder(value: Path) -> Path:
+    """A ``check`` for folders the run reads: one that does not exist is refused now."""
+    if not Path(value).is_dir():
+        raise ValueError(f"{value} is not a folder")
+    return value
+
+
+def _device(value: str) -> str:
+    return check_device_name(value)
+
+
+CORE_OPTIONS: tuple[Option, ...] = (
+    Option("model", "list", "adapter spec NAME[:CHECKPOINT_OR_PATH] (repeatable), e.g. owlv2 or owlv2:tiny", "SPEC"),
+    Option("dataset", "list", "datasets to run, comma-separated or repeated ('sample' is the embedded one)", "NAMES",
+           split=True),
+    Option("device", "str", f"{DEVICE_HELP} (default: auto)", "DEVICE", default="auto", check=_device),
+    Option("dtype", "str", "float32, float16 or bfloat16 (default: float32)", "DTYPE", default="float32",
+           choices=DTYPES),
+    Option("batch-size", "int", "images per adapter call (default: 1)", "N", default=1, minimum=1),
+    Option("results", "path", f"folder of results files (default: {DEFAULT_RESULTS})", "DIR"),
+    Option("thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain or All), "
+           "min_accuracy or min_miou (target: uouo-random or uouo-mmd) columns", "FILE"),
+    Option("adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter "
+           "NAME only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE"),
+)
+
+
+@dataclass(frozen=True)
+class AdapterOption:
+    """``--rf100vl-adapter-option [NAME.]KEY=VALUE``; ``adapter`` is ``None`` for every model."""
+
+    adapter: str | None
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the user asked for, validated. ``values`` holds every option's parsed value by its
+    ``dest`` (benchmark kinds read theirs from it); the core ones are also attributes.
+    ``active`` when a model, a dataset or a kind's selection option is set."""
+
+    models: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+    device: str = "auto"
+    dtype: str = "float32"
+    batch_size: int = 1
+    results: Path = DEFAULT_RESULTS
+    thresholds: Path | None = None
+    adapter_options: tuple[AdapterOption, ...] = ()
+    values: Mapping[str, Any] = field(default_factory=dict)
+    selecting: bool = False  # a kind's own selection option (a domain, a subset) was given
+
+    @property
+    def active(self) -> bool:
+        return bool(self.models or self.datasets or self.selecting)
+
+    def value(self, dest: str) -> Any:
+        """The parsed value of the option whose ``dest`` (ini key) is ``dest``."""
+        return self.values[dest]
+
+    def options_for(self, spec: str) -> dict[str, str]:
+        """The adapter options of model ``spec``: those for every model, then its name's own."""
+        name = spec.partition(":")[0].strip()
+        general = {o.key: o.value for o in self.adapter_options if o.adapter is None}
+        return {**general, **{o.key: o.value for o in self.adapter_options if o.adapter == name}}
+
+
+def add_options(parser: pytest.Parser, options: tuple[Option, ...]) -> None:
+    """Register options on the command line and in the ini file."""
+    group = parser.getgroup(GROUP, "rf100vl: benchmark (model x dataset) pairs of RF100-VL and UOUO")
+    for option in options:
+        if option.kind == "list":
+            group.addoption(option.flag, action="append", dest=option.dest, metavar=option.metavar, help=option.help)
+        else:
+            group.addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        ini_type = {"list": "linelist", "path": "paths"}.get(option.kind, "string")
+        parser.addini(option.dest, option.help, type=ini_type, default=[] if ini_type != "string" else "")
+
+
+def _raw(config: pytest.Config, option: Option) -> Any:
+    """The command-line value, else the ini value, else ``None``; paths resolved."""
+    value = config.getoption(option.dest)
+    if value is not None:
+        if option.kind == "path":
+            return config.invocation_params.dir / Path(value).expanduser()
+        return value
+    ini = config.getini(option.dest)
+    if option.kind == "path":
+        return ini[0] if ini else None
+    return ini or None
+
+
+def _adapter_options(values: tuple[str, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+    """``[NAME.]KEY=VALUE`` items; a NAME must be the adapter name of a model of the run."""
+    names = {spec.partition(":")[0].strip() for spec in models}
+    parsed = []
+    for value in values:
+        target, sep, text = value.partition("=")
+        adapter, _, key = target.strip().rpartition(".")
+        if not sep or not key.isidentifier():
+            raise pytest.UsageError(f"--rf100vl-adapter-option: expected [NAME.]KEY=VALUE, got {value!r}")
+        if adapter and adapter not in names:
+            raise pytest.UsageError(
+                f"--rf100vl-adapter-option {value!r}: no model named {adapter!r} in this run "
+                f"(models: {', '.join(sorted(names)) or 'none'})"
+            )
+        parsed.append(AdapterOption(adapter or None, key, text.strip()))
+    return tuple(parsed)
+
+
+def read_settings(config: pytest.Config, options: tuple[Option, ...], selectors: tuple[str, ...] = ()) -> Settings:
+    """The validated settings of this session over ``options`` (the core's and every kind's);
+    ``selectors`` are the ``dest`` of kind options that select datasets on their own."""
+    values = {option.dest: option.parse(_raw(config, option)) for option in options}
+    models = values["rf100vl_model"]
+    settings = Settings(
+        models=models,
+        datasets=values["rf100vl_dataset"],
+        device=values["rf100vl_device"],
+        dtype=values["rf100vl_dtype"],
+        batch_size=values["rf100vl_batch_size"],
+        results=values["rf100vl_results"] or config.invocation_params.dir / DEFAULT_RESULTS,
+        thresholds=values["rf100vl_thresholds"],
+        adapter_options=_adapter_options(values["rf100vl_adapter_option"], models),
+        values=values,
+        selecting=any(values[dest] for dest in selectors),
+    )
+    if settings.active and not settings.models:
+        raise pytest.UsageError("--rf100vl-model is required to run the matrix (e.g. --rf100vl-model owlv2:tiny)")
+    return settings

@@ -1,0 +1,52 @@
+"""Which (model, dataset) pairs a session runs.
+
+A dataset named with ``--rf100vl-dataset`` belongs to the benchmark kind that claims it (a
+typo is a usage error listing the closest names of every kind); each kind may select more
+datasets through its own options (RF100-VL: a domain, a subset). Whether a dataset is *on
+disk* is checked when its pairs run, so a partial local copy still runs what it has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_rf100vl.collect.options import Settings
+from pytest_rf100vl.kinds.base import BenchmarkKind
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One test of the matrix: an adapter spec, a dataset name and the dataset's benchmark kind."""
+
+    model: str
+    dataset: str
+    kind: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}-{self.dataset}"
+
+
+def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:
+    """The kind that claims ``dataset``; an unknown name is a usage error with suggestions."""
+    from rf100vl_hf.rf100vl.catalog import unknown
+
+    for kind in kinds:
+        if kind.claims(dataset):
+            return kind
+    known = [name for kind in kinds for name in kind.known_datasets()]
+    raise pytest.UsageError(f"--rf100vl-dataset: {unknown('dataset', dataset, known)}")
+
+
+def matrix(settings: Settings, kinds: list[BenchmarkKind]) -> list[Pair]:
+    """Every pair, model-major (so each model's datasets run one after another): the named
+    datasets first, then those the kinds' own options select."""
+    if not settings.active:
+        return []
+    chosen = {name: kind_of(name, kinds).name for name in settings.datasets}
+    for kind in kinds:
+        for name in kind.selected():
+            chosen.setdefault(name, kind.name)
+    return [Pair(model, dataset, kind) for model in settings.models for dataset, kind in chosen.items()]

@@ -1,0 +1,117 @@
+"""What a benchmark kind is: the one protocol the plugin drives for every benchmark.
+
+A kind owns everything that differs between benchmarks: which dataset names it answers
+for and which its own options select, its options, how it loads a dataset, how it runs and
+scores one (model, dataset) pair, which metrics can have minimums, the columns of its
+results rows, its sections of the summary and its checks of means. The plugin around it
+(collection, the session, the results folder, the summary) never names a kind. RF100-VL
+detection (:mod:`.rf100vl`) and UOUO grounding (:mod:`.uouo`) are built in; a third kind is
+a subclass registered in the ``rf100vl.kinds`` entry-point group (see ``docs/architecture.md``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_rf100vl.collect.options import Option, Settings
+from pytest_rf100vl.report.thresholds import Metric, Rule, Threshold
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.report.checks import MeanCheck
+    from pytest_rf100vl.run.session import MatrixSession
+
+
+@dataclass
+class PairRun:
+    """A finished pair: its kind's evaluation (scores, inference record, predictions), its
+    results row, its thresholds (metric -> minimum) and the failure message when it is below one."""
+
+    pair: "Pair"
+    evaluation: Any
+    row: dict[str, Any]
+    thresholds: dict[str, Threshold] = field(default_factory=dict)
+    failure: str | None = None
+
+    @property
+    def scores(self) -> Any:
+        """The kind's scores (COCO scores for RF100-VL, grounding scores for UOUO)."""
+        return self.evaluation.scores
+
+
+class BenchmarkKind(ABC):
+    """One benchmark. Subclasses set the class attributes and implement the abstract methods;
+    an instance is made per pytest session with its :class:`Settings`."""
+
+    name: ClassVar[str]
+    """The kind's name: rows' ``benchmark`` column, and what adapters list in ``Adapter.tasks``."""
+    test_name: ClassVar[str]
+    """The plugin's test function for this kind's pairs, e.g. ``test_detection``."""
+    test_doc: ClassVar[str] = "The pair ran; its scores meet their thresholds when it has them."
+    options: ClassVar[tuple[Option, ...]] = ()
+    """The kind's own command-line and ini options."""
+    selectors: ClassVar[tuple[str, ...]] = ()
+    """The ``dest`` of options that select datasets by themselves (e.g. a domain)."""
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+    """Metrics that can have minimums (thresholds file columns ``min_<name>``)."""
+    fallback: ClassVar[bool] = False
+    """The kind of a thresholds-file target that no other kind claims (at most one kind)."""
+    target_description: ClassVar[str] = "a dataset of this benchmark"
+    """How a thresholds-file error names the targets of this kind's metrics."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    # -- collection -------------------------------------------------------------------
+    @abstractmethod
+    def claims(self, dataset: str) -> bool:
+        """Whether ``dataset`` (a name given with ``--rf100vl-dataset``) is this kind's."""
+
+    def known_datasets(self) -> list[str]:
+        """Names to suggest when a dataset name is unknown."""
+        return []
+
+    def selected(self) -> list[str]:
+        """Datasets this kind's own options select (beside the names given)."""
+        return []
+
+    def header_lines(self, pairs: list["Pair"]) -> list[str]:
+        """Lines of the pytest report header when the session has pairs of this kind."""
+        return []
+
+    # -- running ----------------------------------------------------------------------
+    @abstractmethod
+    def load(self, dataset: str, session: "MatrixSession") -> Any:
+        """Load (preparing it when needed) ``dataset``; called once per session and name.
+        Raise ``DatasetNotFoundError`` when it is not on disk (the pair is skipped)."""
+
+    def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
+        """The split of the loaded ``dataset`` a pair runs on (``None``: the kind's default);
+        ``ValueError`` when it has no such split."""
+        return loaded
+
+    @abstractmethod
+    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
+        """Run and score one pair, write its predictions with ``session.writer``, and return
+        its row (the common columns of :func:`pytest_rf100vl.report.rows.common_columns` plus
+        the kind's own) with its threshold checks."""
+
+    # -- reporting --------------------------------------------------------------------
+    def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
+        """Markdown lines of this kind's sections of the summary, over its rows."""
+        return []
+
+    def mean_checks(self, rows: list[dict[str, Any]], rules: list[Rule]) -> list["MeanCheck"]:
+        """Checks run once the session has ended (e.g. domain means); reported in the summary."""
+        return []
+
+    def accepts_threshold_target(self, target: str) -> bool:
+        """Whether a thresholds-file target may carry minimums of this kind's metrics."""
+        return self.claims(target)
+
+    def spell_target(self, target: str) -> str:
+        """A thresholds-file target as this kind spells it (e.g. a domain's canonical name)."""
+        return target

@@ -1,0 +1,116 @@
+"""RF100-VL's checks of means, run when the session ends: domain and ``All`` rows of the
+thresholds file, and the comparison with the paper (``--rf100vl-reference paper``)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from pytest_rf100vl.kinds.rf100vl.reference import TABLES, paper_row, paper_table
+from pytest_rf100vl.report.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
+from pytest_rf100vl.report.thresholds import ALL, Rule, rule_targets, threshold_for
+
+
+def is_mean_target(target: str) -> bool:
+    """Whether a thresholds target is a mean (a domain, ``custom`` or ``All``) rather than a dataset."""
+    from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
+
+    return target == ALL or target in DOMAINS or target == CUSTOM_DOMAIN
+
+
+def mean_targets(rules: list[Rule], spec: str) -> list[str]:
+    """The domains (and ``All``) that some rule for ``spec`` sets a minimum mean AP for, ``All`` last."""
+    targets = {target for target in rule_targets(rules, spec, "ap") if is_mean_target(target)}
+    return sorted(t for t in targets if t != ALL) + ([ALL] if ALL in targets else [])
+
+def scored_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Spec -> dataset -> row, for rows with a defined AP (a mean over an undefined one is undefined)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("ap") is not None and math.isfinite(row["ap"]):
+            out.setdefault(row["spec"], {})[row["dataset"]] = row
+    return out
+
+
+def threshold_checks(rules: list[Rule], rows: list[dict[str, Any]]) -> list[MeanCheck]:
+    """Domain and ``All`` minimums of the thresholds file, on the means over the datasets run."""
+    from rf100vl_hf.metrics import domain_means
+
+    checks = []
+    for spec, by_dataset in scored_rows(rows).items():
+        means = domain_means((name, row["domain"], row["ap"]) for name, row in by_dataset.items())
+        for target in mean_targets(rules, spec):
+            threshold = threshold_for(rules, spec, target)
+            assert threshold is not None  # mean_targets only lists targets with a rule
+            if target not in means:
+                checks.append(MeanCheck(spec, target, NOT_CHECKED, f"no dataset of {target} ran"))
+                continue
+            mean = means[target]
+            ok = mean.mean >= threshold.minimum
+            checks.append(
+                MeanCheck(
+                    spec,
+                    target,
+                    PASSED if ok else FAILED,
+                    f"mean AP50:95 {mean.mean:.2f} over {mean.datasets} dataset(s) "
+                    f"{'>=' if ok else 'is below'} the minimum {threshold.minimum:.2f} (from {threshold.source})",
+                )
+            )
+    return checks
+
+
+def _compare(
+    spec: str, target: str, measured: list[float], expected: float, source: str, tolerance: float
+) -> MeanCheck:
+    mean = statistics.fmean(measured)
+    difference = mean - expected
+    ok = abs(difference) <= tolerance
+    return MeanCheck(
+        spec,
+        target,
+        PASSED if ok else FAILED,
+        f"mean AP50:95 {mean:.2f} over {len(measured)} datasets; {source}: {expected:.1f}; "
+        f"difference {difference:+.2f} is {'within' if ok else 'beyond'} the tolerance {tolerance:g}",
+    )
+
+
+def reference_checks(
+    subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]]
+) -> list[MeanCheck]:
+    """Each complete domain's mean (and ``All`` when every domain is complete) against the
+    paper's table for ``subset``; ``methods`` maps other models to rows of the table."""
+    from rf100vl_hf.rf100vl import catalog
+
+    table_name = TABLES[subset]
+    table = paper_table(table_name)
+    checks = []
+    for spec, by_dataset in scored_rows(rows).items():
+        any_row = next(iter(by_dataset.values()))
+        method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods)
+        if method is None or method not in table:
+            why = f"no row {method!r} in {table_name}" if method else "no paper row for this model"
+            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-reference-method)"))
+            continue
+        source = f"paper ({table_name}, {method!r})"
+        complete: list[float] = []
+        n_domains = 0
+        for domain in catalog.DOMAINS:
+            required = [e.basename for e in catalog.select(domain, subset)]
+            ran = [name for name in required if name in by_dataset]
+            if not required or domain not in table[method]:
+                continue
+            n_domains += 1
+            if len(ran) < len(required):
+                if ran:
+                    checks.append(
+                        MeanCheck(spec, domain, NOT_CHECKED, f"{len(ran)} of {len(required)} datasets ran")
+                    )
+                continue
+            values = [by_dataset[name]["ap"] for name in required]
+            complete.extend(values)
+            checks.append(_compare(spec, domain, values, table[method][domain], source, tolerance))
+        done = sum(1 for c in checks if c.model == spec and c.status != NOT_CHECKED)
+        if done == n_domains and ALL in table[method]:
+            checks.append(_compare(spec, ALL, complete, table[method][ALL], source, tolerance))
+    return checks

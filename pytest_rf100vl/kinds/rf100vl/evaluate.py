@@ -1,0 +1,62 @@
+"""One RF100-VL (model, dataset) pair end to end: tell the adapter its task, run it over the
+split (under pytest-benchmark's clock when there is one), and score the predictions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
+
+from pytest_rf100vl.adapters.base import Adapter
+from pytest_rf100vl.run.runner import InferenceResult, run_inference, run_once
+from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
+
+if TYPE_CHECKING:
+    import datasets
+
+    from rf100vl_hf.metrics import CocoScores
+
+
+@dataclass
+class Evaluation:
+    """A pair's scores, its inference record and its predictions in COCO results format."""
+
+    scores: "CocoScores"
+    inference: InferenceResult
+    predictions: list[dict[str, Any]]
+
+
+def coco_predictions(detections: dict[int, Sanitized], category_ids: list[int]) -> list[dict[str, Any]]:
+    """COCO result records with the export's own image and category ids, so a file of them
+    can be scored (or replayed) against the original export."""
+    records = []
+    for image_id, safe in detections.items():
+        for box, score, label in zip(xyxy_to_xywh(safe.boxes).tolist(), safe.scores.tolist(), safe.labels.tolist()):
+            records.append({"image_id": image_id, "category_id": category_ids[label], "bbox": box, "score": score})
+    return records
+
+
+def run_pair(
+    adapter: Adapter,
+    dataset: "datasets.Dataset",
+    metadata: dict[str, Any],
+    split: str,
+    prompt: str,
+    batch_size: int,
+    load_split: Callable[[str], "datasets.Dataset"],
+    benchmark: Any = None,
+) -> Evaluation:
+    """Inference over ``dataset`` then COCO AP; with ``benchmark`` (pytest-benchmark's fixture)
+    the inference runs once under its clock, and its ``extra_info`` gets the throughput."""
+    from rf100vl_hf.metrics import coco_ground_truth, evaluate
+
+    adapter.set_task(detection_task(adapter, dataset, metadata, split, prompt, load_split))
+    label = f"{adapter.name} on {metadata['name']}"
+
+    inference = run_once(lambda: run_inference(adapter, dataset, batch_size, description=label), benchmark)
+    category_ids = list(metadata["category_ids"])
+    predictions = coco_predictions(inference.detections, category_ids)
+    scores = evaluate(coco_ground_truth(dataset, category_ids), predictions)
+    return Evaluation(scores, inference, predictions)

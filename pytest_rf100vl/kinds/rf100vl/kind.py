@@ -1,0 +1,190 @@
+"""RF100-VL detection as a benchmark kind: pairs ``rf100vl::test_detection[MODEL-DATASET]``
+over the catalogue, the embedded ``sample`` and any other Roboflow export in the data
+folder, scored with COCO AP50:95 at maxDets=500 (percent, as the paper reports it), checked
+per dataset and per domain mean, and compared with the paper's tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.rf100vl.catalog import SUBSETS
+
+from pytest_rf100vl.collect.options import Option
+from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.report.thresholds import ALL, Metric, Rule, Threshold, failure, threshold_for
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.report.checks import MeanCheck
+    from pytest_rf100vl.run.session import MatrixSession
+
+REFERENCES = ("paper",)
+AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
+
+
+def _methods(values: tuple[str, ...]) -> dict[str, str]:
+    """``SPEC=ROW`` items of ``--rf100vl-reference-method``."""
+    methods = {}
+    for value in values:
+        spec, sep, row = value.partition("=")
+        if not sep or not spec.strip() or not row.strip():
+            raise ValueError(f"expected SPEC=ROW, got {value!r}")
+        methods[spec.strip()] = row.strip()
+    return methods
+
+
+class Rf100vlKind(BenchmarkKind):
+    name = "rf100vl"
+    test_name = "test_detection"
+    test_doc = "The pair ran over its split; its AP50:95 meets its threshold when it has one."
+    options = (
+        Option("domain", "list", "every catalogue dataset of these domains ('custom': the other exports of the data "
+               "dir)", "DOMAINS", split=True),
+        Option("subset", "str", "every catalogue dataset of a subset: all or rf20vl", "SUBSET", choices=SUBSETS),
+        Option("split", "str", "split to evaluate (default: test; UOUO datasets have only test)", "SPLIT",
+               default="test"),
+        Option("data-dir", "path", "root of the full exports (default: $RF100VL_DATA_DIR or the cache home)", "DIR"),
+        Option("fewshot-dir", "path", "root of the official few-shot exports (default: $RF100VL_FEWSHOT_DIR)", "DIR"),
+        Option("prompt", "str", "names, instructions or fewshot (default: names)", "MODE", default="names",
+               choices=PROMPT_MODES),
+        Option("min-ap", "float", "minimum AP50:95, in percent, for every RF100-VL pair without a more specific "
+               "threshold", "AP"),
+        Option("reference", "str", "compare each complete domain's mean with a published table: paper", "TABLE",
+               choices=REFERENCES),
+        Option("tolerance", "float", "allowed distance, in AP points, from the reference table (default: 1.0)", "AP",
+               default=1.0),
+        Option("reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)",
+               "SPEC=ROW", check=_methods),
+    )
+    selectors = ("rf100vl_domain", "rf100vl_subset")
+    metrics = (AP,)
+    fallback = True
+    target_description = "an RF100-VL dataset, domain or All"
+
+    @property
+    def split_name(self) -> str:
+        return self.settings.value("rf100vl_split")
+
+    @property
+    def prompt(self) -> str:
+        return self.settings.value("rf100vl_prompt")
+
+    @property
+    def data_dir(self) -> Path:
+        from rf100vl_hf import paths
+
+        return self.settings.value("rf100vl_data_dir") or paths.default_data_dir()
+
+    # -- collection -------------------------------------------------------------------
+    def claims(self, dataset: str) -> bool:
+        from rf100vl_hf.rf100vl import catalog, sources
+
+        return (dataset == sources.SAMPLE_NAME or catalog.contains(dataset)
+                or dataset in sources.custom_exports(self.data_dir))
+
+    def known_datasets(self) -> list[str]:
+        from rf100vl_hf.rf100vl import catalog, sources
+
+        return [e.basename for e in catalog.entries()] + sources.custom_exports(self.data_dir) + [sources.SAMPLE_NAME]
+
+    def selected(self) -> list[str]:
+        """Every dataset of the domains and subset asked for, in catalogue order; with no
+        dataset named at all, every RF100-VL dataset."""
+        import pytest
+
+        from rf100vl_hf.errors import UnknownNameError
+        from rf100vl_hf.rf100vl import catalog, sources
+
+        domains_given = self.settings.value("rf100vl_domain")
+        subset = self.settings.value("rf100vl_subset")
+        if not (domains_given or subset or not self.settings.datasets):
+            return []
+        try:
+            domains = [catalog.normalize_domain(d) for d in domains_given] or [None]
+        except UnknownNameError as exc:
+            raise pytest.UsageError(f"--rf100vl-domain: {exc}") from None
+        names: list[str] = []
+        for domain in domains:
+            if domain == catalog.CUSTOM_DOMAIN:
+                names.extend(sources.custom_exports(self.data_dir))
+            else:
+                names.extend(e.basename for e in catalog.select(domain, subset or "all"))
+        return names
+
+    def header_lines(self, pairs: list["Pair"]) -> list[str]:
+        return [f"rf100vl: split {self.split_name}, prompt {self.prompt}"]
+
+    # -- running ----------------------------------------------------------------------
+    def load(self, dataset: str, session: "MatrixSession") -> Any:
+        """Every split of the dataset, validated and prepared once per session."""
+        from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+        return load_rf100vl(
+            dataset, data_dir=self.settings.value("rf100vl_data_dir"),
+            fewshot_dir=self.settings.value("rf100vl_fewshot_dir"), progress=False,
+        )
+
+    def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
+        split = split or self.split_name
+        if split not in loaded:
+            raise ValueError(f"dataset {dataset!r} has no split {split!r} (it has: {', '.join(loaded)})")
+        return loaded[split]
+
+    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
+        from rf100vl_hf.metadata import read_metadata
+
+        from pytest_rf100vl.kinds.rf100vl.evaluate import run_pair
+        from pytest_rf100vl.kinds.rf100vl.rows import detection_row
+
+        settings = self.settings
+        dataset = session.dataset(pair)
+        metadata = read_metadata(dataset)
+        evaluation = run_pair(
+            adapter, dataset, metadata, self.split_name, self.prompt, settings.batch_size,
+            lambda split: session.dataset(pair, split), benchmark,
+        )
+        minimum = settings.value("rf100vl_min_ap")
+        default = None if minimum is None else Threshold(minimum, "--rf100vl-min-ap")
+        threshold = threshold_for(session.rules, pair.model, pair.dataset, AP.name, default)
+        path = session.writer.write_predictions(pair.model, pair.dataset, self.split_name, evaluation.predictions)
+        row = detection_row(
+            pair, adapter.describe(), adapter.options, metadata, self.split_name, self.prompt,
+            settings.batch_size, evaluation, session.writer.run_id, threshold, path,
+        )
+        message = failure(f"{pair.model} on {pair.dataset}", AP, row["ap"], threshold) if threshold else None
+        return PairRun(pair, evaluation, row, {AP.name: threshold} if threshold else {}, message)
+
+    # -- reporting --------------------------------------------------------------------
+    def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
+        from pytest_rf100vl.kinds.rf100vl.tables import sections
+
+        return sections(rows)
+
+    def mean_checks(self, rows: list[dict[str, Any]], rules: list[Rule]) -> list["MeanCheck"]:
+        from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
+
+        checks = threshold_checks(rules, rows)
+        if self.settings.value("rf100vl_reference"):
+            checks += reference_checks(
+                self.settings.value("rf100vl_subset") or "all", self.settings.value("rf100vl_reference_method"),
+                self.settings.value("rf100vl_tolerance"), rows,
+            )
+        return checks
+
+    def accepts_threshold_target(self, target: str) -> bool:
+        return True  # a dataset, a domain or All; another kind's datasets are refused by the caller
+
+    def spell_target(self, target: str) -> str:
+        """Domains in the paper's spelling; ``All`` in any case; anything else is a dataset name."""
+        from rf100vl_hf.errors import UnknownNameError
+        from rf100vl_hf.rf100vl.catalog import normalize_domain
+
+        if target.lower() == ALL.lower():
+            return ALL
+        try:
+            return normalize_domain(target)
+        except UnknownNameError:
+            return target

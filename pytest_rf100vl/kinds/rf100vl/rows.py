@@ -1,0 +1,51 @@
+"""An RF100-VL pair's results row: the common columns plus AP and its kin in percent, as the
+paper reports AP, with the pair's threshold check."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_rf100vl.report.rows import common_columns
+from pytest_rf100vl.report.thresholds import Threshold, check_status
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.kinds.rf100vl.evaluate import Evaluation
+
+
+def percent(value: float) -> float | None:
+    return None if math.isnan(value) else 100 * value
+
+
+def detection_row(
+    pair: "Pair",
+    described: dict[str, Any],
+    options: dict[str, Any],
+    metadata: dict[str, Any],
+    split: str,
+    prompt: str,
+    batch_size: int,
+    evaluation: "Evaluation",
+    run_id: str,
+    threshold: Threshold | None,
+    predictions_file: Path,
+) -> dict[str, Any]:
+    """The row of an RF100-VL pair (AP in percent), with its threshold check."""
+    scores, inference = evaluation.scores, evaluation.inference
+    ap = percent(scores.ap)
+    return {
+        **common_columns(pair, described, options, split, batch_size, inference.timing, inference.counts, run_id),
+        "domain": metadata["domain"],
+        "prompt": prompt,
+        "ap": ap,
+        **{name: percent(getattr(scores, name)) for name in
+           ("ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")},
+        "n_predictions": scores.n_predictions,
+        "dataset_fingerprint": metadata.get("fingerprint"),
+        "min_ap": threshold.minimum if threshold else None,
+        "threshold_source": threshold.source if threshold else None,
+        "check": check_status([(ap, threshold)] if threshold else []),
+        "predictions_file": str(predictions_file),
+    }

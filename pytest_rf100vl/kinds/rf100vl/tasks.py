@@ -1,0 +1,77 @@
+"""What an adapter is told about an RF100-VL dataset: classes, and per prompt mode the
+annotator instructions or the few-shot examples; ground truth only for adapters that
+declare they need it (the oracle), so no real model can see the answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rf100vl_hf.boxes import xywh_to_xyxy
+from rf100vl_hf.images import open_rgb
+
+from pytest_rf100vl.adapters.base import Adapter, DetectionTask, Detections, FewShotExample
+
+if TYPE_CHECKING:
+    import datasets
+
+
+def ground_truth(dataset: "datasets.Dataset") -> dict[int, Detections]:
+    """Image id -> the split's boxes as detections (``xyxy``, score 1)."""
+    out = {}
+    for image_id, objects in zip(dataset["image_id"], dataset["objects"]):
+        boxes = xywh_to_xyxy(np.asarray(objects["bbox"], dtype=np.float64))
+        labels = np.asarray(objects["category"], dtype=np.int64)
+        out[int(image_id)] = Detections(boxes, np.ones(len(labels)), labels)
+    return out
+
+
+def instruction_texts(metadata: dict[str, Any]) -> dict[str, str]:
+    """Class -> its description and annotator instructions as one paragraph."""
+    classes = metadata.get("instructions", {}).get("classes", {})
+    return {
+        name: " ".join(part for part in (entry.get("description"), entry.get("instructions")) if part)
+        for name, entry in classes.items()
+    }
+
+
+def fewshot_examples(dataset: "datasets.Dataset") -> tuple[FewShotExample, ...]:
+    """The annotated images of a few-shot split, decoded to RGB."""
+    import datasets
+
+    rows = dataset.select_columns(["image", "objects"]).cast_column("image", datasets.Image(decode=False))
+    return tuple(
+        FewShotExample(
+            image=open_rgb(row["image"]["bytes"]),
+            boxes=xywh_to_xyxy(np.asarray(row["objects"]["bbox"], dtype=np.float64)),
+            labels=np.asarray(row["objects"]["category"], dtype=np.int64),
+        )
+        for row in rows
+    )
+
+
+def detection_task(
+    adapter: Adapter,
+    dataset: "datasets.Dataset",
+    metadata: dict[str, Any],
+    split: str,
+    prompt: str,
+    load_split: Callable[[str], "datasets.Dataset"],
+) -> DetectionTask:
+    """The task for ``adapter`` on ``dataset``; ``load_split`` fetches the few-shot split when needed."""
+    fewshot: tuple[FewShotExample, ...] = ()
+    if prompt == "fewshot":
+        fewshot = fewshot_examples(load_split(metadata["fewshot"]["split"]))
+    return DetectionTask(
+        dataset=metadata["name"],
+        classes=list(metadata["classes"]),
+        split=split,
+        prompt=prompt,
+        instructions=instruction_texts(metadata) if prompt in ("instructions", "fewshot") else {},
+        fewshot=fewshot,
+        category_ids=tuple(metadata["category_ids"]),
+        ground_truth=ground_truth(dataset) if adapter.needs_ground_truth else None,
+        image_ids=tuple(int(image_id) for image_id in dataset["image_id"]),
+    )

@@ -1,0 +1,140 @@
+"""UOUO grounding as a benchmark kind: the datasets ``uouo-random`` and ``uouo-mmd`` (one per
+config of the ``uouo`` builder), pairs ``rf100vl::test_grounding[MODEL-uouo-mmd]``; the
+mosaics are built on first use from the cut-out source, each mosaic asks its two stored
+questions, and a pair is scored with quadrant accuracy, mIoU and acc50 (fractions, as in
+UOUO's Table 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_rf100vl.collect.options import Option, existing_folder
+from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.report.thresholds import Metric, Threshold, failure, threshold_for
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.run.session import MatrixSession
+
+DATASETS = ("uouo-random", "uouo-mmd")
+"""``uouo-<config>`` for each config of the ``uouo`` builder (:data:`rf100vl_hf.uouo.plan.MODES`)."""
+NO_WEIGHTS = "none"
+"""``--uouo-clip-pretrained none``: CLIP with seeded random weights (for tests)."""
+TABLE_1 = "as in UOUO's Table 1"
+METRICS = {
+    "accuracy": Metric("accuracy", "quadrant accuracy", 4, kind="uouo", fraction=TABLE_1),
+    "miou": Metric("miou", "mIoU", 4, kind="uouo", fraction=TABLE_1),
+}
+CLIP_HINT = (
+    "UOUO mosaics embed the cut-outs with CLIP: download its weights once, or point --uouo-clip-pretrained "
+    "at a local weights file (or --uouo-clip-model at local-dir:DIR)"
+)
+
+
+def _fraction(value: float) -> float:
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a fraction in [0, 1] ({TABLE_1}), got {value:g}")
+    return value
+
+
+class UouoKind(BenchmarkKind):
+    name = "uouo"
+    test_name = "test_grounding"
+    test_doc = ("The pair answered every mosaic; its quadrant accuracy and mIoU meet their thresholds when it has "
+                "them.")
+    options = (
+        Option("source", "path", "folder of UOUO cut-outs (default: $UOUO_SOURCE_DIR, else <cache home>/uouo-source "
+               "when it exists, else the embedded sample)", "DIR", prefix="uouo", check=existing_folder),
+        Option("num-mosaics", "int", "mosaics per UOUO dataset (default: 200)", "N", prefix="uouo", minimum=1),
+        Option("seed", "int", "seed of the UOUO mosaics (default: 0)", "N", prefix="uouo", minimum=0),
+        Option("clip-model", "str", "open_clip model that ranks the hard mosaics' neighbours (default: ViT-B-32)",
+               "NAME", prefix="uouo"),
+        Option("clip-pretrained", "str", "its weights: an open_clip tag, a local weights file, or 'none' for seeded "
+               "random weights (default: laion2b_s34b_b79k, downloaded once)", "TAG_OR_FILE", prefix="uouo"),
+        Option("min-accuracy", "float", "minimum UOUO quadrant accuracy, a fraction in [0, 1], for every UOUO pair "
+               "without a more specific threshold", "FRACTION", prefix="uouo", check=_fraction),
+        Option("min-miou", "float", "minimum UOUO mIoU, a fraction in [0, 1], for every UOUO pair without a more "
+               "specific threshold", "FRACTION", prefix="uouo", check=_fraction),
+    )
+    metrics = tuple(METRICS.values())
+    target_description = f"a UOUO dataset ({', '.join(DATASETS)})"
+
+    def parameters(self) -> dict[str, Any]:
+        """What ``load_uouo`` is given besides the config: only what the user set (the rest
+        keeps ``load_uouo``'s defaults, so the bare ``load_dataset`` route finds the same build)."""
+        value = self.settings.value
+        given: dict[str, Path | int | str | None] = {
+            "source_dir": value("uouo_source"),
+            "num_mosaics": value("uouo_num_mosaics"),
+            "seed": value("uouo_seed"),
+            "clip_model": value("uouo_clip_model"),
+            "clip_pretrained": value("uouo_clip_pretrained"),
+        }
+        parameters = {key: v for key, v in given.items() if v is not None}
+        if value("uouo_clip_pretrained") == NO_WEIGHTS:
+            parameters["clip_pretrained"] = None
+        return parameters
+
+    # -- collection -------------------------------------------------------------------
+    def claims(self, dataset: str) -> bool:
+        return dataset in DATASETS
+
+    def known_datasets(self) -> list[str]:
+        return list(DATASETS)
+
+    def header_lines(self, pairs: list["Pair"]) -> list[str]:
+        given = ", ".join(f"{key} {'none (random weights)' if value is None else value}"
+                          for key, value in self.parameters().items())
+        return [f"uouo: split test; {given or 'default source, mosaics and CLIP model'}"]
+
+    # -- running ----------------------------------------------------------------------
+    def load(self, dataset: str, session: "MatrixSession") -> Any:
+        """The test split of the dataset's config, built on first use from the source and CLIP."""
+        from datasets.exceptions import DatasetGenerationError
+
+        from rf100vl_hf.uouo.builder import load_uouo
+
+        config = dataset.removeprefix("uouo-")
+        try:
+            return load_uouo(config, split="test", device=session.device, progress=False, **self.parameters())
+        except DatasetGenerationError as exc:  # datasets wraps what failed while the mosaics were made
+            cause = exc.__cause__ or exc
+            hint = f"; {CLIP_HINT}" if "weights" in str(cause) else ""
+            raise RuntimeError(
+                f"building the {dataset} mosaics failed: {type(cause).__name__}: {cause}{hint}"
+            ) from exc
+
+    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
+        from rf100vl_hf.metadata import read_metadata
+
+        from pytest_rf100vl.kinds.uouo.evaluate import run_grounding_pair
+        from pytest_rf100vl.kinds.uouo.rows import grounding_row
+
+        dataset = session.dataset(pair)
+        metadata = read_metadata(dataset)
+        evaluation = run_grounding_pair(
+            adapter, dataset, pair.dataset, metadata["canvas"], self.settings.batch_size, benchmark
+        )
+        thresholds = {}
+        for metric in METRICS.values():
+            minimum = self.settings.value(f"uouo_min_{metric.name}")
+            default = None if minimum is None else Threshold(minimum, f"--uouo-min-{metric.name}")
+            threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
+            if threshold is not None:
+                thresholds[metric.name] = threshold
+        path = session.writer.write_records(pair.model, pair.dataset, "test", evaluation.records)
+        row = grounding_row(
+            pair, adapter.describe(), adapter.options, metadata, self.settings.batch_size, evaluation,
+            session.writer.run_id, thresholds, path,
+        )
+        label = f"{pair.model} on {pair.dataset}"
+        messages = [failure(label, METRICS[name], row[name], t) for name, t in thresholds.items()]
+        return PairRun(pair, evaluation, row, thresholds, "; ".join(m for m in messages if m) or None)
+
+    # -- reporting --------------------------------------------------------------------
+    def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
+        from pytest_rf100vl.kinds.uouo.tables import sections
+
+        return sections(rows)

@@ -1,0 +1,56 @@
+"""Registries of named, lazily imported classes: built-ins as ``"module:Class"`` strings, plus an
+entry-point group for other packages, so adding one touches one file (or one line of another
+package's ``pyproject.toml``). Model adapters (``rf100vl.adapters``) and benchmark kinds
+(``rf100vl.kinds``) are registered this way."""
+
+from __future__ import annotations
+
+import importlib
+from functools import reduce
+from importlib.metadata import entry_points
+from typing import Generic, TypeVar
+
+from rf100vl_hf.rf100vl.catalog import unknown
+
+T = TypeVar("T")
+
+
+class RegistryError(TypeError):
+    """An entry point that collides with a built-in name, or one that is not the right class."""
+
+
+class Registry(Generic[T]):
+    """Names -> ``module:attr`` of subclasses of ``base``, from ``builtin`` and entry-point ``group``."""
+
+    def __init__(self, what: str, group: str, base: type[T], builtin: dict[str, str]):
+        self.what = what
+        self.group = group
+        self.base = base
+        self.builtin = builtin
+
+    def table(self) -> dict[str, str]:
+        """Every name -> ``module:attr``; an entry point that reuses a built-in name is an error
+        naming both, never a silent shadow."""
+        table = dict(self.builtin)
+        for ep in entry_points(group=self.group):
+            if ep.name in table and table[ep.name] != ep.value:
+                dist = f" (package {ep.dist.name})" if ep.dist is not None else ""
+                raise RegistryError(
+                    f"{self.what} {ep.name!r} is registered twice: {table[ep.name]} and the entry point "
+                    f"{ep.value}{dist} in group {self.group!r}; rename the entry point"
+                )
+            table[ep.name] = ep.value
+        return table
+
+    def load(self, name: str) -> type[T]:
+        """The class registered under ``name``, imported on first use (heavy code loads lazily)."""
+        table = self.table()
+        if name not in table:
+            raise unknown(self.what, name, sorted(table))
+        module, _, attr = table[name].partition(":")
+        cls = reduce(getattr, attr.split("."), importlib.import_module(module))
+        if not (isinstance(cls, type) and issubclass(cls, self.base)):
+            raise RegistryError(
+                f"{self.what} {name!r} points at {table[name]}, which is not a subclass of {self.base.__name__}"
+            )
+        return cls

@@ -1,0 +1,83 @@
+"""The results folder of a run (what each file holds: the README's "What a run leaves").
+
+- ``results.jsonl``: one line per pair, appended (and flushed to disk) as each pair
+  finishes, so an interrupted run loses nothing it computed. The file accumulates across
+  runs; ``run_id`` tells them apart and ``benchmark`` names the row's kind.
+- ``results.parquet`` and ``summary.md``: this run's rows and tables, written when the
+  session ends (a column a row lacks is null in the parquet file).
+- ``predictions/<model>/<dataset>/``: what each pair answered, in its kind's format
+  (``<split>.json``: COCO results, or ``<split>.jsonl``: one record per image).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+JSONL = "results.jsonl"
+PARQUET = "results.parquet"
+SUMMARY = "summary.md"
+PREDICTIONS = "predictions"
+
+
+def model_folder(spec: str, max_length: int = 64) -> str:
+    """A folder name for a model spec: checkpoints may hold ``/`` and ``:``, and paths can be
+    longer than a file name may be (a long one keeps its end and gets a hash of the whole)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_.") or "model"
+    if len(slug) <= max_length:
+        return slug
+    digest = hashlib.sha1(spec.encode("utf-8")).hexdigest()[:10]
+    return f"{slug[-(max_length - 11):].lstrip('_.')}-{digest}"
+
+
+class ResultsWriter:
+    """Writes a run's files into one folder; safe to use from the first pair to the last."""
+
+    def __init__(self, folder: Path, run_id: str):
+        self.folder = Path(folder)
+        self.run_id = run_id
+
+    @property
+    def jsonl(self) -> Path:
+        return self.folder / JSONL
+
+    def predictions_dir(self, spec: str) -> Path:
+        return self.folder / PREDICTIONS / model_folder(spec)
+
+    def write_predictions(self, spec: str, dataset: str, split: str, predictions: list[dict[str, Any]]) -> Path:
+        """A pair's predictions as one JSON list (COCO results format for detection)."""
+        path = self.predictions_dir(spec) / dataset / f"{split}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(predictions), encoding="utf-8")
+        return path
+
+    def write_records(self, spec: str, dataset: str, split: str, records: list[dict[str, Any]]) -> Path:
+        """A pair's answers, one JSON line per image (per mosaic for grounding)."""
+        path = self.predictions_dir(spec) / dataset / f"{split}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(record, default=str) + "\n" for record in records), encoding="utf-8")
+        return path
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Add a row to ``results.jsonl`` and force it to disk before the next pair starts."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with self.jsonl.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, allow_nan=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def finish(self, rows: list[dict[str, Any]], summary: str) -> None:
+        """Write this run's ``results.parquet`` and ``summary.md``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if rows:
+            columns = dict.fromkeys(key for row in rows for key in row)  # rows of different kinds differ
+            pq.write_table(pa.Table.from_pylist([{key: row.get(key) for key in columns} for row in rows]),
+                           self.folder / PARQUET)
+        (self.folder / SUMMARY).write_text(summary, encoding="utf-8")

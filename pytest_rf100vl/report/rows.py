@@ -1,0 +1,64 @@
+"""The columns every results row has, whatever its benchmark kind: what ran, on what, how
+fast, and what its output needed. Kinds add their own scores (see ``docs/architecture.md``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.run.runner import OutputCounts, Timing
+
+VERSIONED = ("torch", "transformers", "datasets", "rf100vl-hf")
+LATENCIES = ("latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms")
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of what a score depends on (read from metadata: nothing is imported)."""
+    found: dict[str, str | None] = {}
+    for package in VERSIONED:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def common_columns(
+    pair: "Pair",
+    described: dict[str, Any],
+    options: dict[str, Any],
+    split: str,
+    batch_size: int,
+    timing: "Timing",
+    counts: "OutputCounts",
+    run_id: str,
+) -> dict[str, Any]:
+    """The columns of every row; ``described`` is the adapter's ``describe()``."""
+    latency = timing.latency_ms()
+    return {
+        "run_id": run_id,
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": pair.kind,
+        "model": described["model"],
+        "spec": pair.model,
+        "checkpoint": described["checkpoint"],
+        "model_revision": described["revision"],
+        "adapter_options": json.dumps(options, sort_keys=True, default=str),
+        "dataset": pair.dataset,
+        "split": split,
+        "n_images": timing.n_images,
+        "images_per_s": timing.images_per_s,
+        **{key: latency.get(key) for key in LATENCIES},
+        "peak_gpu_memory_mb": timing.peak_gpu_memory_mb,
+        "inference_s": timing.seconds,
+        "device": described["device"],
+        "dtype": described["dtype"],
+        "batch_size": batch_size,
+        **{f"{package.replace('-', '_')}_version": v for package, v in versions().items()},
+        "smoke": bool(described["smoke"]),
+        **counts.as_dict(),
+    }

@@ -1,0 +1,177 @@
+"""The state of one pytest session's matrix: its benchmark kinds, loaded models and datasets,
+finished runs, and the results folder. It lives in ``config.stash``, so in-process pytest
+runs do not share it. It never names a kind: each pair is run by its kind."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_rf100vl.collect.options import Settings
+from pytest_rf100vl.collect.selection import Pair, matrix
+from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.report.results_folder import ResultsWriter
+from pytest_rf100vl.report.thresholds import Metric, Rule, read_thresholds
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.report.checks import MeanCheck
+
+
+class MatrixSession:
+    """Loads each model once for its datasets (releasing it when the next model starts and at
+    the end) and each dataset once per session, runs pairs once, and records them."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, kinds: list[BenchmarkKind]):
+        self.config = config
+        self.settings = settings
+        self.kinds = {kind.name: kind for kind in kinds}
+        self.pairs: list[Pair] = matrix(settings, kinds)
+        self.rules: list[Rule] = self._rules()
+        self._check_adapter_options()
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+        self.writer = ResultsWriter(settings.results, run_id)
+        self.runs: dict[Pair, PairRun] = {}
+        self.missing: dict[str, str] = {}  # dataset -> how to get it
+        self.errors: dict[str, str] = {}  # pair id -> why it could not run
+        self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
+        self._device: str | None = None
+        self._adapter: tuple[str, "Adapter | Exception"] | None = None
+        self._datasets: dict[str, Any] = {}
+
+    def _check_adapter_options(self) -> None:
+        """An option a model's adapter does not declare is a usage error now, before any model
+        loads. Adapters the registry does not know (made by a hook) or that declare no
+        options are checked when they are built."""
+        from pytest_rf100vl.adapters import registry
+
+        for spec in self.settings.models:
+            options = self.settings.options_for(spec)
+            if not options:
+                continue
+            try:
+                cls = registry.adapter_class(registry.parse_spec(spec)[0])
+            except Exception:  # unknown to the registry, or its module fails to import: reported per pair
+                continue
+            try:
+                cls.check_options(options)
+            except TypeError as exc:
+                raise pytest.UsageError(
+                    f"--rf100vl-adapter-option: {exc}; NAME.KEY=VALUE sets an option for one model only"
+                ) from None
+
+    def _check_target(self, metric: Metric, target: str) -> str:
+        """A thresholds-file target, spelled by the metric's kind and refused when it belongs to another kind."""
+        kind = self.kinds[metric.kind]
+        spelled = kind.spell_target(target)
+        others = [other for other in self.kinds.values() if other is not kind and other.claims(spelled)]
+        if others or not kind.accepts_threshold_target(spelled):
+            raise ValueError(f"applies to {kind.target_description}, not {spelled!r}")
+        return spelled
+
+    def _rules(self) -> list[Rule]:
+        from rf100vl_hf.errors import DataError
+
+        if self.settings.thresholds is None:
+            return []
+        metrics = [metric for kind in self.kinds.values() for metric in kind.metrics]
+        try:
+            return read_thresholds(self.settings.thresholds, metrics, self._check_target)
+        except DataError as exc:
+            raise pytest.UsageError(f"--rf100vl-thresholds: {exc}") from None
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            from rf100vl_hf.devices import resolve_device
+
+            self._device = resolve_device(self.settings.device)
+        return self._device
+
+    def adapter(self, spec: str) -> "Adapter":
+        """The loaded adapter of ``spec``; a model that failed to load fails each of its pairs
+        with the same error, without retrying."""
+        if self._adapter is None or self._adapter[0] != spec:
+            self.release()
+            self._adapter = (spec, self._load(spec))
+        loaded = self._adapter[1]
+        if isinstance(loaded, Exception):
+            raise loaded
+        return loaded
+
+    def _load(self, spec: str) -> "Adapter | Exception":
+        from pytest_rf100vl.adapters import registry
+
+        options = self.settings.options_for(spec)
+        try:
+            adapter = self.config.hook.pytest_rf100vl_make_adapter(
+                config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype, options=options
+            )
+            return adapter or registry.create(spec, device=self.device, dtype=self.settings.dtype, **options)
+        except Exception as exc:  # any failure to load is reported on each of the model's pairs
+            return exc
+
+    def release(self) -> None:
+        """Close the loaded model (frees its memory)."""
+        if self._adapter is not None and not isinstance(self._adapter[1], Exception):
+            self._adapter[1].close()
+        self._adapter = None
+
+    def dataset(self, pair: Pair, split: str | None = None) -> Any:
+        """A split of the pair's dataset (default: its kind's). Each dataset is loaded (validated,
+        prepared) once per session by its kind."""
+        kind = self.kinds[pair.kind]
+        if pair.dataset not in self._datasets:
+            self._datasets[pair.dataset] = kind.load(pair.dataset, self)
+        return kind.split(pair.dataset, self._datasets[pair.dataset], split)
+
+    def run(self, pair: Pair, benchmark: Any = None) -> PairRun:
+        """Run ``pair`` (once per session) by its kind, let hooks add columns, and append its
+        row to ``results.jsonl``."""
+        if pair in self.runs:
+            return self.runs[pair]
+        done = self.kinds[pair.kind].run(pair, self.adapter(pair.model), self, benchmark)
+        self._add_columns(pair, done.row)
+        if benchmark is not None:
+            benchmark.extra_info.update(benchmark_info(done.row))
+        self.writer.append(done.row)
+        self.runs[pair] = done
+        return done
+
+    def _add_columns(self, pair: Pair, row: dict[str, Any]) -> None:
+        """Columns from ``pytest_rf100vl_result_row`` implementations; one that would replace a
+        column the plugin wrote is refused (scores are not for hooks to change)."""
+        for added in self.config.hook.pytest_rf100vl_result_row(config=self.config, pair=pair, row=dict(row)):
+            clash = sorted(set(added or {}) & set(row))
+            if clash:
+                raise ValueError(f"pytest_rf100vl_result_row may only add columns; it returned {', '.join(clash)}")
+            row.update(added or {})
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [run.row for run in self.runs.values()]
+
+    def mean_checks(self) -> list["MeanCheck"]:
+        """Every kind's checks of means over its rows."""
+        rows = self.rows
+        return [
+            check
+            for kind in self.kinds.values()
+            for check in kind.mean_checks([row for row in rows if row["benchmark"] == kind.name], self.rules)
+        ]
+
+
+BENCHMARK_FIELDS = (
+    "images_per_s", "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms",
+    "peak_gpu_memory_mb", "device", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
+    "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
+)
+
+
+def benchmark_info(row: dict[str, Any]) -> dict[str, Any]:
+    """What pytest-benchmark records in ``extra_info`` (and so in ``--benchmark-json``): the
+    row's keys among :data:`BENCHMARK_FIELDS` (each kind's rows have their own scores)."""
+    return {key: row[key] for key in BENCHMARK_FIELDS if key in row}

@@ -1,0 +1,10 @@
+"""Names shared by the library, the command line and the plugin, defined once."""
+
+from __future__ import annotations
+
+PROMPT_MODES: tuple[str, ...] = ("names", "instructions", "fewshot")
+"""How a detector is prompted: class names, annotator instructions, or few-shot examples."""
+
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+"""Model dtypes, by the names torch gives them."""
+

@@ -1,0 +1,241 @@
+"""A results repository on the Hub: the results table as a dataset, with a leaderboard card.
+
+Layout of the dataset repository:
+
+- ``rf100vl/results.parquet`` and ``uouo/results.parquet``: one row per (model, dataset) pair,
+  the configs ``rf100vl`` and ``uouo`` of ``load_dataset(repo_id, "rf100vl")`` (split ``train``);
+- ``README.md``: the leaderboard (models against the seven domains and ``All``, and UOUO's
+  Table 1), the figures, the RF100-VL table per dataset and the provenance of the rows;
+- ``plots/*.png``: the figures of :mod:`rf100vl_hf.results.plots`;
+- ``predictions/<run id>/...``: prediction files, when pushed with them.
+
+Pushing appends and merges: the rows on the Hub are read at the commit the push starts from,
+merged with the new rows (the latest row per identity wins; nothing else is dropped), and
+the commit is made against that parent commit. When someone else committed in between, the
+Hub refuses it (412 or 409); the push then reads again, merges again and retries, a bounded
+number of times. Two pushes racing each other therefore keep the rows of both.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.hub.network import HubError, bounded
+from rf100vl_hf.progress import logger
+
+REPO_TYPE = "dataset"
+CONFIGS = {"rf100vl": "rf100vl", "uouo": "uouo"}
+"""Benchmark of a row -> the config (folder) holding it."""
+SPLIT = "train"
+CARD = "README.md"
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class PushedResults:
+    """What a push did: the commit, how many rows the repository holds now, and tries it took."""
+
+    commit_url: str
+    rows: int
+    attempts: int
+    predictions: int
+
+
+def table_path(config: str) -> str:
+    return f"{config}/results.parquet"
+
+
+def _is_rows(source: Sequence[Any]) -> bool:
+    return bool(source) and all(isinstance(item, dict) for item in source)
+
+
+def local_rows(source: Sequence[Any], run: str | None = None, latest_run: bool = False
+               ) -> list[tuple[dict[str, Any], Path | None]]:
+    """The selected rows (see :func:`rf100vl_hf.results.rows.select`) with the folder each came
+    from (None for rows given directly)."""
+    from rf100vl_hf.results.rows import read_jsonl, results_file, select
+
+    if _is_rows(source):
+        pairs: list[tuple[dict[str, Any], Path | None]] = [(row, None) for row in source]
+    else:
+        pairs = []
+        for folder in source:
+            path = results_file(Path(folder))
+            pairs += [(row, path.parent) for row in read_jsonl(path)]
+    winners = {id(row) for row in select([row for row, _ in pairs], run, latest_run)}
+    return [(row, folder) for row, folder in pairs if id(row) in winners]
+
+
+def _prediction_file(row: dict[str, Any], folder: Path | None) -> tuple[Path, str] | None:
+    """The prediction file of a row on disk, and its path under the results folder."""
+    named = row.get("predictions_file")
+    if not named:
+        return None
+    path = Path(named)
+    if not path.is_absolute() and folder is not None:
+        path = folder / path
+    if not path.is_file():
+        return None
+    relative = path.relative_to(folder).as_posix() if folder is not None and path.is_relative_to(folder) else \
+        f"predictions/{path.parent.parent.name}/{path.parent.name}/{path.name}"
+    return path, relative
+
+
+def public_rows(pairs: Sequence[tuple[dict[str, Any], Path | None]], with_predictions: bool
+                ) -> tuple[list[dict[str, Any]], dict[str, Path]]:
+    """Rows as published (a prediction file is named by its path in the repository when
+    uploaded, else by its path under the results folder, never by a path of this machine),
+    and the files to upload (path in the repository -> file)."""
+    rows, uploads = [], {}
+    for row, folder in pairs:
+        row = dict(row)
+        found = _prediction_file(row, folder)
+        if found is None:
+            row["predictions_file"] = None
+        elif with_predictions:
+            in_repo = f"predictions/{row.get('run_id')}/{found[1].removeprefix('predictions/')}"
+            uploads[in_repo] = found[0]
+            row["predictions_file"] = in_repo
+        else:
+            row["predictions_file"] = found[1]
+        rows.append(row)
+    return rows, uploads
+
+
+def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[str]) -> str:
+    """The card: YAML listing the configs, then the leaderboard, figures, table and provenance."""
+    import yaml
+
+    from rf100vl_hf.results.summary import provenance
+    from rf100vl_hf.results.tables import ap_table, leaderboard, to_markdown, uouo_table
+
+    present = [config for benchmark, config in CONFIGS.items() if any(r.get("benchmark") == benchmark for r in rows)]
+    header = {
+        "pretty_name": f"Results: {repo_id}",
+        "tags": ["rf100vl-hf", "leaderboard", "object-detection"],
+        "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": table_path(c)}]} for c in present],
+    }
+    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
+    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    lines = [f"# Results: {repo_id}", "",
+             "Benchmark results written by `rf100vl-hf` (RF100-VL: AP50:95 in percent at maxDets 500; "
+             "UOUO: mIoU and quadrant accuracy as fractions). Load the rows with",
+             "", "```python", "from datasets import load_dataset",
+             *(f'load_dataset("{repo_id}", "{c}", split="{SPLIT}")' for c in present), "```", ""]
+    if detection:
+        board = leaderboard(detection)
+        lines += [f"## Leaderboard: RF100-VL, {board.title}", "", *to_markdown(board), ""]
+    if grounding:
+        table = uouo_table(grounding)
+        lines += [f"## {table.title}", "", *to_markdown(table), ""]
+    if figures:
+        lines += ["## Figures", "", *(f"![{Path(f).stem}]({f})" for f in figures), ""]
+    if detection:
+        table = ap_table(detection)
+        lines += [f"## RF100-VL per dataset, {table.title}", "", *to_markdown(table), ""]
+    lines += ["## Provenance", "", *provenance(rows), ""]
+    return f"---\n{yaml.safe_dump(header, sort_keys=False)}---\n\n" + "\n".join(lines)
+
+
+def write_results_repo(folder: Path, repo_id: str, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Write the repository's files (tables, card, figures) into ``folder``; return their paths."""
+    from rf100vl_hf.results.plots import write_plots
+    from rf100vl_hf.results.summary import write_parquet
+
+    folder = Path(folder)
+    written = []
+    for benchmark, config in CONFIGS.items():
+        chosen = [row for row in rows if row.get("benchmark") == benchmark]
+        if chosen:
+            write_parquet(chosen, folder / table_path(config))
+            written.append(table_path(config))
+    figures = [f"plots/{p.name}" for p in write_plots(rows, folder / "plots")]
+    (folder / CARD).write_text(card_text(repo_id, rows, figures), encoding="utf-8")
+    return [*written, *figures, CARD]
+
+
+def remote_rows(api: Any, repo_id: str, revision: str, token: str | None) -> list[dict[str, Any]]:
+    """The rows the repository holds at ``revision`` (none in a new repository)."""
+    from huggingface_hub.errors import EntryNotFoundError
+
+    from rf100vl_hf.results.summary import read_parquet
+
+    rows = []
+    for config in CONFIGS.values():
+        try:
+            path = api.hf_hub_download(repo_id, table_path(config), repo_type=REPO_TYPE, revision=revision, token=token)
+        except EntryNotFoundError:
+            continue
+        try:
+            rows += read_parquet(Path(path))
+        except Exception as exc:  # pyarrow raises several kinds for a file it cannot read
+            raise DataError(f"{repo_id}@{revision[:12]}", table_path(config), f"cannot be read as parquet ({exc})") from None
+    return rows
+
+
+def push_results(
+    source: Sequence[Any],
+    repo_id: str,
+    token: str | None = None,
+    private: bool = False,
+    with_predictions: bool = False,
+    timeout: float | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+    commit_message: str | None = None,
+    run: str | None = None,
+    latest_run: bool = False,
+) -> PushedResults:
+    """Append-and-merge ``source`` into the results dataset ``repo_id`` (created if needed).
+
+    ``source`` is a list of results folders (or ``results.jsonl`` files), or a list of row
+    dicts; ``run`` or ``latest_run`` choose the rows of one run. Nothing local is written or changed. Every request is bounded by ``timeout``
+    seconds; a failure raises one-line :class:`~rf100vl_hf.hub.network.HubError` or
+    :class:`~rf100vl_hf.hub.push.HubAuthError`.
+    """
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from rf100vl_hf.hub.push import check_token, raise_if_refused
+    from rf100vl_hf.results.rows import latest
+
+    pairs = local_rows(list(source), run, latest_run)
+    if not pairs:
+        raise DataError(", ".join(str(s) for s in source) if not _is_rows(source) else "rows", "rows",
+                        "no results rows to push")
+    rows, uploads = public_rows(pairs, with_predictions)
+    api = HfApi()
+    message = commit_message or f"Add {len(rows)} results row(s) with rf100vl-hf"
+    with bounded(api.endpoint, f"pushing results to {repo_id}", timeout) as seconds:
+        token = check_token(api, token)
+        try:
+            api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
+            for attempt in range(1, max_attempts + 1):
+                head = api.repo_info(repo_id, repo_type=REPO_TYPE, token=token, timeout=seconds).sha
+                merged = latest(remote_rows(api, repo_id, head, token) + rows)
+                with tempfile.TemporaryDirectory(prefix="rf100vl-results-") as staging:
+                    files = write_results_repo(Path(staging), repo_id, merged)
+                    operations = [CommitOperationAdd(path, str(Path(staging) / path)) for path in files]
+                    operations += [CommitOperationAdd(path, str(file)) for path, file in uploads.items()]
+                    try:
+                        info = api.create_commit(repo_id, operations, commit_message=message, token=token,
+                                                 repo_type=REPO_TYPE, parent_commit=head)
+                    except HfHubHTTPError as exc:
+                        status = exc.response.status_code if exc.response is not None else None
+                        if status in (409, 412) and attempt < max_attempts:
+                            logger.info("results push to %s: the repository moved on (%s); merging again", repo_id, status)
+                            continue
+                        raise
+                return PushedResults(info.commit_url, len(merged), attempt, len(uploads))
+        except HfHubHTTPError as exc:
+            raise_if_refused(exc, api, repo_id, REPO_TYPE)
+            status = exc.response.status_code if exc.response is not None else None
+            if status in (409, 412):
+                raise HubError(f"pushing results to {repo_id}: the repository kept changing during "
+                               f"{max_attempts} attempts; push again") from None
+            raise
+    raise AssertionError("unreachable")  # the loop returns or raises

@@ -1,0 +1,54 @@
+"""Results of benchmark runs: read ``results.jsonl`` folders, merge them, and render them as
+tables (markdown, csv, LaTeX), a summary, parquet and figures.
+
+A results row is one (model, dataset) pair of one run, as the pytest plugin writes it; the
+functions here take plain lists of row dicts, so they serve the plugin at the end of a
+session, the ``rf100vl-hf results`` commands and the Hub results repository alike.
+"""
+
+from rf100vl_hf.results.rows import (
+    IDENTITY,
+    JSONL,
+    SelectionError,
+    identity,
+    latest,
+    read_jsonl,
+    read_results,
+    select,
+)
+from rf100vl_hf.results.summary import PARQUET, SUMMARY, read_parquet, summary, write_parquet, write_summary
+from rf100vl_hf.results.tables import (
+    FORMATS,
+    METRICS,
+    Table,
+    ap_table,
+    leaderboard,
+    per_class_tables,
+    render,
+    uouo_table,
+)
+
+__all__ = [
+    "FORMATS",
+    "IDENTITY",
+    "JSONL",
+    "METRICS",
+    "PARQUET",
+    "SUMMARY",
+    "SelectionError",
+    "Table",
+    "ap_table",
+    "identity",
+    "latest",
+    "leaderboard",
+    "per_class_tables",
+    "read_jsonl",
+    "read_parquet",
+    "read_results",
+    "render",
+    "select",
+    "summary",
+    "uouo_table",
+    "write_parquet",
+    "write_summary",
+]

@@ -1,0 +1,260 @@
+"""``rf100vl-hf results``: rebuild, print, plot and publish results from results folders.
+
+Each command reads one or more results folders (their ``results.jsonl``), keeps the latest
+row per identity, and works on those rows. Heavy libraries are imported inside the
+commands, so ``rf100vl-hf --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Work with the results of benchmark runs. Every command reads the results.jsonl of one or
+more results folders (pytest writes them under .rf100vl/results), from several sessions,
+shards or machines, and keeps the latest row of each (model, checkpoint, revision, adapter
+options, dataset, fingerprint, split, prompt, split parameters): one table, as if one session
+had run it all. Choose rows with --run RUN_ID or --latest (the latest run only); default: all.
+"""
+
+SUMMARY_HELP = """\
+Rebuild summary.md and results.parquet (and the figures under plots/, linked from the
+summary) from the folders' results.jsonl. With one folder they are written into it; with
+several, give --out.
+"""
+
+TABLE_HELP = """\
+Print the tables a paper needs: RF100-VL in Table 2's layout (datasets grouped by domain,
+then the domain means and All; one column per model) and UOUO in Table 1's layout (one row
+per model: mIoU and quadrant accuracy on mmd and random mosaics). --per-class adds, per
+dataset, each class's AP with its number of instances.
+"""
+
+PLOT_HELP = """\
+Draw PNG figures with matplotlib: domain_means.png (grouped bars of the domain means and
+All per model), heatmap.png (datasets x models) and per_class_<dataset>.png (each class's AP
+on one dataset: --dataset, default the first with per-class results).
+"""
+
+PUSH_HELP = """\
+Append-and-merge the rows into a results dataset repository on the Hub (created if needed):
+configs rf100vl and uouo as parquet (load_dataset("ORG/NAME", "rf100vl", split="train")),
+a card with the leaderboard (models x seven domains + All; UOUO's Table 1), the figures and
+the provenance of each row. Rows already on the Hub are kept; a row with the same identity is
+replaced by the latest; nothing else is deleted. A push that races another re-reads, merges
+and retries. Local files are never changed. Needs a token with write access (hf auth login
+or HF_TOKEN); every request times out after --timeout seconds ($RF100VL_HUB_TIMEOUT, 60).
+"""
+
+EVAL_HELP = """\
+Write the Hub's evaluation results of one model: .eval_results/*.yaml entries (value, task id
+of the benchmark's eval.yaml, benchmark revision, date, source, notes naming a prompt mode or
+split that is not the default) built with huggingface_hub's EvalResultEntry, and push them to
+the model repository, as a pull request with --create-pr (or only write them with --out).
+A task is reported only when the rows cover all its datasets, unless --partial.
+"""
+
+
+def _folders(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="results folders (or results.jsonl files)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--run", metavar="RUN_ID", help="only the rows of this run")
+    group.add_argument("--latest", action="store_true", help="only the rows of the latest run")
+    group.add_argument("--all", action="store_true", help="the rows of every run (the default)")
+
+
+def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from rf100vl_hf.results.rows import read_results, select
+
+    rows = select(read_results(args.folders), run=args.run, latest_run=args.latest)
+    if not rows:
+        from rf100vl_hf.errors import DataError
+
+        raise DataError(", ".join(map(str, args.folders)), "results.jsonl", "no results rows")
+    return rows
+
+
+def _out_folder(args: argparse.Namespace) -> Path:
+    if args.out is not None:
+        return args.out
+    if len(args.folders) == 1 and not args.folders[0].is_file():
+        return args.folders[0]
+    from rf100vl_hf.errors import DataError
+
+    raise DataError(", ".join(map(str, args.folders)), "--out", "several folders given: say where to write with --out")
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from rf100vl_hf.results.plots import write_plots
+    from rf100vl_hf.results.summary import PARQUET, write_summary
+
+    rows = _rows(args)
+    out = _out_folder(args)
+    figures = [] if args.no_plots else [f"plots/{p.name}" for p in write_plots(rows, out / "plots")]
+    path = write_summary(out, rows, figures=figures)
+    print(f"wrote {path} and {out / PARQUET} ({len(rows)} rows)" + (f" and {len(figures)} figures" if figures else ""))
+    return 0
+
+
+def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bool) -> str:
+    """The text ``results table`` prints: Table 2, per-class tables, Table 1."""
+    from rf100vl_hf.results.tables import Table, ap_table, per_class_tables, render, uouo_table
+
+    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
+    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    tables: list[Table] = []
+    if detection:
+        tables.append(ap_table(detection, metric))
+        if per_class:
+            classes = per_class_tables(detection, "ap50" if metric == "ap50" else "ap")
+            if fmt == "csv" and classes:  # one csv in long form, so that a spreadsheet can pivot it
+                classes = [Table(["Dataset", "Class", "Instances", "Model", classes[0].title.split(": ")[1]],
+                                 [[t.title.split(":")[0], row[0], row[1], model, value]
+                                  for t in classes for row in t.rows for model, value in zip(t.header[2:], row[2:])],
+                                 range(4, 5))]
+            tables += classes
+    if grounding:
+        tables.append(uouo_table(grounding))
+    parts = []
+    for table in tables:
+        text = render(table, fmt)
+        if fmt == "md":
+            text = f"## {table.title}\n\n{text}" if table.title else text
+        elif fmt == "latex":
+            text = f"% {table.title}\n{text}" if table.title else text
+        parts.append(text)
+    return "\n".join(parts)
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    text = tables_text(_rows(args), args.format, args.metric, args.per_class)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from rf100vl_hf.results.plots import write_plots
+
+    rows = _rows(args)
+    if args.dataset is not None and not any(row.get("dataset") == args.dataset for row in rows):
+        from rf100vl_hf.errors import DataError
+
+        raise DataError(", ".join(map(str, args.folders)), "--dataset", f"no rows of dataset {args.dataset!r}")
+    try:
+        paths = write_plots(rows, args.out, args.metric, args.dataset)
+    except ValueError as exc:  # e.g. a dataset without per-class results
+        from rf100vl_hf.errors import DataError
+
+        raise DataError(", ".join(map(str, args.folders)), "--dataset", str(exc)) from None
+    if not paths:
+        print("no RF100-VL rows: nothing to plot")
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from rf100vl_hf.hub.results_repo import push_results
+
+    pushed = push_results(args.folders, args.repo_id, token=args.token, private=args.private,
+                          with_predictions=args.with_predictions, timeout=args.timeout, run=args.run,
+                          latest_run=args.latest)
+    print(f"pushed: {pushed.commit_url} ({pushed.rows} rows in the repository"
+          + (f", {pushed.predictions} prediction files" if pushed.predictions else "") + ")")
+    return 0
+
+
+def cmd_eval_results(args: argparse.Namespace) -> int:
+    from rf100vl_hf.hub.eval_results import eval_files, push_eval_results, write_eval_files
+
+    source = args.source or None
+    source_url = None
+    if source:
+        from huggingface_hub import constants
+
+        source_url = source if "://" in source else f"{constants.ENDPOINT}/datasets/{source}"
+    files = eval_files(_rows(args), args.benchmark, model=args.model, benchmark_revision=args.benchmark_revision,
+                       source_url=source_url, partial=args.partial)
+    for file in files:
+        for task, why in file.skipped.items():
+            print(f"{file.name}: task {task} left out ({why})")
+    if args.out is not None:
+        for path in write_eval_files(files, args.out):
+            print(f"wrote {path}")
+        return 0
+    if not args.model_repo:
+        from rf100vl_hf.errors import DataError
+
+        raise DataError("eval-results", "--model-repo", "give the model repository to push to (or --out to only write)")
+    url = push_eval_results(files, args.model_repo, token=args.token, create_pr=args.create_pr, timeout=args.timeout)
+    print(f"pushed: {url}")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``results`` and its sub-commands on the ``rf100vl-hf`` parser."""
+    from rf100vl_hf.results.tables import FORMATS, METRICS
+
+    formatter = argparse.RawDescriptionHelpFormatter
+    results = subparsers.add_parser("results", help="rebuild, print, plot and publish results tables",
+                                    description=DESCRIPTION, formatter_class=formatter)
+    commands = results.add_subparsers(dest="results_command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("summary", help="rebuild summary.md and results.parquet", description=SUMMARY_HELP,
+                            formatter_class=formatter)
+    _folders(p)
+    p.add_argument("--out", type=Path, help="folder to write into (default: the one folder given)")
+    p.add_argument("--no-plots", action="store_true", help="do not draw the figures")
+    p.set_defaults(func=cmd_summary)
+
+    p = commands.add_parser("table", help="print Table 2 (RF100-VL) and Table 1 (UOUO) as md, csv or LaTeX",
+                            description=TABLE_HELP, formatter_class=formatter)
+    _folders(p)
+    p.add_argument("--format", choices=FORMATS, default="md", help="default: md")
+    p.add_argument("--metric", choices=list(METRICS), default="ap", help="RF100-VL metric (default: ap = AP50:95)")
+    p.add_argument("--per-class", action="store_true", help="add per-class tables (ap or ap50)")
+    p.add_argument("--out", type=Path, help="write to this file instead of printing")
+    p.set_defaults(func=cmd_table)
+
+    p = commands.add_parser("plot", help="draw PNG figures", description=PLOT_HELP, formatter_class=formatter)
+    _folders(p)
+    p.add_argument("--out", type=Path, required=True, help="folder for the PNG files")
+    p.add_argument("--metric", choices=list(METRICS), default="ap", help="default: ap")
+    p.add_argument("--dataset", help="the dataset of the per-class figure")
+    p.set_defaults(func=cmd_plot)
+
+    p = commands.add_parser("push", help="append-and-merge the rows into a results dataset on the Hub",
+                            description=PUSH_HELP, formatter_class=formatter)
+    _folders(p)
+    p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the results dataset repository")
+    p.add_argument("--with-predictions", action="store_true", help="also upload the prediction files")
+    p.add_argument("--private", action="store_true", help="create the repository as private")
+    _hub_options(p)
+    p.set_defaults(func=cmd_push)
+
+    p = commands.add_parser("eval-results", help="write and push .eval_results/*.yaml of one model",
+                            description=EVAL_HELP, formatter_class=formatter)
+    _folders(p)
+    p.add_argument("--model-repo", metavar="ORG/MODEL", help="the model repository to push to")
+    p.add_argument("--benchmark", required=True, metavar="ORG/DATASET", help="the benchmark dataset (with eval.yaml)")
+    p.add_argument("--benchmark-revision", metavar="SHA", help="the benchmark dataset's commit the scores are for")
+    p.add_argument("--source", metavar="ORG/NAME", help="the results dataset repository (or a URL) the scores come from")
+    p.add_argument("--model", metavar="SPEC", help="the model of the rows to report (needed when they hold several)")
+    p.add_argument("--partial", action="store_true", help="report means over partly covered tasks (noted)")
+    p.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing to main")
+    p.add_argument("--out", type=Path, help="only write .eval_results/ into this folder, push nothing")
+    _hub_options(p)
+    p.set_defaults(func=cmd_eval_results)
+
+
+def _hub_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--token", help="a token with write access (default: the logged-in one or $HF_TOKEN)")
+    parser.add_argument("--timeout", type=float, help="seconds before a Hub request gives up (default 60)")

@@ -1,0 +1,143 @@
+"""Results rows: read from ``results.jsonl`` files, identified, merged and selected.
+
+Runs of one benchmark may be split across sessions, shards and machines; each writes its
+own ``results.jsonl``. Reading several folders and keeping the latest row per *identity*
+(what was run on what, not when) gives one table, the same as one session that ran it all.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rf100vl_hf.errors import DataError, Rf100vlError
+
+JSONL = "results.jsonl"
+
+IDENTITY: tuple[str, ...] = (
+    "model",
+    "checkpoint",
+    "model_revision",
+    "adapter_options",
+    "dataset",
+    "dataset_fingerprint",
+    "split",
+    "prompt",
+    "split_parameters",
+    "scoring_version",
+)
+"""The keys that say what a row measured; two rows that agree on all of them measured the same
+thing, and the later one replaces the earlier (a key a row lacks counts as None)."""
+
+
+class SelectionError(Rf100vlError, ValueError):
+    """A run selection that matches nothing (the message lists what there is)."""
+
+
+class TornLineWarning(UserWarning):
+    """The last line of a ``results.jsonl`` was cut short (a run killed while writing it)."""
+
+
+def identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The row's identity: the values of :data:`IDENTITY`, None where missing."""
+    return tuple(row.get(key) for key in IDENTITY)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of one ``results.jsonl``.
+
+    A last line without its line break was cut short by a killed run: it is skipped with a
+    :class:`TornLineWarning`. Any other line that is not a JSON object is an error naming the
+    file and the line.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(path, "file", f"cannot be read ({exc.strerror or exc})") from None
+    lines = data.split(b"\n")
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        torn = number == len(lines)  # only the last piece lacks its line break
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            if torn:
+                warnings.warn(f"{path}: line {number}: cut short (no line break, not JSON); skipped",
+                              TornLineWarning, stacklevel=2)
+                continue
+            raise DataError(path, f"line {number}", f"not JSON ({str(exc)[:120]})") from None
+        if not isinstance(row, dict):
+            raise DataError(path, f"line {number}", f"expected a JSON object (a results row), got {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+def results_file(folder: Path) -> Path:
+    """The ``results.jsonl`` of a results folder (or the file itself)."""
+    folder = Path(folder)
+    path = folder if folder.is_file() else folder / JSONL
+    if not path.is_file():
+        raise DataError(folder, JSONL, "missing: not a results folder (pytest writes one under .rf100vl/results)")
+    return path
+
+
+def read_results(folders: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every row of the ``results.jsonl`` of each folder (or file), in order."""
+    return [row for folder in folders for row in read_jsonl(results_file(folder))]
+
+
+def _when(row: dict[str, Any]) -> datetime:
+    """The row's timestamp; a row without a readable one counts as the oldest."""
+    try:
+        when = datetime.fromisoformat(str(row.get("timestamp")))
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def latest(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The latest row of each identity (by timestamp; on a tie, the one read last), in the
+    order the winning rows were read."""
+    best: dict[tuple[Any, ...], int] = {}
+    for index, row in enumerate(rows):
+        key = _hashable(identity(row))
+        if key not in best or _when(row) >= _when(rows[best[key]]):
+            best[key] = index
+    return [rows[index] for index in sorted(best.values())]
+
+
+def _hashable(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in values)
+
+
+def run_ids(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Run ids from the oldest run to the latest (a run's time is that of its latest row)."""
+    last: dict[str, datetime] = {}
+    for row in rows:
+        run = str(row.get("run_id"))
+        last[run] = max(last.get(run, _when(row)), _when(row))
+    return sorted(last, key=lambda run: last[run])
+
+
+def select(rows: Sequence[dict[str, Any]], run: str | None = None, latest_run: bool = False) -> list[dict[str, Any]]:
+    """Rows of one run (``run``), of the latest run (``latest_run``), or of all runs (neither),
+    then the latest row per identity."""
+    if run is not None and latest_run:
+        raise SelectionError("choose one of a run id and the latest run")
+    if not rows:
+        return []
+    if latest_run:
+        run = run_ids(rows)[-1]
+    if run is not None:
+        chosen = [row for row in rows if str(row.get("run_id")) == run]
+        if not chosen:
+            raise SelectionError(f"no rows of run {run!r}; runs found: {', '.join(run_ids(rows))}")
+        rows = chosen
+    return latest(rows)

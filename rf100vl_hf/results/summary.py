@@ -1,0 +1,241 @@
+"""A run's summary (``summary.md``) and its table (``results.parquet``), from results rows.
+
+The summary opens with what the rows ran on and how (splits, prompt modes, dates, run ids,
+checkpoints and revisions, command lines, smoke rows), then the tables of
+:mod:`.tables`, then what went wrong. The pytest plugin adds its own sections (checks of
+means, pairs that could not run...) through ``extra_sections``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rf100vl_hf import markdown
+from rf100vl_hf.results.tables import ap_table, cell, column_labels, to_markdown, uouo_table
+
+PARQUET = "results.parquet"
+SUMMARY = "summary.md"
+SMOKE_BANNER = "SMOKE RUN (random weights: scores are meaningless)"
+
+Section = tuple[str, Sequence[str]]
+"""A summary section: its title and its lines."""
+
+
+def _spec(row: dict[str, Any]) -> str:
+    return str(row.get("spec") or row.get("model"))
+
+
+def _count(row: dict[str, Any], key: str) -> str:
+    value = row.get(key)
+    return "—" if value is None else str(value)
+
+
+def environment(rows: Sequence[dict[str, Any]]) -> str:
+    """One line saying what the run ran on: devices and dtypes, and the versions of what scores depend on."""
+    devices = ", ".join(dict.fromkeys(f"{row.get('device')} ({row.get('dtype')})" for row in rows))
+    versions = {
+        key.removesuffix("_version").replace("_", "-"): value
+        for row in rows[:1]
+        for key, value in row.items()
+        if key.endswith("_version") and key != "scoring_version" and value
+    }
+    return f"Ran on {devices}; " + ", ".join(f"{name} {value}" for name, value in versions.items())
+
+
+def _listed(values: Sequence[Any]) -> str:
+    return ", ".join(str(v) for v in dict.fromkeys(v for v in values if v not in (None, ""))) or "—"
+
+
+def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What the rows are: splits, prompt modes, dates, runs, checkpoints, commands, smoke rows."""
+    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
+    dates = sorted(str(row["timestamp"]) for row in rows if row.get("timestamp"))
+    lines = [
+        f"- splits: {_listed([row.get('split') for row in rows])}",
+        *([f"- prompt modes: {_listed([row.get('prompt') for row in detection])}"] if detection else []),
+        f"- date: {dates[0][:10] if dates else '—'}"
+        + (f" to {dates[-1][:10]}" if dates and dates[-1][:10] != dates[0][:10] else ""),
+        f"- runs: {_listed([row.get('run_id') for row in rows])}",
+    ]
+    checkpoints = dict.fromkeys(
+        f"{_spec(row)}: {row.get('checkpoint') or '—'}" + (f" @ {row['model_revision']}" if row.get("model_revision") else "")
+        for row in rows
+    )
+    lines.append("- checkpoints: " + "; ".join(checkpoints))
+    for params in dict.fromkeys(row["split_parameters"] for row in rows if row.get("split_parameters")):
+        lines.append(f"- split parameters: `{params}`")
+    for command in dict.fromkeys(row["command"] for row in rows if row.get("command")):
+        lines.append(f"- command: `{command}`")
+    smoke = [f"{_spec(row)} on {row.get('dataset')}" for row in rows if row.get("smoke")]
+    if smoke:
+        lines.append(f"- smoke rows (random weights or a replay of them): {', '.join(smoke)}")
+    reused = [f"{_spec(row)} on {row.get('dataset')} (from {row['reused_from']})" for row in rows if row.get("reused_from")]
+    if reused:
+        lines.append(f"- reused from earlier runs: {', '.join(reused)}")
+    return lines
+
+
+def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per RF100-VL pair: throughput, what was done to the model's output, and the threshold check."""
+    extra = [key for key in ("swapped", "ignored_records") if any(key in row for row in rows)]
+    body = []
+    for label, row in zip(column_labels(rows), rows):
+        check = str(row.get("check") or "—")
+        if row.get("min_ap") is not None:
+            check += f" (>= {row['min_ap']:g}, {row.get('threshold_source')})"
+        body.append(
+            [label, row["dataset"], cell(row.get("images_per_s"), 2), _count(row, "n_images"),
+             _count(row, "n_predictions"), _count(row, "dropped"), _count(row, "clipped"), _count(row, "truncated"),
+             *(_count(row, key) for key in extra), _count(row, "failed_images"), check]
+        )
+    header = ["Model", "Dataset", "images/s", "images", "predictions", "dropped", "clipped", "truncated",
+              *(key.replace("_records", "") for key in extra), "failed", "threshold"]
+    return markdown.table(header, body, numeric=range(2, len(header) - 1))
+
+
+def uouo_runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per UOUO pair: throughput, acc50, unreadable answers, failed mosaics, and the threshold checks."""
+    body = []
+    for row in rows:
+        check = str(row.get("check") or "—")
+        minimums = [f"{label} >= {row[key]:g}" for label, key in (("accuracy", "min_accuracy"), ("mIoU", "min_miou"))
+                    if row.get(key) is not None]
+        if minimums:
+            check += f" ({', '.join(minimums)}; {row.get('threshold_source')})"
+        body.append(
+            [_spec(row), row["dataset"], cell(row.get("images_per_s"), 2), _count(row, "n_images"),
+             cell(row.get("acc50"), 4), _count(row, "box_parse_failures"), _count(row, "quadrant_parse_failures"),
+             _count(row, "failed_images"), check]
+        )
+    header = ["Model", "Dataset", "images/s", "mosaics", "acc50", "no box", "no quadrant", "failed", "threshold"]
+    return markdown.table(header, body, numeric=range(2, len(header) - 1))
+
+
+def answer_counts(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per pair whose adapter counted its answers (unknown labels, unparseable text...)."""
+    lines = []
+    for row in rows:
+        counts = row.get("answer_counts") or {}
+        if counts:
+            listed = ", ".join(f"{name} {count}" for name, count in counts.items())
+            lines.append(f"- {_spec(row)} on {row.get('dataset')}: {listed}")
+    return lines
+
+
+def summary(
+    rows: Sequence[dict[str, Any]],
+    extra_sections: Sequence[Section] = (),
+    figures: Sequence[str] = (),
+    title: str = "rf100vl results",
+) -> str:
+    """The whole summary as markdown; ``figures`` are image paths relative to where the summary
+    is written, ``extra_sections`` come last, each as ``## title`` and its lines."""
+    rows = list(rows)
+    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
+    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    lines = [f"# {title}", ""]
+    if any(row.get("smoke") for row in rows):
+        lines += [f"**{SMOKE_BANNER}**", ""]
+    if rows:
+        lines += [environment(rows), "", *provenance(rows), ""]
+    if detection:
+        lines += ["## AP50:95 (%)", "", *to_markdown(ap_table(detection)), "", "## Runs", "", *runs_table(detection), ""]
+    if grounding:
+        lines += [f"## {uouo_table(grounding).title}", "", *to_markdown(uouo_table(grounding)), ""]
+        lines += ["## UOUO runs", "", *uouo_runs_table(grounding), ""]
+    if not rows:
+        lines += ["No pair ran.", ""]
+    counted = answer_counts(rows)
+    if counted:
+        lines += ["## Answers counted by the adapters", "", *counted, ""]
+    failed_images = [row for row in rows if row.get("first_error")]
+    if failed_images:
+        lines += ["## Model errors (first of each pair; the full traceback is in results.jsonl)", ""]
+        lines += [f"- {_spec(row)} on {row['dataset']}: {row.get('failed_images')} image(s) failed; "
+                  f"{str(row['first_error']).strip().splitlines()[-1]}" for row in failed_images]
+        lines += [""]
+    if figures:
+        lines += ["## Figures", "", *(f"![{Path(f).stem}]({f})" for f in figures), ""]
+    for section_title, section in extra_sections:
+        lines += [f"## {section_title}", "", *section, ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- parquet
+
+
+def _arrow_table(rows: Sequence[dict[str, Any]]) -> Any:
+    """Rows as an Arrow table: one column per key any row has (null where a row lacks it);
+    ``per_class`` a list of ``{class, ap, ap50, n_instances}`` and ``answer_counts`` a list of
+    ``{name, count}`` (a list of structs, so that ``datasets`` can load it)."""
+    import pyarrow as pa
+
+    per_class = pa.list_(pa.struct([("class", pa.string()), ("ap", pa.float64()), ("ap50", pa.float64()),
+                                    ("n_instances", pa.int64())]))
+    counts = pa.list_(pa.struct([("name", pa.string()), ("count", pa.int64())]))
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    arrays, fields = [], []
+    for key in columns:
+        values = [row.get(key) for row in rows]
+        if key == "per_class":
+            array = pa.array([_nan_to_none(v) for v in values], type=per_class)
+        elif key == "answer_counts":
+            array = pa.array([None if v is None else [{"name": n, "count": c} for n, c in v.items()] for v in values],
+                             type=counts)
+        else:
+            try:
+                array = pa.array(values)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed kinds of values: keep them as JSON text
+                array = pa.array([None if v is None else json.dumps(v) for v in values], type=pa.string())
+        arrays.append(array)
+        fields.append(key)
+    return pa.Table.from_arrays(arrays, names=fields)
+
+
+def _nan_to_none(items: Any) -> Any:
+    if items is None:
+        return None
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in item.items()} for item in items]
+
+
+def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Write rows as one parquet file (written aside and renamed, so a reader never sees half)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    pq.write_table(_arrow_table(rows), partial)
+    partial.replace(path)
+    return path
+
+
+def read_parquet(path: Path) -> list[dict[str, Any]]:
+    """Rows from a parquet file written by :func:`write_parquet` (``answer_counts`` a dict again)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    for row in rows:
+        if row.get("answer_counts") is not None:
+            row["answer_counts"] = {item["name"]: item["count"] for item in row["answer_counts"]}
+    return rows
+
+
+def write_summary(
+    folder: Path,
+    rows: Sequence[dict[str, Any]],
+    extra_sections: Sequence[Section] = (),
+    figures: Sequence[str] = (),
+) -> Path:
+    """Write ``summary.md`` and (when there are rows) ``results.parquet`` into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if rows:
+        write_parquet(rows, folder / PARQUET)
+    path = folder / SUMMARY
+    path.write_text(summary(rows, extra_sections, figures), encoding="utf-8")
+    return path

@@ -1,0 +1,233 @@
+"""The results tables as the papers lay them out, in markdown, csv and LaTeX.
+
+- :func:`ap_table`: RF100-VL's Table 2 turned on its side, so that it stays narrow with many
+  datasets and several models: one row per dataset (grouped by domain, in the paper's domain
+  order), then one row per domain mean and ``All``; one column per model.
+- :func:`leaderboard`: the same means the other way round, one row per model against the
+  seven domains and ``All`` (the Hub card's leaderboard).
+- :func:`per_class_tables`: per dataset, each class's AP per model.
+- :func:`uouo_table`: UOUO's Table 1: one row per model; mIoU and quadrant accuracy
+  (fractions) on the hard (``mmd``) and ``random`` mosaics.
+
+A model's column is its spec; when the rows hold several prompt modes or splits, the label
+adds them, so that two ways of running one model never share a cell.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rf100vl_hf import markdown
+
+MISSING = "—"
+METRICS: dict[str, str] = {"ap": "AP50:95", "ap50": "AP50", "ap75": "AP75"}
+"""Row key -> the name the paper prints (values in percent)."""
+FORMATS = ("md", "csv", "latex")
+
+UOUO_COLUMNS = (
+    ("mIoU mmd", "uouo-mmd", "miou"),
+    ("mIoU random", "uouo-random", "miou"),
+    ("accuracy mmd", "uouo-mmd", "accuracy"),
+    ("accuracy random", "uouo-random", "accuracy"),
+)
+"""Header, dataset and row key of each column of the UOUO table, in Table 1's order."""
+
+
+@dataclass
+class Table:
+    """A table ready to render: text cells stay as they are, numbers get ``digits`` decimals and
+    None or NaN prints as a dash; rows in ``emphasis`` are means (bold in md and LaTeX)."""
+
+    header: list[str]
+    rows: list[list[Any]]
+    numeric: range
+    digits: int = 1
+    emphasis: set[int] = field(default_factory=set)
+    title: str = ""
+
+
+def cell(value: Any, digits: int = 1) -> str:
+    """A number with ``digits`` decimals, a dash where there is none, text as it is."""
+    if value is None:
+        return MISSING
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return MISSING if not math.isfinite(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _text(table: Table) -> list[list[str]]:
+    return [[cell(value, table.digits) if i in table.numeric else str(value) for i, value in enumerate(row)]
+            for row in table.rows]
+
+
+def to_markdown(table: Table) -> list[str]:
+    rows = _text(table)
+    for index in table.emphasis:
+        rows[index][0] = f"**{rows[index][0]}**"
+    return markdown.table(table.header, rows, numeric=table.numeric)
+
+
+def to_csv(table: Table) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(table.header)
+    writer.writerows([["" if value == MISSING else value for value in row] for row in _text(table)])
+    return out.getvalue()
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", MISSING: "--"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+
+
+def to_latex(table: Table) -> str:
+    """A ``booktabs`` tabular (``\\usepackage{booktabs}``), a rule above the means."""
+    align = "".join("r" if i in table.numeric else "l" for i in range(len(table.header)))
+    lines = [f"\\begin{{tabular}}{{{align}}}", "\\toprule",
+             " & ".join(latex_escape(h) for h in table.header) + " \\\\", "\\midrule"]
+    for index, row in enumerate(_text(table)):
+        cells = [latex_escape(value) for value in row]
+        if index in table.emphasis:
+            if index - 1 not in table.emphasis:
+                lines.append("\\midrule")
+            cells[0] = f"\\textbf{{{cells[0]}}}"
+        lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def render(table: Table, fmt: str) -> str:
+    """The table as ``md``, ``csv`` or ``latex`` text."""
+    if fmt == "md":
+        return "\n".join(to_markdown(table)) + "\n"
+    if fmt == "csv":
+        return to_csv(table)
+    if fmt == "latex":
+        return to_latex(table)
+    raise ValueError(f"unknown table format {fmt!r}; known: {', '.join(FORMATS)}")
+
+
+# ---------------------------------------------------------------- layouts
+
+
+def column_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Each row's column: its spec, plus its prompt mode and split when the rows hold several."""
+    varying = [key for key in ("prompt", "split") if len({row.get(key) for row in rows}) > 1]
+    return [" ".join([str(row.get("spec") or row.get("model"))] + [f"[{row.get(key)}]" for key in varying])
+            for row in rows]
+
+
+def _metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+    return metric
+
+
+def _value(row: dict[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _domain(row: dict[str, Any]) -> str:
+    from rf100vl_hf.metrics.aggregate import ORDER
+    from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, normalize_domain
+
+    try:
+        domain = normalize_domain(row.get("domain") or CUSTOM_DOMAIN)
+    except (KeyError, ValueError):
+        domain = CUSTOM_DOMAIN
+    return domain if domain in ORDER else CUSTOM_DOMAIN
+
+
+def domain_scores(rows: Sequence[dict[str, Any]], metric: str = "ap") -> dict[str, dict[str, float]]:
+    """Model column -> domain (and ``All``) -> mean of the metric over the datasets scored."""
+    from rf100vl_hf.metrics.aggregate import domain_means
+
+    key = _metric(metric)
+    by_column: dict[str, list[tuple[str, str, float]]] = {}
+    for label, row in zip(column_labels(rows), rows):
+        by_column.setdefault(label, [])
+        value = _value(row, key)
+        if value is not None:
+            by_column[label] = [item for item in by_column[label] if item[0] != row["dataset"]]
+            by_column[label].append((row["dataset"], _domain(row), value))
+    return {label: ({t: m.mean for t, m in domain_means(values).items()} if values else {})
+            for label, values in by_column.items()}
+
+
+def ap_table(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
+    """Datasets, then domain means and ``All``, against models (percent)."""
+    from rf100vl_hf.metrics.aggregate import ORDER
+
+    key = _metric(metric)
+    labels = column_labels(rows)
+    columns = list(dict.fromkeys(labels))
+    domain_of = {row["dataset"]: _domain(row) for row in rows}
+    datasets = sorted(domain_of, key=lambda name: (ORDER.index(domain_of[name]), name))
+    value = {(label, row["dataset"]): _value(row, key) for label, row in zip(labels, rows)}
+    body: list[list[Any]] = [[name, domain_of[name], *(value.get((c, name)) for c in columns)] for name in datasets]
+    means = domain_scores(rows, metric)
+    targets = list(dict.fromkeys(target for by_target in means.values() for target in by_target))
+    first_mean = len(body)
+    body += [[target, "mean", *(means[c].get(target) for c in columns)] for target in targets]
+    return Table(["Dataset", "Domain", *columns], body, range(2, 2 + len(columns)),
+                 emphasis=set(range(first_mean, len(body))), title=f"{METRICS[key]} (%)")
+
+
+def leaderboard(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
+    """Models against the seven domains and ``All`` (percent), best ``All`` first; a domain no
+    row covers prints as a dash, and each header says how many datasets its means cover."""
+    from rf100vl_hf.metrics.aggregate import ALL
+    from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
+
+    means = domain_scores(rows, metric)
+    targets = [*DOMAINS, *([CUSTOM_DOMAIN] if any(CUSTOM_DOMAIN in m for m in means.values()) else []), ALL]
+    ranked = sorted(means, key=lambda c: -(means[c].get(ALL) if means[c].get(ALL) is not None else -math.inf))
+    body = [[column, *(means[column].get(t) for t in targets)] for column in ranked]
+    return Table(["Model", *targets], body, range(1, 1 + len(targets)), title=f"{METRICS[_metric(metric)]} (%)")
+
+
+def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list[Table]:
+    """Per dataset: each class's AP (``ap`` or ``ap50``, percent) per model, with its number of
+    instances; rows without per-class results are left out."""
+    if metric not in ("ap", "ap50"):
+        raise ValueError(f"per-class tables have ap and ap50, not {metric!r}")
+    labels = column_labels(rows)
+    by_dataset: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for label, row in zip(labels, rows):
+        if row.get("per_class"):
+            by_dataset.setdefault(row["dataset"], []).append((label, row))
+    tables = []
+    for dataset, entries in by_dataset.items():
+        columns = list(dict.fromkeys(label for label, _ in entries))
+        classes: dict[str, dict[str, Any]] = {}
+        instances: dict[str, Any] = {}
+        for label, row in entries:
+            for item in row["per_class"]:
+                classes.setdefault(item["class"], {})[label] = _value(item, metric)
+                instances.setdefault(item["class"], item.get("n_instances"))
+        body = [[name, instances[name], *(values.get(c) for c in columns)] for name, values in classes.items()]
+        table = Table(["Class", "Instances", *columns], body, range(2, 2 + len(columns)),
+                      title=f"{dataset}: {METRICS[metric]} per class (%)")
+        for row in table.rows:
+            row[1] = MISSING if row[1] is None else str(row[1])
+        tables.append(table)
+    return tables
+
+
+def uouo_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """Models against mIoU and quadrant accuracy on ``mmd`` and ``random`` mosaics (fractions)."""
+    specs = list(dict.fromkeys(row.get("spec") or row.get("model") for row in rows))
+    value = {(row.get("spec") or row.get("model"), row["dataset"], key): _value(row, key)
+             for row in rows for key in ("miou", "accuracy")}
+    body = [[spec, *(value.get((spec, dataset, key)) for _, dataset, key in UOUO_COLUMNS)] for spec in specs]
+    return Table(["Model", *(name for name, _, _ in UOUO_COLUMNS)], body, range(1, 1 + len(UOUO_COLUMNS)),
+                 digits=4, title="UOUO: mIoU and quadrant accuracy (as in its Table 1)")

@@ -1,0 +1,36 @@
+"""UOUO defaults and names, in a module that imports nothing heavy.
+
+The command line and the pytest plugin read their option defaults here, so asking for
+``--help`` does not import torch, open_clip or datasets.
+"""
+
+from __future__ import annotations
+
+import os
+
+MODES: tuple[str, ...] = ("random", "mmd")
+"""The configs: how a mosaic's four categories are chosen (:mod:`rf100vl_hf.uouo.plan`)."""
+ROUTES: tuple[str, ...] = ("auto", "exact", "means")
+"""How nearest categories are found (:mod:`rf100vl_hf.uouo.mmd`)."""
+DEFAULT_NUM_MOSAICS = 200
+"""Enough for a standard error of about 3.5 points on quadrant accuracy; raise it for a large source."""
+DEFAULT_SEED = 0
+DEFAULT_SIGMA = 10.0
+DEFAULT_ROUTE = "auto"
+DEFAULT_CLIP_MODEL = "ViT-B-32"
+DEFAULT_CLIP_PRETRAINED = "laion2b_s34b_b79k"
+RANDOM_INIT = "none"
+"""``clip_pretrained`` value (in a builder config) for a seeded random initialisation."""
+DEFAULT_ALPHA_THRESHOLD = 8
+"""Alpha at or below this is background (see :mod:`rf100vl_hf.uouo.sources`)."""
+MAX_DEFAULT_NUM_PROC = 8
+
+
+def default_num_proc() -> int:
+    """Worker processes for building mosaics on this machine: the usable cores, at most
+    :data:`MAX_DEFAULT_NUM_PROC` (PNG encoding is the bulk of the work and scales with cores)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_NUM_PROC))

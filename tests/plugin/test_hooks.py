@@ -1,0 +1,63 @@
+"""The hooks of ``hookspec.py``, implemented in a conftest as a user would: extra columns reach
+every results file, the results-written hook sees the finished folder, and a failing
+publisher is a warning that changes nothing already written."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.plugin.helpers import results
+
+HOOKS = '''
+import json
+
+def pytest_rf100vl_result_row(config, pair, row):
+    return {"host": "node-7", "n_images_twice": 2 * row["n_images"]}
+
+def pytest_rf100vl_results_written(config, folder, rows):
+    (folder / "published.json").write_text(json.dumps(
+        {"files": sorted(p.name for p in folder.iterdir()), "datasets": [row["dataset"] for row in rows]}
+    ))
+'''
+
+
+def run_oracle(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest_inprocess(
+        "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu", *extra
+    )
+
+
+def test_added_columns_reach_every_results_file_and_the_folder_hook_sees_it_finished(
+    pytester: pytest.Pytester,
+) -> None:
+    import json
+
+    pytester.makeconftest(HOOKS)
+    run_oracle(pytester, "--benchmark-json", "bench.json").assert_outcomes(passed=1)
+    folder = pytester.path / ".rf100vl" / "results"
+    (row,) = results(folder)
+    assert (row["host"], row["n_images_twice"]) == ("node-7", 2 * row["n_images"])
+    assert pq.read_table(folder / "results.parquet").column("host").to_pylist() == ["node-7"]
+    published = json.loads((folder / "published.json").read_text())
+    assert {"results.jsonl", "results.parquet", "summary.md"} <= set(published["files"])
+    assert published["datasets"] == ["sample"]
+
+
+def test_a_hook_may_not_replace_a_score(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("def pytest_rf100vl_result_row(config, pair, row):\n    return {'ap': 100.0}\n")
+    result = run_oracle(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*pytest_rf100vl_result_row may only add columns; it returned ap*"])
+    assert not (pytester.path / ".rf100vl" / "results" / "results.jsonl").exists()
+
+
+def test_a_failing_publisher_is_a_warning_and_the_results_stay_as_written(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "def pytest_rf100vl_results_written(config, folder, rows):\n    raise ConnectionError('hub unreachable')\n"
+    )
+    result = run_oracle(pytester)
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["rf100vl: warning: *ConnectionError: hub unreachable"])
+    assert (pytester.path / ".rf100vl" / "results" / "summary.md").is_file()

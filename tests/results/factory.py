@@ -1,0 +1,50 @@
+"""Results rows shaped as the pytest plugin writes them, generated for the results tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+DATASETS = {  # dataset -> domain (catalogue datasets, two domains, plus the generated sample)
+    "bees": "Flora & Fauna",
+    "fish-market-ggjso": "Flora & Fauna",
+    "actions": "Sports",
+    "sample": "custom",
+}
+
+
+def detection_row(spec: str, dataset: str, ap: float | None, run_id: str = "run-a",
+                  timestamp: str = "2025-05-01T10:00:00+00:00", **extra: Any) -> dict[str, Any]:
+    classes = [{"class": "x", "ap": ap, "ap50": None if ap is None else min(100.0, ap + 20), "n_instances": 7},
+               {"class": "y | z", "ap": None, "ap50": None, "n_instances": 0}]
+    return {
+        "run_id": run_id, "timestamp": timestamp, "benchmark": "rf100vl", "model": spec.split(":")[0],
+        "spec": spec, "checkpoint": f"ckpt/{spec}", "model_revision": "abc123", "adapter_options": "{}",
+        "dataset": dataset, "split": "test", "n_images": 10, "images_per_s": 5.0, "device": "cpu",
+        "dtype": "float32", "batch_size": 2, "torch_version": "2.0", "smoke": False, "dropped": 0, "clipped": 1,
+        "truncated": 0, "failed_images": 0, "first_error": None, "domain": DATASETS[dataset], "prompt": "names",
+        "ap": ap, "ap50": None if ap is None else min(100.0, ap + 20), "ap75": ap, "n_predictions": 30,
+        "dataset_fingerprint": f"fp-{dataset}", "min_ap": None, "threshold_source": None, "check": "unchecked",
+        "predictions_file": f"predictions/{spec}/{dataset}/test.json", "per_class": classes,
+        **extra,
+    }
+
+
+def uouo_row(spec: str, dataset: str, miou: float, accuracy: float, run_id: str = "run-a",
+             timestamp: str = "2025-05-01T10:00:00+00:00") -> dict[str, Any]:
+    return {
+        "run_id": run_id, "timestamp": timestamp, "benchmark": "uouo", "model": spec, "spec": spec,
+        "checkpoint": None, "model_revision": None, "adapter_options": "{}", "dataset": dataset, "split": "test",
+        "n_images": 8, "images_per_s": 3.0, "device": "cpu", "dtype": "float32", "smoke": True, "dropped": 0,
+        "clipped": 0, "truncated": 0, "failed_images": 0, "first_error": None, "accuracy": accuracy, "miou": miou,
+        "acc50": 0.5, "box_parse_failures": 0, "quadrant_parse_failures": 1, "dataset_fingerprint": f"fp-{dataset}",
+        "min_accuracy": None, "min_miou": None, "threshold_source": None, "check": "unchecked",
+    }
+
+
+def write_jsonl(folder: Path, rows: list[dict[str, Any]], torn: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "results.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) + torn, encoding="utf-8")
+    return folder

@@ -1,0 +1,89 @@
+"""``rf100vl-hf results``: each command's output, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from rf100vl_hf.cli import main
+from rf100vl_hf.results import read_parquet
+from tests.results.factory import detection_row, uouo_row, write_jsonl
+
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's upload
+
+
+@pytest.fixture
+def folders(tmp_path):
+    a = write_jsonl(tmp_path / "a", [detection_row("owlv2", "bees", 40.0), detection_row("owlv2", "actions", 20.0)])
+    b = write_jsonl(tmp_path / "b", [detection_row("gdino", "bees", 10.0, run_id="run-b",
+                                                   timestamp="2025-05-02T10:00:00+00:00"),
+                                     uouo_row("oracle", "uouo-mmd", 1.0, 1.0, run_id="run-b",
+                                              timestamp="2025-05-02T10:00:00+00:00")])
+    return a, b
+
+
+def test_summary_rebuilds_summary_parquet_and_figures(folders, tmp_path, capsys):
+    assert main(["results", "summary", *map(str, folders), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "- runs: run-a, run-b" in text and "![heatmap](plots/heatmap.png)" in text
+    assert (tmp_path / "out" / "plots" / "heatmap.png").is_file()
+    assert len(read_parquet(tmp_path / "out" / "results.parquet")) == 4
+    assert "(4 rows)" in capsys.readouterr().out
+
+
+def test_table_prints_table_2_and_table_1(folders, capsys):
+    assert main(["results", "table", *map(str, folders), "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert "## AP50:95 (%)" in out and "| bees | Flora & Fauna | 40.0 | 10.0 |" in out
+    assert "| oracle | 1.0000 | — | 1.0000 | — |" in out
+    assert main(["results", "table", *map(str, folders), "--format", "csv", "--per-class", "--latest"]) == 0
+    out = capsys.readouterr().out
+    assert "Dataset,Class,Instances,Model,AP50:95 per class (%)\nbees,x,7,gdino,10.0\n" in out
+
+
+def test_plot_writes_the_figures(folders, tmp_path, capsys):
+    assert main(["results", "plot", *map(str, folders), "--out", str(tmp_path / "plots"), "--dataset", "actions"]) == 0
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "domain_means.png", "heatmap.png", "per_class_actions.png"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["summary", "{a}", "{b}"], "--out: several folders given"),
+    (["table", "{empty}"], "results.jsonl: missing: not a results folder"),
+    (["table", "{a}", "--run", "nope"], "no rows of run 'nope'; runs found: run-a"),
+    (["plot", "{a}", "--out", "{empty}", "--dataset", "nope"], "--dataset: no rows of dataset 'nope'"),
+    (["eval-results", "{a}", "--benchmark", "org/rf100vl"], "--model-repo: give the model repository"),
+    (["eval-results", "{a}", "{b}", "--benchmark", "org/rf100vl", "--out", "{empty}"], "several models"),
+])
+def test_bad_input_is_one_line_and_exit_2(folders, tmp_path, capsys, argv, message):
+    (tmp_path / "empty").mkdir()
+    names = {"a": folders[0], "b": folders[1], "empty": tmp_path / "empty"}
+    assert main(["results", *(arg.format(**names) for arg in argv)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("rf100vl-hf: error: ")
+
+
+def test_a_bad_line_is_exit_2(tmp_path, capsys):
+    (tmp_path / "results.jsonl").write_text("{}\nnot json\n")
+    assert main(["results", "table", str(tmp_path)]) == 2
+    assert "results.jsonl: line 2: not JSON" in capsys.readouterr().err
+
+
+def test_push_with_the_server_down_is_one_line_and_exit_2(folders, hub_server, capsys):
+    with hub_server.down():
+        assert main(["results", "push", str(folders[0]), "--repo-id", "org/x", "--token", hub_server.token]) == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "error" in line]
+    assert "Traceback" not in err and "cannot reach" in line
+    assert main(["results", "push", str(folders[0]), "--repo-id", "org/x", "--token", hub_server.token]) == 0
+    assert "(2 rows in the repository)" in capsys.readouterr().out
+
+
+def test_eval_results_writes_entries(folders, tmp_path, capsys):
+    from rf100vl_hf.hub.eval_results import check_eval_file
+
+    argv = ["results", "eval-results", str(folders[0]), "--benchmark", "org/rf100vl", "--partial",
+            "--source", "org/results", "--out", str(tmp_path / "model")]
+    assert main(argv) == 0
+    entries = check_eval_file(tmp_path / "model" / ".eval_results" / "rf100vl.yaml")
+    assert {e.task_id for e in entries} >= {"all", "flora-fauna", "sports"}
+    assert entries[0].source_url.endswith("/datasets/org/results")

@@ -1,0 +1,221 @@
+"""The results repository on the (stand-in) Hub: append-and-merge, racing pushes, faults with
+clear one-line errors in bounded time and local files untouched, and evaluation results."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rf100vl_hf.hub import results_repo
+from rf100vl_hf.hub.eval_results import (
+    EVAL_FOLDER,
+    check_eval_file,
+    eval_files,
+    push_eval_results,
+    rf100vl_eval_yaml,
+    uouo_eval_yaml,
+    write_eval_files,
+)
+from rf100vl_hf.hub.network import HubError
+from rf100vl_hf.hub.push import HubAuthError
+from rf100vl_hf.hub.results_repo import push_results
+from rf100vl_hf.results import ap_table, read_results, render, select
+from tests.results.factory import detection_row, uouo_row, write_jsonl
+
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")
+
+
+def machine(tmp_path: Path, name: str, spec: str, aps: dict[str, float], day: int = 1) -> Path:
+    """A results folder as one machine's session leaves it, with its prediction files."""
+    folder = tmp_path / name
+    rows = [detection_row(spec, dataset, ap, run_id=f"run-{name}", timestamp=f"2025-05-0{day}T10:00:00+00:00",
+                          predictions_file=str(folder / "predictions" / spec / dataset / "test.json"))
+            for dataset, ap in aps.items()]
+    for row in rows:
+        Path(row["predictions_file"]).parent.mkdir(parents=True, exist_ok=True)
+        Path(row["predictions_file"]).write_text("[]")
+    return write_jsonl(folder, rows)
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def loaded(repo_id: str, config: str = "rf100vl") -> list[dict]:
+    from datasets import load_dataset
+
+    return load_dataset(repo_id, config, split="train", download_mode="force_redownload").to_list()
+
+
+def test_two_machines_pushed_give_one_repository_with_the_union(hub_server, tmp_path):
+    a = machine(tmp_path, "a", "owlv2", {"bees": 40.0, "actions": 30.0})
+    b = machine(tmp_path, "b", "gdino", {"bees": 20.0}, day=2)
+    write_jsonl(tmp_path / "u", [uouo_row("oracle", "uouo-mmd", 1.0, 1.0)])
+    push_results([a], "org/results", token=hub_server.token)
+    pushed = push_results([b, tmp_path / "u"], "org/results", token=hub_server.token)
+    assert pushed.rows == 4
+    rows = loaded("org/results")
+    assert sorted((r["spec"], r["dataset"], r["ap"]) for r in rows) == [
+        ("gdino", "bees", 20.0), ("owlv2", "actions", 30.0), ("owlv2", "bees", 40.0)]
+    assert rows[0]["per_class"][0] == {"class": "x", "ap": rows[0]["ap"], "ap50": rows[0]["ap50"], "n_instances": 7}
+    assert {r["predictions_file"] for r in rows} == {"predictions/owlv2/bees/test.json",
+                                                       "predictions/owlv2/actions/test.json",
+                                                       "predictions/gdino/bees/test.json"}
+    assert [r["dataset"] for r in loaded("org/results", "uouo")] == ["uouo-mmd"]
+    files = hub_server.files("org/results")
+    card = files["README.md"].decode()
+    local = render(ap_table(select(read_results([a, b]))), "md")
+    assert local in card  # the card's table is `rf100vl-hf results table`
+    assert "| owlv2 | — | — | 40.0 | — | — | 30.0 | — | 35.0 |" in card  # leaderboard: models x domains
+    assert {"plots/domain_means.png", "plots/heatmap.png", "plots/per_class_bees.png"} <= set(files)
+    assert "![heatmap](plots/heatmap.png)" in card
+
+
+def test_a_later_row_replaces_its_identity_and_nothing_else_goes(hub_server, tmp_path):
+    push_results([machine(tmp_path, "a", "owlv2", {"bees": 40.0, "actions": 30.0})], "org/merge", token=hub_server.token)
+    push_results([machine(tmp_path, "b", "owlv2", {"bees": 45.0}, day=3)], "org/merge", token=hub_server.token)
+    assert sorted((r["dataset"], r["ap"], r["run_id"]) for r in loaded("org/merge")) == [
+        ("actions", 30.0, "run-a"), ("bees", 45.0, "run-b")]
+
+
+def test_racing_pushes_keep_both_rows(hub_server, tmp_path, monkeypatch):
+    push_results([machine(tmp_path, "seed", "seed", {"bees": 1.0})], "org/race", token=hub_server.token)
+    both_read = threading.Barrier(2, timeout=20)
+    reads = []
+    original = results_repo.remote_rows
+
+    def read_then_wait(*args, **kwargs):
+        rows = original(*args, **kwargs)
+        reads.append(args[2])
+        if len(reads) <= 2:
+            both_read.wait()  # the first reads of both pushes see the same parent commit
+        return rows
+
+    monkeypatch.setattr(results_repo, "remote_rows", read_then_wait)
+    folders = [machine(tmp_path, "a", "owlv2", {"bees": 40.0}), machine(tmp_path, "b", "gdino", {"bees": 20.0})]
+    outcomes = [None, None]
+
+    def push(i):
+        outcomes[i] = push_results([folders[i]], "org/race", token=hub_server.token)
+
+    threads = [threading.Thread(target=push, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert reads[0] == reads[1] and len(reads) == 3
+    assert sorted(o.attempts for o in outcomes) == [1, 2]  # one was refused (412), merged again, retried
+    assert sorted(r["spec"] for r in loaded("org/race")) == ["gdino", "owlv2", "seed"]
+
+
+def test_a_repository_that_keeps_changing_stops_after_bounded_attempts(hub_server, tmp_path):
+    folder = machine(tmp_path, "a", "owlv2", {"bees": 40.0})
+    hub_server.fail("commit", 412)
+    try:
+        with pytest.raises(HubError, match="kept changing during 3 attempts; push again"):
+            push_results([folder], "org/busy", token=hub_server.token, max_attempts=3)
+    finally:
+        hub_server.clear_faults()
+
+
+@pytest.mark.parametrize("fault", ["down", "500", "hang", "token"])
+def test_a_failed_push_is_one_clear_line_in_bounded_time_and_a_retry_works(hub_server, tmp_path, fault):
+    folder = machine(tmp_path, "a", "owlv2", {"bees": 40.0})
+    before = snapshot(folder)
+    repo = f"org/fault-{fault}"
+    expected = {"down": r"cannot reach http://127\.0\.0\.1:\d+ \(ConnectError",
+                "500": r"answered 500: injected fault: POST /api/datasets/org/fault-500/commit/main answers 500",
+                "hang": r"did not answer within 1 s \(set \$RF100VL_HUB_TIMEOUT to wait longer\)",
+                "token": r"rejected the token \(401"}[fault]
+    start = time.monotonic()
+    if fault == "down":
+        with hub_server.down(), pytest.raises(HubError, match=expected) as caught:
+            push_results([folder], repo, token=hub_server.token, timeout=1)
+    else:
+        if fault in ("500", "hang"):
+            (hub_server.fail if fault == "500" else hub_server.hang)("commit", *([500] if fault == "500" else []))
+        token = "hf_wrong" if fault == "token" else hub_server.token
+        try:
+            with pytest.raises((HubError, HubAuthError), match=expected) as caught:
+                push_results([folder], repo, token=token, timeout=1)
+        finally:
+            hub_server.clear_faults()
+    assert time.monotonic() - start < 15
+    assert "\n" not in str(caught.value)
+    assert snapshot(folder) == before
+    assert push_results([folder], repo, token=hub_server.token).rows == 1
+    assert snapshot(folder) == before
+
+
+def test_with_predictions_uploads_the_files(hub_server, tmp_path):
+    folder = machine(tmp_path, "a", "owlv2", {"bees": 40.0})
+    pushed = push_results([folder], "org/with-predictions", token=hub_server.token, with_predictions=True)
+    assert pushed.predictions == 1
+    path = "predictions/run-a/owlv2/bees/test.json"
+    assert hub_server.files("org/with-predictions")[path] == b"[]"
+    assert loaded("org/with-predictions")[0]["predictions_file"] == path
+
+
+# ---------------------------------------------------------------- evaluation results
+
+
+def catalogue_rows(spec: str = "owlv2", **extra):
+    from rf100vl_hf.rf100vl import catalog
+
+    aerial = [e.basename for e in catalog.select(domain="Aerial")]
+    return [detection_row(spec, name, 10.0 + i, **extra) for i, name in enumerate(aerial)] + [
+        detection_row(spec, "actions", 50.0, **extra), uouo_row(spec, "uouo-mmd", 0.5, 0.75)]
+
+
+def test_entries_name_tasks_of_the_eval_yaml_and_parse_with_huggingface_hub(tmp_path, monkeypatch):
+    from tests.results import factory
+
+    from rf100vl_hf.rf100vl import catalog
+
+    for entry in catalog.select(domain="Aerial"):
+        monkeypatch.setitem(factory.DATASETS, entry.basename, "Aerial")
+    rows = catalogue_rows(prompt="instructions")
+    files = eval_files(rows, "org/rf100vl", benchmark_revision="a" * 40, source_url="http://hub/datasets/org/results")
+    (rf100vl, uouo) = files
+    assert rf100vl.name == "rf100vl_instructions"
+    assert [e.task_id for e in rf100vl.entries] == ["aerial"]  # the only domain run in full
+    assert rf100vl.skipped["all"] == f"{len(rows) - 1} of 100 datasets scored"
+    aerial = rf100vl.entries[0]
+    assert aerial.value == pytest.approx(sum(10.0 + i for i in range(len(rows) - 2)) / (len(rows) - 2), abs=0.01)
+    assert aerial.notes == "prompt mode: instructions" and aerial.dataset_revision == "a" * 40
+    assert [e.task_id for e in uouo.entries] == ["mmd", "mmd-quadrant"]
+    partial = eval_files(rows, "org/rf100vl", partial=True)[0]
+    assert {e.task_id for e in partial.entries} == {"all", "rf20vl", "aerial", "sports"}
+    assert "partial: " in next(e for e in partial.entries if e.task_id == "all").notes
+    paths = write_eval_files([partial, uouo], tmp_path)
+    tasks = {t["id"] for t in rf100vl_eval_yaml()["tasks"]} | {t["id"] for t in uouo_eval_yaml()["tasks"]}
+    for path in paths:
+        parsed = check_eval_file(path)
+        assert parsed and {e.task_id for e in parsed} <= tasks
+        assert yaml.safe_load(path.read_text())[0]["dataset"]["id"] == "org/rf100vl"
+
+
+def test_eval_results_push_as_a_pull_request(hub_server, tmp_path):
+    import huggingface_hub
+
+    huggingface_hub.create_repo("org/model", token=hub_server.token)
+    files = eval_files([uouo_row("m", "uouo-mmd", 0.5, 0.75), uouo_row("m", "uouo-random", 0.6, 0.8)], "org/uouo")
+    url = push_eval_results(files, "org/model", token=hub_server.token, create_pr=True)
+    assert url.endswith("/org/model/discussions/1")
+    on_pr = hub_server.files("org/model", "refs/pr/1", repo_type="model")
+    entries = check_eval_file_bytes(on_pr[f"{EVAL_FOLDER}/uouo.yaml"], tmp_path)
+    assert [(e.task_id, e.value) for e in entries] == [("random", 0.6), ("mmd", 0.5), ("random-quadrant", 0.8),
+                                                        ("mmd-quadrant", 0.75)]
+    assert f"{EVAL_FOLDER}/uouo.yaml" not in hub_server.files("org/model", repo_type="model")
+
+
+def check_eval_file_bytes(data: bytes, tmp_path: Path):
+    path = tmp_path / "entries.yaml"
+    path.write_bytes(data)
+    return check_eval_file(path)

@@ -1,0 +1,70 @@
+"""Reading results folders: torn lines, bad lines, identity, latest row wins, run selection."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.results import IDENTITY, SelectionError, identity, latest, read_results, select
+from rf100vl_hf.results.rows import TornLineWarning
+from tests.results.factory import detection_row, write_jsonl
+
+
+def test_a_torn_last_line_is_skipped_with_a_warning(tmp_path):
+    folder = write_jsonl(tmp_path / "a", [detection_row("m", "bees", 1.0)], torn='{"run_id": "x", "ap": 3')
+    with pytest.warns(TornLineWarning, match=r"results.jsonl: line 2: cut short"):
+        rows = read_results([folder])
+    assert [row["ap"] for row in rows] == [1.0]
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    ('{"a": 1}\nnot json\n{"b": 2}\n', "line 2"),
+    ('{"a": 1}\n{"a": \n', "line 2"),  # complete line (it has its break): not torn
+    ('[1, 2]\n', "line 1"),
+    ('[' * 100000 + '\n', "line 1"),  # nested too deep for the parser
+])
+def test_a_bad_line_names_the_file_and_the_line(tmp_path, content, field):
+    (tmp_path / "results.jsonl").write_text(content)
+    with pytest.raises(DataError) as caught:
+        read_results([tmp_path])
+    assert caught.value.field == field and caught.value.path.endswith("results.jsonl")
+
+
+def test_a_folder_without_results_is_named(tmp_path):
+    with pytest.raises(DataError, match="results.jsonl: missing: not a results folder"):
+        read_results([tmp_path])
+
+
+def test_identity_ignores_when_and_missing_keys_are_none():
+    row = detection_row("m", "bees", 1.0)
+    assert identity(row) == identity({**row, "run_id": "other", "timestamp": "2030-01-01T00:00:00+00:00", "ap": 9})
+    assert identity({"dataset": "bees"}) == tuple("bees" if key == "dataset" else None for key in IDENTITY)
+    assert identity(row) != identity({**row, "prompt": "instructions"})
+
+
+def test_the_latest_row_per_identity_wins_whatever_the_reading_order():
+    old = detection_row("m", "bees", 1.0, run_id="r1", timestamp="2025-05-01T10:00:00+00:00")
+    new = detection_row("m", "bees", 2.0, run_id="r2", timestamp="2025-05-02T09:00:00+02:00")
+    other = detection_row("m", "actions", 5.0, run_id="r1", timestamp="2025-05-01T10:00:00+00:00")
+    assert [r["ap"] for r in latest([new, old, other])] == [2.0, 5.0]
+    assert [r["ap"] for r in latest([old, other, new])] == [5.0, 2.0]
+
+
+def test_select_one_run_the_latest_run_or_all():
+    rows = [detection_row("m", "bees", 1.0, run_id="r1", timestamp="2025-05-01T10:00:00+00:00"),
+            detection_row("m", "actions", 2.0, run_id="r2", timestamp="2025-05-03T10:00:00+00:00"),
+            detection_row("m", "bees", 3.0, run_id="r3", timestamp="2025-05-02T10:00:00+00:00")]
+    assert [r["ap"] for r in select(rows)] == [2.0, 3.0]
+    assert [r["ap"] for r in select(rows, latest_run=True)] == [2.0]
+    assert [r["ap"] for r in select(rows, run="r1")] == [1.0]
+    with pytest.raises(SelectionError, match="no rows of run 'r9'; runs found: r1, r3, r2"):
+        select(rows, run="r9")
+
+
+def test_rows_read_back_exactly_as_written(tmp_path):
+    rows = [detection_row("m", "bees", float("nan"), answer_counts={"unknown": 2})]
+    folder = write_jsonl(tmp_path, rows)
+    (back,) = read_results([folder / "results.jsonl"])
+    assert json.dumps(back) == json.dumps(rows[0])
