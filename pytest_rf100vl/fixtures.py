@@ -75,7 +75,11 @@ def _not_on_disk(session: "MatrixSession", pair: Pair, error: Exception) -> NoRe
 
 
 def _cannot_run(session: "MatrixSession", pair: Pair, what: str, error: Exception) -> NoReturn:
-    message = f"{what}: {type(error).__name__}: {error}"
+    _pair_error(session, pair, f"{what}: {type(error).__name__}: {error}")
+
+
+def _pair_error(session: "MatrixSession", pair: Pair, message: str) -> NoReturn:
+    """The pair errors (a failure while setting up its fixtures), and the summary lists it."""
     session.errors.setdefault(pair.id, message)
     pytest.fail(message, pytrace=False)
 
@@ -119,16 +123,25 @@ def _benchmark(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def rf100vl_run(
-    rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", rf100vl_adapter: "Adapter", request: pytest.FixtureRequest
-) -> "PairRun":
-    """The pair, run once per session and recorded in the results folder."""
+def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request: pytest.FixtureRequest) -> "PairRun":
+    """The pair, run once per session and recorded in the results folder, or its finished row
+    reused from an earlier run (then the model is not loaded); a pair that could not be scored
+    at all (its kind's ``unscored``) errors."""
     session = matrix_session(request.config)
-    if rf100vl_pair in session.runs:
-        return session.runs[rf100vl_pair]
-    from rf100vl_hf.errors import Rf100vlError
+    if rf100vl_pair not in session.runs and not session.resume(rf100vl_pair):
+        request.getfixturevalue("rf100vl_adapter")  # loads the model, or skips a pair it does not answer
+        from rf100vl_hf.errors import Rf100vlError
 
-    try:
-        return session.run(rf100vl_pair, _benchmark(request))
-    except (Rf100vlError, ValueError) as exc:  # bad data, a split or prompt mode the pair lacks
-        _cannot_run(session, rf100vl_pair, rf100vl_pair.id, exc)
+        from pytest_rf100vl.run.guard import AdapterError
+
+        try:
+            session.run(rf100vl_pair, _benchmark(request))
+        except AdapterError as exc:  # set_task raised, or sys.exit: this pair only
+            _pair_error(session, rf100vl_pair, str(exc))
+        except (Rf100vlError, ValueError) as exc:  # bad data, a split or prompt mode the pair lacks
+            _cannot_run(session, rf100vl_pair, rf100vl_pair.id, exc)
+    done = session.runs[rf100vl_pair]
+    why = session.kinds[rf100vl_pair.kind].unscored(done.row)
+    if why:
+        _pair_error(session, rf100vl_pair, f"could not be scored: {why}")
+    return done

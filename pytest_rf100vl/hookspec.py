@@ -72,5 +72,5 @@ def pytest_rf100vl_results_written(config: pytest.Config, folder: Path, rows: li
         import shutil
 
         def pytest_rf100vl_results_written(config, folder, rows):
-            shutil.copytree(folder, f"/shared/results/{rows[0]['run_id']}", dirs_exist_ok=True)
+            shutil.copytree(folder, f"/mnt/archive/{rows[0]['run_id']}", dirs_exist_ok=True)
     """

@@ -39,7 +39,8 @@ from pytest_rf100vl.kinds import kind_classes
 
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
-WARNINGS_KEY = pytest.StashKey[list[str]]()
+NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
+"""Lines for the terminal summary after the results: (is a warning, text)."""
 
 
 def _options() -> tuple[Option, ...]:
@@ -62,6 +63,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[KINDS_KEY] = [kind(settings) for kind in classes]
     if settings.active:
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
+        from pytest_rf100vl.run import workers
+
+        workers.configure(config)  # pytest-xdist: pairs grouped by model, one device per worker
+        from pytest_rf100vl.run.live import PLUGIN_NAME, LiveProgress
+
+        config.pluginmanager.register(LiveProgress(config), PLUGIN_NAME)  # progress and logs of long steps
 
 
 def _active(config: pytest.Config) -> bool:
@@ -126,14 +133,27 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_rf100vl.report.checks import FAILED
     from pytest_rf100vl.report.summary import summary
 
+    from pytest_rf100vl.run import resume, workers
+
     state = config.stash[SESSION_KEY]
     state.release()
+    unfinished = resume.unfinished(workers.planned_pairs(session), state)
+    if workers.is_worker(config):  # the xdist controller writes the results and prints the summary
+        workers.send_to_controller(config, state, unfinished)
+        return
     rows = state.rows
     checks = state.mean_checks()
     text = summary(rows, list(state.kinds.values()), checks, state.missing, state.errors, state.left_out)
+    text += resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED)
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text
-    config.stash[WARNINGS_KEY] = _results_written(config, state.writer.folder, rows)
+    notes = [(True, warning) for warning in _results_written(config, state.writer.folder, rows)]
+    repo_id = state.settings.value("rf100vl_push_results")
+    if repo_id:
+        from pytest_rf100vl.report.publish import push_session
+
+        notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
+    config.stash[NOTES_KEY] = notes
     failed = sum(check.status == FAILED for check in checks)
     config.stash[MEAN_FAILURES_KEY] = failed
     if failed and session.exitstatus == pytest.ExitCode.OK:
@@ -159,8 +179,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "rf100vl summary")
     terminalreporter.write_line(config.stash[SUMMARY_KEY])
     terminalreporter.write_line(f"results: {config.stash[SESSION_KEY].writer.folder}")
-    for warning in config.stash[WARNINGS_KEY]:
-        terminalreporter.write_line(f"rf100vl: warning: {warning}", yellow=True)
+    for warning, line in config.stash[NOTES_KEY]:
+        terminalreporter.write_line(f"rf100vl: {'warning: ' if warning else ''}{line}", yellow=warning)
     failed = config.stash[MEAN_FAILURES_KEY]
     if failed:
         terminalreporter.write_line(f"rf100vl: {failed} check(s) of means failed (exit status 1)", red=True, bold=True)

@@ -40,15 +40,26 @@ def progress_bar(*args: Any, **kwargs: Any) -> Any:
     if follower is None:
         return tqdm(*args, **kwargs)
 
+    # A disabled tqdm (``disable=True``, HF_HUB_DISABLE_PROGRESS_BARS) counts nothing and has
+    # no ``desc``, so the followed bar keeps its own count: the follower sees every bar.
+    description = kwargs.get("desc") or (args[1] if len(args) > 1 else None) or ""
+
     class Followed(tqdm):  # type: ignore[misc, valid-type]
+        followed: float = 0
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            follower(description, 0, self.total)  # the step starts now (its rate counts from here)
+
         def update(self, n: float | None = 1) -> bool | None:
             shown = super().update(n)
-            follower(self.desc or "", self.n, self.total)
+            self.followed += 1 if n is None else n
+            follower(description, self.followed, self.total)
             return shown
 
         def __iter__(self) -> Iterator[Any]:
             for done, item in enumerate(super().__iter__(), start=1):
                 yield item
-                follower(self.desc or "", done, self.total)
+                follower(description, done, self.total)
 
     return Followed(*args, **kwargs)

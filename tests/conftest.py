@@ -1,8 +1,13 @@
 """Fixtures shared by the whole suite.
 
-Every test session writes its caches (datasets' Arrow cache, the package's cache home)
-under a temporary folder, so the suite never touches a user's caches and never reuses a
-stale build. The variables are set at import, before ``datasets`` reads them.
+Every session of the project's tests writes its caches (datasets' Arrow cache, the
+package's cache home) under a temporary folder, works offline and ignores the user's data
+folders, so the suite never touches a user's caches and never reuses a stale build. The
+variables are set in ``pytest_configure``, before any test module imports ``datasets``.
+
+A benchmark run of the plugin started in the repository root (``pytest --rf100vl-model ...``
+with no test paths: only the matrix runs) loads this file too, as ``tests`` is the
+``testpaths``; it is the user's real run, so it keeps the user's environment untouched.
 """
 
 from __future__ import annotations
@@ -16,20 +21,34 @@ import pytest
 
 pytest_plugins = ["pytester"]  # the plugin's black-box tests (tests/plugin) run pytest in pytest
 
-_SESSION_CACHE = Path(tempfile.mkdtemp(prefix="rf100vl-hf-tests-"))
-os.environ["HF_DATASETS_CACHE"] = str(_SESSION_CACHE / "hf-datasets")
-os.environ["RF100VL_HF_HOME"] = str(_SESSION_CACHE / "home")
-os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the real Hub
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-for _name in ("RF100VL_DATA_DIR", "RF100VL_FEWSHOT_DIR", "UOUO_SOURCE_DIR"):
-    os.environ.pop(_name, None)
-
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RF100VL_SHARED_DATA", REPO.parent / "shared" / "data"))
+USER_DATA_VARIABLES = ("RF100VL_DATA_DIR", "RF100VL_FEWSHOT_DIR", "UOUO_SOURCE_DIR")
+_SESSION_CACHE = pytest.StashKey[Path]()
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+def plugin_only_run(config: pytest.Config) -> bool:
+    """A benchmark run of the plugin (a model is given, and no test paths): the user's own run."""
+    model_given = config.getoption("rf100vl_model", None) or config.getini("rf100vl_model")
+    return bool(model_given) and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Isolate the project's tests from the user's caches, data folders and the Hub."""
+    if plugin_only_run(config):
+        return
+    cache = config.stash[_SESSION_CACHE] = Path(tempfile.mkdtemp(prefix="rf100vl-hf-tests-"))
+    os.environ["HF_DATASETS_CACHE"] = str(cache / "hf-datasets")
+    os.environ["RF100VL_HF_HOME"] = str(cache / "home")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the real Hub
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for name in USER_DATA_VARIABLES:
+        os.environ.pop(name, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION_CACHE in config.stash:
+        shutil.rmtree(config.stash[_SESSION_CACHE], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

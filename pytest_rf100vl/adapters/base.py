@@ -1,4 +1,4 @@
-"""The one contract every model meets (DESIGN.md section 3).
+"""The one contract every model meets (the README's "Models"; docs/architecture.md).
 
 An adapter is built from a spec ``NAME[:CHECKPOINT_OR_PATH]``, told the task once per
 dataset (:meth:`Adapter.set_task`), then called on batches of RGB images. It returns
@@ -165,8 +165,7 @@ class Adapter(ABC):
         self.checkpoint = checkpoint or self.default_checkpoint
         self.device = device
         self.dtype = dtype
-        defaults = self.option_defaults or {}
-        self.options = {**defaults, **{key: typed_option(key, value, defaults.get(key)) for key, value in options.items()}}
+        self.options = self.resolved_options(options)
         self.task: DetectionTask | None = None
 
     @classmethod
@@ -182,10 +181,36 @@ class Adapter(ABC):
                 f"(accepted: {', '.join(cls.option_defaults) or 'none'})"
             )
 
+    @classmethod
+    def resolved_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Every declared option with its default, overridden by ``options`` in the defaults' types."""
+        defaults = cls.option_defaults or {}
+        return {**defaults, **{key: typed_option(key, value, defaults.get(key)) for key, value in options.items()}}
+
     @property
     def revision(self) -> str | None:
         """The model's commit or content hash, when known (recorded with every result)."""
         return None
+
+    @classmethod
+    def stored_revision(cls, checkpoint: str | None) -> str | None:
+        """The :attr:`revision` that ``checkpoint`` has on disk now, read without building the
+        model (the plugin resumes on it); ``None`` when it cannot be known before. An adapter
+        whose :attr:`revision` is not ``None`` overrides this too, or its rows are never reused."""
+        return None
+
+    @classmethod
+    def planned_identity(cls, checkpoint: str | None, options: dict[str, Any]) -> dict[str, Any]:
+        """The ``model``, ``checkpoint``, ``model_revision`` and ``adapter_options`` (resolved,
+        with defaults) that :meth:`describe` and :attr:`options` would give for ``checkpoint``
+        and the ``options`` given, worked out without building the model."""
+        checkpoint = checkpoint or cls.default_checkpoint
+        return {
+            "model": cls.name,
+            "checkpoint": checkpoint,
+            "model_revision": cls.stored_revision(checkpoint),
+            "adapter_options": cls.resolved_options(options),
+        }
 
     @property
     def is_smoke(self) -> bool:
@@ -220,6 +245,19 @@ class Adapter(ABC):
             best = int(np.argmax(detections.scores))
             answers.append(GroundingAnswer(tuple(float(v) for v in detections.boxes[best]), None))
         return answers
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...] | None:
+        """What the model is sent besides the image, for the current task (``query`` is
+        ``None``) or for a UOUO question: the prompt texts, and the classes in order (they
+        give the labels their meaning). The answer cache keys each answer on it, with the
+        checkpoint, revision, options, dtype and the image's pixels. ``None`` (the default):
+        the adapter does not say, and its answers are not cached."""
+        return None
+
+    def answer_counts(self) -> dict[str, int]:
+        """Counts of what the adapter met in its answers since it was built (unreadable answers,
+        unknown labels, ignored records...); each results row gets what its pair added."""
+        return {}
 
     def describe(self) -> dict[str, Any]:
         """What ran: recorded in results and benchmark ``extra_info``."""

@@ -206,7 +206,7 @@ class GroundingDinoAdapter(HFDetector):
             decoder_n_points=2,
             num_queries=30,
         )
-        image_processor = GroundingDinoImageProcessor(size={"shortest_edge": 64, "longest_edge": 96})
+        image_processor = GroundingDinoImageProcessor(size={"shortest_edge": 96, "longest_edge": 128})
         cls.model_class(config).save_pretrained(folder)
         GroundingDinoProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(folder)
 

@@ -34,7 +34,7 @@ MAX_ASPECT = 16.0
 """Images more elongated than this are padded (bottom or right) before preprocessing: a
 processor that resizes the short side to a few pixels would otherwise round it to zero."""
 
-TINY_RECIPE = 1
+TINY_RECIPE = 2
 """Bumped whenever a tiny model's recipe changes, so a cache built by an older version is not reused."""
 
 _MARKUP = re.compile(r"[*_`#>]+|^\s*[-+]\s+", re.MULTILINE)
@@ -173,7 +173,7 @@ class HFDetector(Adapter):
         self.torch_device = torch_device(device)
         self.torch_dtype = resolve_dtype(dtype)
         if self.checkpoint == TINY:
-            self.source = str(build_once(tiny_model_dir(f"{self.name}-r{TINY_RECIPE}"), self.build_tiny))
+            self.source = str(build_once(self.tiny_dir(), self.build_tiny))
         else:
             self.source = self.checkpoint
         self._revision: str | None = None
@@ -213,6 +213,21 @@ class HFDetector(Adapter):
         if self._revision is None:
             self._revision = checkpoint_revision(self.source)
         return self._revision
+
+    @classmethod
+    def tiny_dir(cls) -> Path:
+        """Where this adapter's tiny model is built (the recipe version is part of the name)."""
+        return tiny_model_dir(f"{cls.name}-r{TINY_RECIPE}")
+
+    @classmethod
+    def stored_revision(cls, checkpoint: str | None) -> str | None:
+        """The revision :attr:`revision` will read, without loading: the Hub commit in the local
+        cache, a local folder's content hash, or the tiny model's once it is built."""
+        if checkpoint is None:
+            return None
+        if checkpoint == TINY:
+            return content_hash(cls.tiny_dir()) if cls.tiny_dir().is_dir() else None
+        return checkpoint_revision(checkpoint)
 
     @property
     def is_smoke(self) -> bool:

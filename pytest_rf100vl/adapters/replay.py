@@ -140,11 +140,27 @@ class ReplayAdapter(Adapter):
         self.detections: dict[int, Detections] = {}
         self.ignored_records = 0
         """Records of the current task's file whose category id is not a class (not scored)."""
+        self.ignored_in_all = 0
 
     @property
     def revision(self) -> str | None:
         """A content hash of the file replayed for the current dataset."""
         return self._revision
+
+    @property
+    def is_smoke(self) -> bool:
+        """A replay of a smoke run is a smoke run: the plugin writes what made each file beside
+        it (``<split>.about.json``)."""
+        if self.file is None:
+            return False
+        about = self.file.with_name(f"{self.file.stem}.about.json")
+        try:
+            return bool(json.loads(about.read_text(encoding="utf-8")).get("smoke"))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def answer_counts(self) -> dict[str, int]:
+        return {"ignored_records": self.ignored_in_all}
 
     def set_task(self, task: DetectionTask) -> None:
         super().set_task(task)
@@ -160,6 +176,7 @@ class ReplayAdapter(Adapter):
         self.file = predictions_file(self.path, task.dataset, task.split)
         replayed = read_predictions(self.file, task.category_ids, task.image_ids)
         self.detections, self.ignored_records = replayed.detections, replayed.ignored
+        self.ignored_in_all += replayed.ignored
         self._revision = f"xxh3:{xxhash.xxh3_128_hexdigest(self.file.read_bytes())}"
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:

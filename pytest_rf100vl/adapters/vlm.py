@@ -128,9 +128,15 @@ class TextAnswerAdapter(HFDetector):
             "unknown_labels": dict(self.labels.unknown),
         }
 
+    def answer_counts(self) -> dict[str, int]:
+        counts = dict(self.stats)
+        counts["unknown_labels"] = counts.get("unknown_labels", 0) + sum(self.labels.unknown.values())
+        return counts
+
     def set_task(self, task: DetectionTask) -> None:
         """Build the prompts once per dataset: one with every class, or one per class."""
         super().set_task(task)
+        self.stats["unknown_labels"] += sum(self.labels.unknown.values())  # kept past the dataset
         self.labels = LabelMap(task.classes)
         instructions = task.instructions if task.prompt == "instructions" else {}
         if self.per_class:

@@ -20,6 +20,8 @@ import pytest
 from rf100vl_hf.constants import DTYPES
 from rf100vl_hf.devices import DEVICE_HELP, check_device_name
 
+from pytest_rf100vl.report.verdict import fraction
+
 GROUP = "rf100vl"
 DEFAULT_RESULTS = Path(".rf100vl") / "results"
 
@@ -29,7 +31,7 @@ class Option:
     """One option.
 
     ``kind`` is ``list`` (repeatable, comma-separated when ``split``), ``str``, ``int``,
-    ``float`` or ``path``. ``choices`` limits a ``str``; ``minimum`` bounds a number; ``check``
+    ``float``, ``path`` or ``flag`` (on when given; ini ``true``/``false``). ``choices`` limits a ``str``; ``minimum`` bounds a number; ``check``
     may refuse any other value by raising ``ValueError`` with the reason.
     """
 
@@ -90,6 +92,19 @@ def existing_folder(value: Path) -> Path:
     return value
 
 
+def _repo_id(value: str) -> str:
+    if value.count("/") != 1 or not all(part.strip() for part in value.split("/")):
+        raise ValueError(f"expected a Hub repository id ORG/NAME, got {value!r}")
+    return value
+
+
+def _shard(value: str) -> tuple[int, int]:
+    part, slash, count = value.partition("/")
+    if not (slash and part.strip().isdigit() and count.strip().isdigit() and 1 <= int(part) <= int(count)):
+        raise ValueError(f"expected I/N with 1 <= I <= N, e.g. 1/4, got {value!r}")
+    return int(part), int(count)
+
+
 def _device(value: str) -> str:
     return check_device_name(value)
 
@@ -105,8 +120,22 @@ CORE_OPTIONS: tuple[Option, ...] = (
     Option("results", "path", f"folder of results files (default: {DEFAULT_RESULTS})", "DIR"),
     Option("thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain or All), "
            "min_accuracy or min_miou (target: uouo-random or uouo-mmd) columns", "FILE"),
+    Option("push-results", "str", "push this session's rows to the Hub results dataset ORG/NAME when it ends "
+           "(append-and-merge; a failed push is a warning with the command that retries it)", "ORG/NAME",
+           check=_repo_id),
     Option("adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter "
            "NAME only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE"),
+    Option("max-failed-fraction", "float", "a pair fails when the model failed (raised) on more than this fraction "
+           "of its images (default: 0, any failed image fails the pair)", "F", default=0.0, check=fraction),
+    Option("rerun", "flag", "run every pair even when the results folder has its finished row (default: reuse "
+           "it)", "", default=False),
+    Option("cache", "str", "answer cache folder, or 'off' (default: <results>/answers)", "DIR|off"),
+    Option("shard", "str", "run part I of N of the matrix (size-balanced, the same on every machine), e.g. 1/4",
+           "I/N", check=_shard),
+    Option("device-map", "str", "'auto': spread a transformers model over every visible GPU (accelerate)", "auto",
+           choices=("auto",)),
+    Option("warmup-batches", "int", "model calls timed apart from the throughput (default: 2)", "N", default=2,
+           minimum=1),
 )
 
 
@@ -157,10 +186,13 @@ def add_options(parser: pytest.Parser, options: tuple[Option, ...]) -> None:
     for option in options:
         if option.kind == "list":
             group.addoption(option.flag, action="append", dest=option.dest, metavar=option.metavar, help=option.help)
+        elif option.kind == "flag":
+            group.addoption(option.flag, action="store_true", default=None, dest=option.dest, help=option.help)
         else:
             group.addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
-        ini_type = {"list": "linelist", "path": "paths"}.get(option.kind, "string")
-        parser.addini(option.dest, option.help, type=ini_type, default=[] if ini_type != "string" else "")
+        ini_type = {"list": "linelist", "path": "paths", "flag": "bool"}.get(option.kind, "string")
+        ini_default = {"string": "", "bool": False}.get(ini_type, [])
+        parser.addini(option.dest, option.help, type=ini_type, default=ini_default)
 
 
 def _raw(config: pytest.Config, option: Option) -> Any:

@@ -38,8 +38,9 @@ class PairRun:
 
     @property
     def scores(self) -> Any:
-        """The kind's scores (COCO scores for RF100-VL, grounding scores for UOUO)."""
-        return self.evaluation.scores
+        """The kind's scores (COCO scores for RF100-VL, grounding scores for UOUO); ``None`` for a
+        pair reused from an earlier run (its ``evaluation`` is ``None``: the row holds the scores)."""
+        return None if self.evaluation is None else self.evaluation.scores
 
 
 class BenchmarkKind(ABC):
@@ -98,6 +99,46 @@ class BenchmarkKind(ABC):
         """Run and score one pair, write its predictions with ``session.writer``, and return
         its row (the common columns of :func:`pytest_rf100vl.report.rows.common_columns` plus
         the kind's own) with its threshold checks."""
+
+    def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
+        """The dataset's identity columns of the row ``pair`` would write (``dataset``,
+        ``dataset_fingerprint``, ``split``, ``prompt``, and ``split_parameters`` where the
+        kind has them), without running it, so a finished row can be reused; ``None`` (the
+        default): this kind's pairs always run."""
+        return None
+
+    def reuse(self, pair: "Pair", row: dict[str, Any], session: "MatrixSession") -> PairRun:
+        """A finished row of an earlier run as this session's run of ``pair``, checked against
+        this session's thresholds: each metric's minimum from the thresholds file, else from
+        its kind's ``--<kind>-min-<metric>`` option."""
+        from pytest_rf100vl.report.thresholds import check_status, failure, threshold_for
+
+        thresholds = {}
+        for metric in self.metrics:
+            minimum = self.settings.values.get(f"{metric.kind}_min_{metric.name}")
+            default = None if minimum is None else Threshold(minimum, f"--{metric.kind}-min-{metric.name}")
+            threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
+            if threshold is not None:
+                thresholds[metric.name] = threshold
+        row.update({metric.column: thresholds[metric.name].minimum if metric.name in thresholds else None
+                    for metric in self.metrics})
+        row["threshold_source"] = "; ".join(dict.fromkeys(t.source for t in thresholds.values())) or None
+        row["check"] = check_status([(row.get(name), t) for name, t in thresholds.items()])
+        label = f"{pair.model} on {pair.dataset}"
+        by_name = {metric.name: metric for metric in self.metrics}
+        messages = [failure(label, by_name[name], row.get(name), t) for name, t in thresholds.items()]
+        return PairRun(pair, None, row, thresholds, "; ".join(m for m in messages if m) or None)
+
+    def cost(self, dataset: str) -> float:
+        """How long a pair of ``dataset`` takes, relatively (images to answer, say), read cheaply
+        and the same on every machine that sees the same data; shards are balanced on it."""
+        return 1.0
+
+    def unscored(self, row: dict[str, Any]) -> str | None:
+        """Why a pair that ran has no score at all (it then errors instead of passing), or
+        ``None`` when it was scored. A score of 0 is a score: too many failed images fail a
+        pair through ``--rf100vl-max-failed-fraction``."""
+        return None if row["n_images"] else "the split has no images"
 
     # -- reporting --------------------------------------------------------------------
     def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:

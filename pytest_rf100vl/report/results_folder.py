@@ -48,11 +48,18 @@ class ResultsWriter:
     def predictions_dir(self, spec: str) -> Path:
         return self.folder / PREDICTIONS / model_folder(spec)
 
-    def write_predictions(self, spec: str, dataset: str, split: str, predictions: list[dict[str, Any]]) -> Path:
-        """A pair's predictions as one JSON list (COCO results format for detection)."""
+    def write_predictions(
+        self, spec: str, dataset: str, split: str, predictions: list[dict[str, Any]], about: dict[str, Any]
+    ) -> Path:
+        """A pair's predictions as one JSON list (COCO results format for detection), and beside
+        it ``<split>.about.json``: what made them (``about``: the adapter's description), so a
+        replay of a smoke run is known as one."""
         path = self.predictions_dir(spec) / dataset / f"{split}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(predictions), encoding="utf-8")
+        path.with_name(f"{split}.about.json").write_text(
+            json.dumps({"run_id": self.run_id, **about}, default=str), encoding="utf-8"
+        )
         return path
 
     def write_records(self, spec: str, dataset: str, split: str, records: list[dict[str, Any]]) -> Path:
@@ -63,21 +70,22 @@ class ResultsWriter:
         return path
 
     def append(self, row: dict[str, Any]) -> None:
-        """Add a row to ``results.jsonl`` and force it to disk before the next pair starts."""
+        """Add a row to ``results.jsonl`` and force it to disk before the next pair starts, under
+        a file lock: several processes (pytest-xdist workers, runs sharing the folder) append
+        whole lines, never interleaved ones."""
+        from filelock import FileLock
+
         self.folder.mkdir(parents=True, exist_ok=True)
-        with self.jsonl.open("a", encoding="utf-8") as handle:
+        with FileLock(str(self.jsonl) + ".lock"), self.jsonl.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(row, allow_nan=True) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
     def finish(self, rows: list[dict[str, Any]], summary: str) -> None:
-        """Write this run's ``results.parquet`` and ``summary.md``."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        """Write this run's ``results.parquet`` (as ``rf100vl-hf results summary`` writes it) and ``summary.md``."""
+        from rf100vl_hf.results.summary import write_parquet
 
         self.folder.mkdir(parents=True, exist_ok=True)
         if rows:
-            columns = dict.fromkeys(key for row in rows for key in row)  # rows of different kinds differ
-            pq.write_table(pa.Table.from_pylist([{key: row.get(key) for key in columns} for row in rows]),
-                           self.folder / PARQUET)
+            write_parquet(rows, self.folder / PARQUET)
         (self.folder / SUMMARY).write_text(summary, encoding="utf-8")

@@ -4,6 +4,8 @@ fast, and what its output needed. Kinds add their own scores (see ``docs/archite
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -13,6 +15,10 @@ if TYPE_CHECKING:
     from pytest_rf100vl.run.runner import OutputCounts, Timing
 
 VERSIONED = ("torch", "transformers", "datasets", "rf100vl-hf")
+SCORING_VERSION = 2
+"""Part of every row's identity (``scoring_version``): bumped whenever a change of the plugin
+or the library changes a score for the same predictions, so that older rows are not reused
+(2: scored exactly as pycocotools scores them, maxDets per image and class)."""
 LATENCIES = ("latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms")
 
 
@@ -25,6 +31,11 @@ def versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             found[package] = None
     return found
+
+
+def options_column(options: dict[str, Any]) -> str:
+    """Adapter options as one column: JSON with sorted keys (values that JSON lacks as text)."""
+    return json.dumps(options, sort_keys=True, default=str)
 
 
 def common_columns(
@@ -47,7 +58,7 @@ def common_columns(
         "spec": pair.model,
         "checkpoint": described["checkpoint"],
         "model_revision": described["revision"],
-        "adapter_options": json.dumps(options, sort_keys=True, default=str),
+        "adapter_options": options_column(options),
         "dataset": pair.dataset,
         "split": split,
         "n_images": timing.n_images,
@@ -55,10 +66,16 @@ def common_columns(
         **{key: latency.get(key) for key in LATENCIES},
         "peak_gpu_memory_mb": timing.peak_gpu_memory_mb,
         "inference_s": timing.seconds,
+        "warmup_s": timing.warmup_seconds,
+        "warmup_batches": timing.warmup_batches,
+        "cached_images": timing.cached_images,
         "device": described["device"],
         "dtype": described["dtype"],
         "batch_size": batch_size,
         **{f"{package.replace('-', '_')}_version": v for package, v in versions().items()},
         "smoke": bool(described["smoke"]),
+        "command": shlex.join(["pytest", *sys.argv[1:]]),
         **counts.as_dict(),
+        "scoring_version": SCORING_VERSION,
+        "reused_from": None,
     }

@@ -8,12 +8,14 @@ and UOUO grounding (:func:`run_grounding`).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,10 +30,15 @@ from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, G
 if TYPE_CHECKING:
     import datasets
 
+    from pytest_rf100vl.run.answers import PairAnswers
+
 T = TypeVar("T")
 R = TypeVar("R")
 _END = object()
-PREFETCH_BATCHES = 2
+DECODE_WORKERS = max(1, min(4, os.cpu_count() or 1))
+"""Decoding threads of the inference loop (each decodes a whole batch)."""
+WARMUP_BATCHES = 2
+"""Model calls timed apart from the throughput by default (``--rf100vl-warmup-batches``)."""
 
 
 @dataclass
@@ -40,7 +47,8 @@ class OutputCounts:
 
     dropped: int = 0  # NaN/inf box or score, or a label that is not a class index
     clipped: int = 0  # boxes reaching outside the image, clipped to it
-    truncated: int = 0  # beyond the best MAX_DETECTIONS of an image
+    swapped: int = 0  # boxes given with x1 < x0 or y1 < y0, whose corners were put in order
+    truncated: int = 0  # beyond the best MAX_DETECTIONS of an image and class
     failed_images: int = 0  # the adapter raised (or answered wrongly) for the image
     first_error: str | None = None  # traceback of the first failure
 
@@ -54,12 +62,14 @@ class OutputCounts:
         """Take on the repairs counted in ``other`` (kept apart until a whole batch succeeded)."""
         self.dropped += other.dropped
         self.clipped += other.clipped
+        self.swapped += other.swapped
         self.truncated += other.truncated
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "dropped": self.dropped,
             "clipped": self.clipped,
+            "swapped": self.swapped,
             "truncated": self.truncated,
             "failed_images": self.failed_images,
             "first_error": self.first_error,
@@ -68,27 +78,40 @@ class OutputCounts:
 
 @dataclass
 class Timing:
-    """How long a loop took, in all and per batch, and its peak GPU memory (``None`` off CUDA)."""
+    """How long a loop took, in all and per model call, and its peak GPU memory (``None`` off CUDA).
+
+    The first ``warmup_batches`` model calls (kernel selection, lazy allocation, caches
+    filling) are timed apart: ``warmup_seconds`` is the wall time from the start through the
+    last of them, and the throughput and latencies are those of the steady state after it.
+    Images answered from the answer cache count in ``n_images`` but not in the throughput.
+    """
 
     seconds: float
     batch_seconds: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     peak_gpu_memory_mb: float | None = None
+    warmup_batches: int = 0
+    warmup_seconds: float = 0.0
+    cached_images: int = 0
 
     @property
     def n_images(self) -> int:
-        return sum(self.batch_sizes)
+        return sum(self.batch_sizes) + self.cached_images
 
     @property
     def images_per_s(self) -> float:
-        return self.n_images / self.seconds if self.seconds > 0 else float("nan")
+        """Images the model answered per second of steady state (wall clock, decoding included)."""
+        steady = self.seconds - self.warmup_seconds
+        images = sum(self.batch_sizes[self.warmup_batches :])
+        return images / steady if images and steady > 0 else float("nan")
 
     def latency_ms(self) -> dict[str, float]:
-        """p50 and p95 latency of a batch, and of an image (a batch's time over its size)."""
-        if not self.batch_seconds:
+        """p50 and p95 latency of a steady-state batch, and of an image (a batch's time over its size)."""
+        steady = slice(self.warmup_batches, None)
+        if not self.batch_seconds[steady]:
             return {}
-        batch = np.asarray(self.batch_seconds) * 1000
-        image = batch / np.asarray(self.batch_sizes)
+        batch = np.asarray(self.batch_seconds[steady]) * 1000
+        image = batch / np.asarray(self.batch_sizes[steady])
         return {
             "latency_batch_p50_ms": float(np.percentile(batch, 50)),
             "latency_batch_p95_ms": float(np.percentile(batch, 95)),
@@ -121,27 +144,36 @@ class GroundingResult:
     timing: Timing
 
 
-def prefetched(iterable: Iterable[T], depth: int = PREFETCH_BATCHES) -> Iterator[T]:
-    """Items of ``iterable`` produced by a worker thread ``depth`` items ahead of the consumer.
+def decoded_ahead(raw: Iterable[T], decode: Callable[[T], R], workers: int = DECODE_WORKERS) -> Iterator[R]:
+    """``decode(item)`` for each item of ``raw``, in order, by a pool of ``workers`` threads
+    that keeps ``2 * workers`` items in flight ahead of the consumer.
 
-    Decoding (PIL releases the GIL) then runs while the model works on the previous batch.
+    Decoding (PIL releases the GIL) then runs while the model works on earlier batches; one
+    thread was the bottleneck of a fast model on large images (``benchmarks/test_feeding.py``).
     """
-    iterator = iter(iterable)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rf100vl-decode") as pool:
-        pending = deque(pool.submit(next, iterator, _END) for _ in range(depth))
-        while True:
-            item = pending.popleft().result()
-            if item is _END:
-                return
-            pending.append(pool.submit(next, iterator, _END))
-            yield item
+    iterator = iter(raw)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rf100vl-decode")
+    try:
+        pending = deque(pool.submit(decode, item) for item in islice(iterator, 2 * workers))
+        while pending:
+            done = pending.popleft().result()
+            following = next(iterator, _END)
+            if following is not _END:
+                pending.append(pool.submit(decode, following))
+            yield done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def decoded_batches(
+RawBatch = list[tuple[bytes, int, str]]
+"""A batch as stored: each image's file bytes, its id and its name."""
+
+
+def raw_batches(
     dataset: "datasets.Dataset", batch_size: int, id_column: str = "image_id", name_column: str | None = "file_name"
-) -> Iterator[list[ImageItem]]:
-    """Batches of RGB images, decoded from the original file bytes with ``open_rgb``; without
-    a ``name_column`` an image is named by its stored path (UOUO: ``mosaic_000005.png``)."""
+) -> Iterator[RawBatch]:
+    """Batches of undecoded images; without a ``name_column`` an image is named by its stored
+    path (UOUO: ``mosaic_000005.png``)."""
     import datasets
 
     columns = ["image", id_column] + ([name_column] if name_column else [])
@@ -149,9 +181,21 @@ def decoded_batches(
     for batch in rows.iter(batch_size):
         names = batch[name_column] if name_column else [image["path"] or "" for image in batch["image"]]
         yield [
-            ImageItem(open_rgb(image["bytes"] or Path(image["path"]).read_bytes()), int(image_id), name)
+            (image["bytes"] or Path(image["path"]).read_bytes(), int(image_id), name)
             for image, image_id, name in zip(batch["image"], batch[id_column], names)
         ]
+
+
+def decode_batch(batch: RawBatch) -> list[ImageItem]:
+    """RGB images of a raw batch, decoded from the original file bytes with ``open_rgb``."""
+    return [ImageItem(open_rgb(data), image_id, name) for data, image_id, name in batch]
+
+
+def decoded_batches(
+    dataset: "datasets.Dataset", batch_size: int, id_column: str = "image_id", name_column: str | None = "file_name"
+) -> Iterator[list[ImageItem]]:
+    """Batches of RGB images, decoded by a pool of threads ahead of the consumer."""
+    return decoded_ahead(raw_batches(dataset, batch_size, id_column, name_column), decode_batch)
 
 
 def _outside(boxes: np.ndarray, width: int, height: int) -> int:
@@ -160,8 +204,11 @@ def _outside(boxes: np.ndarray, width: int, height: int) -> int:
     return int(((boxes < 0) | (boxes > limits)).any(axis=1).sum())
 
 
-def make_safe(detections: Detections, item: ImageItem, n_classes: int, counts: OutputCounts) -> Sanitized:
-    """One image's output, cleaned by ``sanitize_detections``; labels outside the classes are dropped."""
+def make_safe(
+    detections: Detections, item: ImageItem, n_classes: int, counts: OutputCounts, clip: bool = True
+) -> Sanitized:
+    """One image's output, cleaned by ``sanitize_detections``; labels outside the classes are
+    dropped. ``clip=False`` for a submission scored as submitted (boxes kept as given)."""
     labels = np.asarray(detections.labels).reshape(-1)
     boxes = np.asarray(detections.boxes, dtype=np.float64).reshape(-1, 4)
     scores = np.asarray(detections.scores, dtype=np.float64).reshape(-1)
@@ -172,10 +219,12 @@ def make_safe(detections: Detections, item: ImageItem, n_classes: int, counts: O
     valid = (labels >= 0) & (labels < n_classes) & (labels == np.round(labels))
     width, height = item.image.size
     finite = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
-    counts.clipped += _outside(boxes[valid & finite], width, height)
+    if clip:
+        counts.clipped += _outside(boxes[valid & finite], width, height)
     counts.dropped += int((~valid).sum())
-    safe = sanitize_detections(boxes[valid], scores[valid], labels[valid].astype(np.int64), width, height)
+    safe = sanitize_detections(boxes[valid], scores[valid], labels[valid].astype(np.int64), width, height, clip=clip)
     counts.dropped += safe.non_finite
+    counts.swapped += safe.swapped
     counts.truncated += safe.truncated
     return safe
 
@@ -196,15 +245,32 @@ def _same_length(outputs: list[Any], batch: list[Any], method: str) -> None:
         raise ValueError(f"{method} returned {len(outputs)} results for {len(batch)} images")
 
 
-def _detect(adapter: Adapter, items: list[ImageItem], n_classes: int, counts: OutputCounts) -> list[Sanitized]:
-    """The adapter's safe output for a batch; an image it fails on gets no detections and is counted."""
+def _detect(
+    adapter: Adapter,
+    items: list[ImageItem],
+    n_classes: int,
+    counts: OutputCounts,
+    answers: "PairAnswers[Detections] | None" = None,
+    known: dict[int, Detections] | None = None,
+) -> list[Sanitized]:
+    """The adapter's safe output for a batch; an image it fails on gets no detections and is
+    counted. Images in ``known`` (cached answers) are not asked again; the others' answers go
+    to ``answers`` once the whole batch they came in was made safe."""
+    known = known or {}
 
     def run(batch: list[ImageItem]) -> list[Sanitized]:
-        outputs = adapter.predict(batch)
-        _same_length(outputs, batch, "predict")
+        asked = [item for item in batch if item.image_id not in known]
+        fresh = adapter.predict(asked) if asked else []
+        _same_length(fresh, asked, "predict")
+        answered = dict(zip((item.image_id for item in asked), fresh))
+        outputs = [known[item.image_id] if item.image_id in known else answered[item.image_id] for item in batch]
         scratch = OutputCounts()  # repairs count only once the whole batch succeeded
-        safe = [make_safe(d, item, n_classes, scratch) for d, item in zip(outputs, batch)]
+        clip = not adapter.submitted_output
+        safe = [make_safe(d, item, n_classes, scratch, clip) for d, item in zip(outputs, batch)]
         counts.add_repairs(scratch)
+        if answers is not None:
+            for item, output in zip(asked, fresh):
+                answers.keep(item, output)
         return safe
 
     def fail(item: ImageItem, error: Exception) -> Sanitized:
@@ -215,18 +281,30 @@ def _detect(adapter: Adapter, items: list[ImageItem], n_classes: int, counts: Ou
 
 
 def _ground(
-    adapter: Adapter, asked: list[tuple[ImageItem, GroundingQuery]], counts: OutputCounts, errors: dict[int, str]
+    adapter: Adapter,
+    asked: list[tuple[ImageItem, GroundingQuery]],
+    counts: OutputCounts,
+    errors: dict[int, str],
+    answers: "PairAnswers[GroundingAnswer] | None" = None,
+    known: dict[int, GroundingAnswer] | None = None,
 ) -> list[GroundingAnswer]:
     """The adapter's answers for a batch of mosaics; a mosaic it fails on gets an empty
-    answer (scored as a parse failure) and is counted."""
+    answer (scored as a parse failure) and is counted. Mosaics in ``known`` (cached answers)
+    are not asked again; the others' answers go to ``answers``."""
+    known = known or {}
 
     def run(batch: list[tuple[ImageItem, GroundingQuery]]) -> list[GroundingAnswer]:
-        answers = adapter.ground([item for item, _ in batch], [query for _, query in batch])
-        _same_length(answers, batch, "ground")
-        wrong = [type(answer).__name__ for answer in answers if not isinstance(answer, GroundingAnswer)]
+        ask = [(item, query) for item, query in batch if item.image_id not in known]
+        fresh = adapter.ground([item for item, _ in ask], [query for _, query in ask]) if ask else []
+        _same_length(fresh, ask, "ground")
+        wrong = [type(answer).__name__ for answer in fresh if not isinstance(answer, GroundingAnswer)]
         if wrong:
             raise TypeError(f"ground returned {wrong[0]} where a GroundingAnswer was expected")
-        return list(answers)
+        if answers is not None:
+            for (item, _), answer in zip(ask, fresh):
+                answers.keep(item, answer)
+        answered = dict(zip((item.image_id for item, _ in ask), fresh))
+        return [known[item.image_id] if item.image_id in known else answered[item.image_id] for item, _ in batch]
 
     def fail(element: tuple[ImageItem, GroundingQuery], error: Exception) -> GroundingAnswer:
         counts.fail(element[0], error)
@@ -256,30 +334,52 @@ def _peak_memory_mb(device: str) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class LoopOptions:
+    """How the inference loop runs, beside the batch size: how many model calls are warm-up,
+    and the answer cache folder (``None``: no cache)."""
+
+    warmup_batches: int = WARMUP_BATCHES
+    cache: Path | None = None
+
+
 def _timed(
     batches: Iterable[list[ImageItem]],
     total: int,
-    step: Callable[[list[ImageItem]], None],
+    step: Callable[[list[ImageItem]], int],
     device: str,
     progress: bool,
     description: str | None,
+    warmup: int = WARMUP_BATCHES,
 ) -> Timing:
-    """Feed each batch (decoded ahead by a worker thread) to ``step``, timing every call."""
-    from tqdm.auto import tqdm
+    """Feed each batch (decoded ahead by :func:`decoded_batches`) to ``step``, which returns
+    how many of its images it sent to the model; each call that sent some is timed, and the
+    first ``warmup`` of them (at most all but the last) are the warm-up (:class:`Timing`).
+    The bar is huggingface_hub's (``rf100vl_hf.progress``), so the
+    plugin's live line follows it."""
+    from rf100vl_hf.progress import progress_bar
 
     batch_seconds: list[float] = []
     batch_sizes: list[int] = []
+    ends: list[float] = []  # when each model call returned
+    cached = 0
     _reset_peak_memory(device)
     start = time.perf_counter()
-    with tqdm(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
-        for items in prefetched(batches):
+    with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
+        for items in batches:
             tick = time.perf_counter()
-            step(items)
-            batch_seconds.append(time.perf_counter() - tick)
-            batch_sizes.append(len(items))
+            sent = step(items)
+            cached += len(items) - sent
+            if sent:
+                ends.append(time.perf_counter())
+                batch_seconds.append(ends[-1] - tick)
+                batch_sizes.append(sent)
             bar.update(len(items))
     _synchronize(device)
-    return Timing(time.perf_counter() - start, batch_seconds, batch_sizes, _peak_memory_mb(device))
+    seconds = time.perf_counter() - start
+    warmed = max(0, min(warmup, len(ends) - 1))
+    warmup_seconds = ends[warmed - 1] - start if warmed else 0.0
+    return Timing(seconds, batch_seconds, batch_sizes, _peak_memory_mb(device), warmed, warmup_seconds, cached)
 
 
 def run_inference(
@@ -288,18 +388,29 @@ def run_inference(
     batch_size: int = 1,
     progress: bool = True,
     description: str | None = None,
+    loop: LoopOptions = LoopOptions(),
 ) -> InferenceResult:
     """Run ``adapter`` (its task already set) over every image of ``dataset``."""
+    from pytest_rf100vl.run.answers import open_answers
+
     assert adapter.task is not None, "set_task must be called before run_inference"
     n_classes = len(adapter.task.classes)
     counts = OutputCounts()
     detections: dict[int, Sanitized] = {}
+    answers = open_answers(loop.cache, adapter, Detections)
 
-    def step(items: list[ImageItem]) -> None:
-        safe = _detect(adapter, items, n_classes, counts)
+    def step(items: list[ImageItem]) -> int:
+        known = answers.found(items) if answers is not None else {}
+        safe = _detect(adapter, items, n_classes, counts, answers, known)
         detections.update((item.image_id, s) for item, s in zip(items, safe))
+        return len(items) - len(known)
 
-    timing = _timed(decoded_batches(dataset, batch_size), len(dataset), step, adapter.device, progress, description)
+    try:
+        timing = _timed(decoded_batches(dataset, batch_size), len(dataset), step, adapter.device, progress,
+                        description, loop.warmup_batches)
+    finally:
+        if answers is not None:
+            answers.close()
     return InferenceResult(detections, counts, timing)
 
 
@@ -310,20 +421,30 @@ def run_grounding(
     batch_size: int = 1,
     progress: bool = True,
     description: str | None = None,
+    loop: LoopOptions = LoopOptions(),
 ) -> GroundingResult:
     """Ask ``adapter`` each mosaic's question (``queries``, in row order) over a UOUO split."""
+    from pytest_rf100vl.run.answers import open_answers
+
     if len(queries) != len(dataset):
         raise ValueError(f"{len(queries)} questions for {len(dataset)} mosaics")
     counts = OutputCounts()
     errors: dict[int, str] = {}
     answers: list[GroundingAnswer] = []
+    cache = open_answers(loop.cache, adapter, GroundingAnswer)
 
-    def step(items: list[ImageItem]) -> None:
+    def step(items: list[ImageItem]) -> int:
         asked = queries[len(answers) : len(answers) + len(items)]
-        answers.extend(_ground(adapter, list(zip(items, asked)), counts, errors))
+        known = cache.found(items, asked) if cache is not None else {}
+        answers.extend(_ground(adapter, list(zip(items, asked)), counts, errors, cache, known))
+        return len(items) - len(known)
 
     batches = decoded_batches(dataset, batch_size, id_column="mosaic_id", name_column=None)
-    timing = _timed(batches, len(dataset), step, adapter.device, progress, description)
+    try:
+        timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
+    finally:
+        if cache is not None:
+            cache.close()
     return GroundingResult(answers, errors, counts, timing)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,6 +15,12 @@ from pytest_rf100vl.collect.options import Settings
 from pytest_rf100vl.collect.selection import Pair, matrix
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.results_folder import ResultsWriter
+from pytest_rf100vl.report.rows import options_column
+from pytest_rf100vl.run import resume, workers
+from pytest_rf100vl.run.runner import LoopOptions
+from pytest_rf100vl.run.shard import shard
+from pytest_rf100vl.report.verdict import too_many_failed_images
+from pytest_rf100vl.run.guard import adapter_call
 from pytest_rf100vl.report.thresholds import Metric, Rule, read_thresholds
 
 if TYPE_CHECKING:
@@ -29,18 +36,41 @@ class MatrixSession:
         self.config = config
         self.settings = settings
         self.kinds = {kind.name: kind for kind in kinds}
-        self.pairs: list[Pair] = matrix(settings, kinds)
+        self.pairs: list[Pair] = self._shard(matrix(settings, kinds))
         self.rules: list[Rule] = self._rules()
         self._check_adapter_options()
-        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+        run_id = workers.shared_run_id(config) or (
+            datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+        )
         self.writer = ResultsWriter(settings.results, run_id)
+        self.loop = LoopOptions(settings.value("rf100vl_warmup_batches"), self._cache_folder())
         self.runs: dict[Pair, PairRun] = {}
+        self.unfinished: set[str] = set()  # pair ids of xdist workers' pairs that did not finish
+        self._earlier: list[dict[str, Any]] | None = None
         self.missing: dict[str, str] = {}  # dataset -> how to get it
         self.errors: dict[str, str] = {}  # pair id -> why it could not run
         self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
         self._device: str | None = None
         self._adapter: tuple[str, "Adapter | Exception"] | None = None
         self._datasets: dict[str, Any] = {}
+
+    def _shard(self, pairs: list[Pair]) -> list[Pair]:
+        """This session's part of the matrix under ``--rf100vl-shard I/N`` (all of it without)."""
+        chosen = self.settings.value("rf100vl_shard")
+        if chosen is None:
+            return pairs
+        costs = {dataset: self.kinds[kind].cost(dataset) for dataset, kind in {(p.dataset, p.kind) for p in pairs}}
+        return shard(pairs, *chosen, lambda pair: costs[pair.dataset])
+
+    def _cache_folder(self) -> Path | None:
+        """The answer cache folder: ``--rf100vl-cache DIR``, none with ``off``, by default
+        ``answers`` in the results folder."""
+        chosen = self.settings.value("rf100vl_cache")
+        if chosen is None:
+            return Path(self.settings.results) / "answers"
+        if chosen.strip().lower() == "off":
+            return None
+        return self.config.invocation_params.dir / Path(chosen).expanduser()
 
     def _check_adapter_options(self) -> None:
         """An option a model's adapter does not declare is a usage error now, before any model
@@ -88,7 +118,8 @@ class MatrixSession:
         if self._device is None:
             from rf100vl_hf.devices import resolve_device
 
-            self._device = resolve_device(self.settings.device)
+            resolved = resolve_device(self.settings.device)
+            self._device = workers.worker_device(self.config, self.settings.device, resolved)
         return self._device
 
     def adapter(self, spec: str) -> "Adapter":
@@ -107,10 +138,11 @@ class MatrixSession:
 
         options = self.settings.options_for(spec)
         try:
-            adapter = self.config.hook.pytest_rf100vl_make_adapter(
-                config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype, options=options
-            )
-            return adapter or registry.create(spec, device=self.device, dtype=self.settings.dtype, **options)
+            with adapter_call("the adapter", errors=()):  # sys.exit too
+                adapter = self.config.hook.pytest_rf100vl_make_adapter(
+                    config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype, options=options
+                )
+                return adapter or registry.create(spec, device=self.device, dtype=self.settings.dtype, **options)
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
 
@@ -128,12 +160,40 @@ class MatrixSession:
             self._datasets[pair.dataset] = kind.load(pair.dataset, self)
         return kind.split(pair.dataset, self._datasets[pair.dataset], split)
 
+    def resume(self, pair: Pair) -> bool:
+        """Reuse a finished row of ``pair`` from the results folder (``run/resume.py`` says
+        when), unless ``--rf100vl-rerun``: record it as this run's and write it to
+        ``results.jsonl``. Whether a pair was reused; the model is not loaded to know."""
+        if self.settings.value("rf100vl_rerun"):
+            return False
+        if self._earlier is None:
+            self._earlier = resume.earlier_rows(self.writer.folder)
+        kind = self.kinds[pair.kind]
+        wanted = resume.planned(pair, kind, self) if self._earlier else None
+        found = resume.reusable_row(self._earlier, wanted, self.settings.dtype) if wanted else None
+        if found is None:
+            return False
+        done = kind.reuse(pair, resume.reused_row(found, pair, self.writer.run_id), self)
+        self.writer.append(done.row)
+        self.runs[pair] = done
+        return True
+
     def run(self, pair: Pair, benchmark: Any = None) -> PairRun:
         """Run ``pair`` (once per session) by its kind, let hooks add columns, and append its
         row to ``results.jsonl``."""
         if pair in self.runs:
             return self.runs[pair]
-        done = self.kinds[pair.kind].run(pair, self.adapter(pair.model), self, benchmark)
+        adapter = self.adapter(pair.model)
+        before = adapter.answer_counts()
+        with adapter_call("the adapter", errors=()):  # sys.exit in predict/ground costs this pair only
+            done = self.kinds[pair.kind].run(pair, adapter, self, benchmark)
+        too_many = too_many_failed_images(done.row, self.settings.value("rf100vl_max_failed_fraction"))
+        if too_many:
+            done.failure = "; ".join(message for message in (too_many, done.failure) if message)
+        done.row["answer_counts"] = {
+            name: count - before.get(name, 0) for name, count in adapter.answer_counts().items()
+        }
+        done.row["requested_options"] = options_column(self.settings.options_for(pair.model))
         self._add_columns(pair, done.row)
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
@@ -152,6 +212,9 @@ class MatrixSession:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
+        """This run's rows; under xdist, the controller reads the workers' rows back."""
+        if workers.is_controller(self.config):
+            return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs)
         return [run.row for run in self.runs.values()]
 
     def mean_checks(self) -> list["MeanCheck"]:
@@ -165,7 +228,8 @@ class MatrixSession:
 
 
 BENCHMARK_FIELDS = (
-    "images_per_s", "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms",
+    "images_per_s", "warmup_s", "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms",
+    "latency_image_p50_ms", "latency_image_p95_ms",
     "peak_gpu_memory_mb", "device", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
     "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
 )

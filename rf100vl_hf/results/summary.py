@@ -126,27 +126,36 @@ def answer_counts(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def summary(
-    rows: Sequence[dict[str, Any]],
-    extra_sections: Sequence[Section] = (),
-    figures: Sequence[str] = (),
-    title: str = "rf100vl results",
-) -> str:
-    """The whole summary as markdown; ``figures`` are image paths relative to where the summary
-    is written, ``extra_sections`` come last, each as ``## title`` and its lines."""
-    rows = list(rows)
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+def header(rows: Sequence[dict[str, Any]], title: str = "rf100vl results") -> list[str]:
+    """The title, the smoke banner, and what the rows ran on and how."""
     lines = [f"# {title}", ""]
     if any(row.get("smoke") for row in rows):
         lines += [f"**{SMOKE_BANNER}**", ""]
     if rows:
         lines += [environment(rows), "", *provenance(rows), ""]
-    if detection:
-        lines += ["## AP50:95 (%)", "", *to_markdown(ap_table(detection)), "", "## Runs", "", *runs_table(detection), ""]
-    if grounding:
-        lines += [f"## {uouo_table(grounding).title}", "", *to_markdown(uouo_table(grounding)), ""]
-        lines += ["## UOUO runs", "", *uouo_runs_table(grounding), ""]
+    return lines
+
+
+def rf100vl_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """RF100-VL's tables: AP50:95 laid out like the paper's Table 2, then the runs."""
+    return ["## AP50:95 (%)", "", *to_markdown(ap_table(rows)), "", "## Runs", "", *runs_table(rows), ""]
+
+
+def uouo_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """UOUO's tables: mIoU and quadrant accuracy laid out like its Table 1, then the runs."""
+    table = uouo_table(rows)
+    return [f"## {table.title}", "", *to_markdown(table), "", "## UOUO runs", "", *uouo_runs_table(rows), ""]
+
+
+BENCHMARK_SECTIONS = {"rf100vl": rf100vl_sections, "uouo": uouo_sections}
+"""The sections of each benchmark's rows (a row's ``benchmark``)."""
+
+
+def tail(
+    rows: Sequence[dict[str, Any]], extra_sections: Sequence[Section] = (), figures: Sequence[str] = ()
+) -> list[str]:
+    """What follows the tables: answer counts, model errors, figures, then ``extra_sections``."""
+    lines = []
     if not rows:
         lines += ["No pair ran.", ""]
     counted = answer_counts(rows)
@@ -162,7 +171,24 @@ def summary(
         lines += ["## Figures", "", *(f"![{Path(f).stem}]({f})" for f in figures), ""]
     for section_title, section in extra_sections:
         lines += [f"## {section_title}", "", *section, ""]
-    return "\n".join(lines)
+    return lines
+
+
+def summary(
+    rows: Sequence[dict[str, Any]],
+    extra_sections: Sequence[Section] = (),
+    figures: Sequence[str] = (),
+    title: str = "rf100vl results",
+) -> str:
+    """The whole summary as markdown; ``figures`` are image paths relative to where the summary
+    is written, ``extra_sections`` come last, each as ``## title`` and its lines."""
+    rows = list(rows)
+    lines = header(rows, title)
+    for benchmark, sections in BENCHMARK_SECTIONS.items():
+        own = [row for row in rows if row.get("benchmark") == benchmark]
+        if own:
+            lines += sections(own)
+    return "\n".join(lines + tail(rows, extra_sections, figures))
 
 
 # ---------------------------------------------------------------- parquet

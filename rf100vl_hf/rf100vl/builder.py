@@ -33,6 +33,7 @@ import math
 import os
 import re
 import shutil
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -454,6 +455,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
             if not _is_complete(final):
                 for leftover in (staging, Path(f"{staging}.incomplete"), final):
                     shutil.rmtree(leftover, ignore_errors=True)
+                logger.info("preparing %s: reading the export and writing the Arrow cache", self.source.name)
+                started = time.perf_counter()
                 try:
                     super().download_and_prepare(str(staging), *args, **kwargs)
                 except DatasetGenerationError as exc:  # datasets wraps what failed while writing
@@ -462,6 +465,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                     raise
                 _write_manifest(staging, self.manifest)
                 os.rename(staging, final)
+                logger.info("prepared %s in %.1f s (%s)", self.source.name, time.perf_counter() - started, final)
             elif _stored_digest(final) != _manifest_digest(self.manifest):
                 _write_manifest(final, self.manifest)  # these contents were built before; the files are new
         super().download_and_prepare(*args, **kwargs)  # finds the build and loads its info

@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -45,7 +46,7 @@ from PIL import Image
 from rf100vl_hf import paths
 from rf100vl_hf.errors import DatasetNotFoundError
 from rf100vl_hf.metadata import to_description
-from rf100vl_hf.progress import progress_bar
+from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.uouo import compose as composer
 from rf100vl_hf.uouo.defaults import (
     DEFAULT_ALPHA_THRESHOLD,
@@ -188,6 +189,7 @@ class Uouo(datasets.GeneratorBasedBuilder):
         kwargs["dataset_name"] = BUILDER_NAME  # whatever name datasets was asked for: one cache
         kwargs.pop("data_files", None)  # datasets lists the source folder's files; the source reads them itself
         self._measured: dict[str, Any] = {}
+        self._composing: tuple[float, int] | None = None  # when composing started, in how many processes
         super().__init__(**kwargs)
 
     def _create_builder_config(
@@ -257,15 +259,29 @@ class Uouo(datasets.GeneratorBasedBuilder):
                                   device=embedder.device, progress=config.progress)
 
     def download_and_prepare(self, *args: Any, num_proc: int | None = None, **kwargs: Any) -> None:
-        """datasets' ``download_and_prepare``; ``num_proc`` defaults to the config's."""
+        """datasets' ``download_and_prepare``; ``num_proc`` defaults to the config's. A build
+        (not a cache hit) is logged when it starts composing and when it ends."""
+        self._composing = (0.0, num_proc or self.config.num_proc)
         super().download_and_prepare(*args, num_proc=num_proc or self.config.num_proc, **kwargs)
+        if self._composing[0]:
+            seconds = time.perf_counter() - self._composing[0]
+            logger.info("uouo-%s: composed %d mosaics in %.1f s (%.1f mosaics/s, %d process(es))", self.config.name,
+                        self.config.num_mosaics, seconds, self.config.num_mosaics / max(seconds, 1e-9),
+                        self._composing[1])
+        self._composing = None
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         config: UouoConfig = self.config
+        assert self.source is not None
+        logger.info("uouo-%s: building %d mosaics from %s (%d categories, %d cut-outs)", config.name,
+                    config.num_mosaics, self.source.name, len(self.source.categories), len(self.source.cutouts()))
         neighbours = self.neighbours()
         self._measured = {"route": neighbours.route, "agreement": neighbours.agreement}
         self.info.description = to_description(self.metadata)
         planned = plan_mosaics(self.source, config, neighbours)
+        processes = self._composing[1] if self._composing else config.num_proc
+        self._composing = (time.perf_counter(), processes)
+        logger.info("uouo-%s: composing %d mosaics in %d process(es)", config.name, len(planned), processes)
         return [datasets.SplitGenerator(name=datasets.Split.TEST, gen_kwargs={"planned": planned})]
 
     def _generate_examples(self, planned: list[PlannedMosaic]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -69,6 +69,7 @@ def test_the_tiny_variant_builds_offline_and_says_it_is_a_smoke_run(adapter: Ada
     assert described["model"] == adapter.name
     if adapter.name not in EXTERNAL:
         assert adapter.checkpoint == "tiny" and described["smoke"] is True
+        assert described["revision"]  # a content hash of the built weights: results say exactly what ran
 
 
 def test_an_empty_class_list_is_refused(adapter: Adapter) -> None:

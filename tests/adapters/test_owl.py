@@ -149,12 +149,6 @@ def test_unknown_option_is_refused() -> None:
         create("owlv2:tiny", score_treshold=0.1)
 
 
-def test_tiny_model_reports_itself_as_smoke(owl) -> None:
-    info = owl.describe()
-    assert info["smoke"] is True and info["checkpoint"] == "tiny"
-    assert info["revision"].startswith("xxh3:")
-
-
 SHAPES = ((300, 200), (130, 410), (512, 384), (60, 40))  # downscaled (blurred) and upscaled, in one batch
 
 

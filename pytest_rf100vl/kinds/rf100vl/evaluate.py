@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
 
 from pytest_rf100vl.adapters.base import Adapter
-from pytest_rf100vl.run.runner import InferenceResult, run_inference, run_once
+from pytest_rf100vl.run.guard import adapter_call
+from pytest_rf100vl.run.runner import InferenceResult, LoopOptions, run_inference, run_once
 from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
 
 if TYPE_CHECKING:
@@ -47,15 +48,20 @@ def run_pair(
     batch_size: int,
     load_split: Callable[[str], "datasets.Dataset"],
     benchmark: Any = None,
+    loop: LoopOptions = LoopOptions(),
 ) -> Evaluation:
     """Inference over ``dataset`` then COCO AP; with ``benchmark`` (pytest-benchmark's fixture)
     the inference runs once under its clock, and its ``extra_info`` gets the throughput."""
     from rf100vl_hf.metrics import coco_ground_truth, evaluate
 
-    adapter.set_task(detection_task(adapter, dataset, metadata, split, prompt, load_split))
+    task = detection_task(adapter, dataset, metadata, split, prompt, load_split)
+    with adapter_call("the adapter's set_task"):
+        adapter.set_task(task)
     label = f"{adapter.name} on {metadata['name']}"
 
-    inference = run_once(lambda: run_inference(adapter, dataset, batch_size, description=label), benchmark)
+    inference = run_once(
+        lambda: run_inference(adapter, dataset, batch_size, progress=False, description=label, loop=loop), benchmark
+    )
     category_ids = list(metadata["category_ids"])
     predictions = coco_predictions(inference.detections, category_ids)
     scores = evaluate(coco_ground_truth(dataset, category_ids), predictions)

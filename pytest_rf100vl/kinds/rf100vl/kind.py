@@ -144,24 +144,54 @@ class Rf100vlKind(BenchmarkKind):
         metadata = read_metadata(dataset)
         evaluation = run_pair(
             adapter, dataset, metadata, self.split_name, self.prompt, settings.batch_size,
-            lambda split: session.dataset(pair, split), benchmark,
+            lambda split: session.dataset(pair, split), benchmark, session.loop,
         )
         minimum = settings.value("rf100vl_min_ap")
         default = None if minimum is None else Threshold(minimum, "--rf100vl-min-ap")
         threshold = threshold_for(session.rules, pair.model, pair.dataset, AP.name, default)
-        path = session.writer.write_predictions(pair.model, pair.dataset, self.split_name, evaluation.predictions)
+        described = adapter.describe()
+        path = session.writer.write_predictions(
+            pair.model, pair.dataset, self.split_name, evaluation.predictions, described
+        )
         row = detection_row(
-            pair, adapter.describe(), adapter.options, metadata, self.split_name, self.prompt,
+            pair, described, adapter.options, metadata, self.split_name, self.prompt,
             settings.batch_size, evaluation, session.writer.run_id, threshold, path,
         )
         message = failure(f"{pair.model} on {pair.dataset}", AP, row["ap"], threshold) if threshold else None
         return PairRun(pair, evaluation, row, {AP.name: threshold} if threshold else {}, message)
 
+    def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
+        from rf100vl_hf.metadata import read_metadata
+
+        metadata = read_metadata(session.dataset(pair))
+        return {"dataset": pair.dataset, "dataset_fingerprint": metadata.get("fingerprint"),
+                "split": self.split_name, "prompt": self.prompt}
+
+    def cost(self, dataset: str) -> float:
+        """The number of files in the split's folder of the export (1 when it is not on disk)."""
+        from rf100vl_hf.errors import Rf100vlError
+        from rf100vl_hf.rf100vl.sources import locate
+
+        folder = {"validation": "valid"}.get(self.split_name, self.split_name)
+        try:
+            split_dir = locate(dataset, self.settings.value("rf100vl_data_dir"),
+                               self.settings.value("rf100vl_fewshot_dir")).root / folder
+            return float(max(1, sum(1 for _ in split_dir.iterdir())))
+        except (Rf100vlError, OSError):
+            return 1.0
+
+    def unscored(self, row: dict[str, Any]) -> str | None:
+        """AP is undefined when the split has no ground-truth box (e.g. an unannotated test split)."""
+        if row["ap"] is None:
+            return (f"AP50:95 is undefined: the {row['split']} split of {row['dataset']} has no ground-truth box "
+                    f"(is it annotated?)")
+        return super().unscored(row)
+
     # -- reporting --------------------------------------------------------------------
     def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
-        from pytest_rf100vl.kinds.rf100vl.tables import sections
+        from rf100vl_hf.results.summary import rf100vl_sections
 
-        return sections(rows)
+        return rf100vl_sections(rows)
 
     def mean_checks(self, rows: list[dict[str, Any]], rules: list[Rule]) -> list["MeanCheck"]:
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks

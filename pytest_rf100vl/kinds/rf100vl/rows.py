@@ -3,6 +3,7 @@ paper reports AP, with the pair's threshold check."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,18 @@ if TYPE_CHECKING:
 
 def percent(value: float) -> float | None:
     return None if math.isnan(value) else 100 * value
+
+
+def split_parameters(metadata: dict[str, Any], split: str) -> str:
+    """What made the split, as JSON: a generated few-shot split's K and seed, the semi-supervised
+    split's fraction and seed (part of a row's identity: another K is another measurement)."""
+    parameters: dict[str, Any] = {}
+    fewshot, semisup = metadata.get("fewshot") or {}, metadata.get("semisup") or {}
+    if split == fewshot.get("split"):
+        parameters = {"fewshot_source": fewshot.get("source"), "k": fewshot.get("k"), "seed": fewshot.get("seed")}
+    elif split == semisup.get("split"):
+        parameters = {"fraction": semisup.get("fraction"), "seed": semisup.get("seed")}
+    return json.dumps(parameters, sort_keys=True)
 
 
 def detection_row(
@@ -43,6 +56,9 @@ def detection_row(
         **{name: percent(getattr(scores, name)) for name in
            ("ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")},
         "n_predictions": scores.n_predictions,
+        "n_instances": sum(n for n in scores.per_class_instances.values() if n),
+        "per_class": scores.class_rows(),
+        "split_parameters": split_parameters(metadata, split),
         "dataset_fingerprint": metadata.get("fingerprint"),
         "min_ap": threshold.minimum if threshold else None,
         "threshold_source": threshold.source if threshold else None,

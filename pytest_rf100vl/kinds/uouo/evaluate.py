@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.metrics.grounding import GroundingScores, GroundingTarget, score_grounding
 
 from pytest_rf100vl.adapters.base import Adapter, GroundingAnswer
-from pytest_rf100vl.run.runner import GroundingResult, run_grounding, run_once
+from pytest_rf100vl.run.guard import adapter_call
+from pytest_rf100vl.run.runner import GroundingResult, LoopOptions, run_grounding, run_once
 from pytest_rf100vl.kinds.uouo.tasks import grounding_queries, grounding_task
 
 if TYPE_CHECKING:
@@ -102,15 +103,19 @@ def run_grounding_pair(
     canvas: int,
     batch_size: int,
     benchmark: Any = None,
+    loop: LoopOptions = LoopOptions(),
 ) -> GroundingEvaluation:
     """Ask every mosaic of ``dataset`` (the UOUO dataset ``name``, mosaics ``canvas`` pixels
     square) its questions, then score; an adapter that needs the ground truth gets it first."""
     task = grounding_task(adapter, dataset, name)
     if task is not None:
-        adapter.set_task(task)
+        with adapter_call("the adapter's set_task"):
+            adapter.set_task(task)
     queries = grounding_queries(dataset)
     label = f"{adapter.name} on {name}"
-    inference = run_once(lambda: run_grounding(adapter, dataset, queries, batch_size, description=label), benchmark)
+    inference = run_once(
+        lambda: run_grounding(adapter, dataset, queries, batch_size, progress=False, description=label, loop=loop), benchmark
+    )
     targets = grounding_targets(dataset, canvas)
     scores = score_grounding([scored_answer(answer) for answer in inference.answers], targets)
     mosaic_ids = [int(i) for i in dataset["mosaic_id"]]

@@ -39,6 +39,12 @@ def _fraction(value: float) -> float:
     return value
 
 
+def _alpha(value: int) -> int:
+    if value > 254:
+        raise ValueError(f"expected an alpha value in 0..254, got {value}")
+    return value
+
+
 class UouoKind(BenchmarkKind):
     name = "uouo"
     test_name = "test_grounding"
@@ -57,6 +63,11 @@ class UouoKind(BenchmarkKind):
                "without a more specific threshold", "FRACTION", prefix="uouo", check=_fraction),
         Option("min-miou", "float", "minimum UOUO mIoU, a fraction in [0, 1], for every UOUO pair without a more "
                "specific threshold", "FRACTION", prefix="uouo", check=_fraction),
+        Option("num-proc", "int", "processes composing the UOUO mosaics (default: the usable cores, at most 8; "
+               "the mosaics do not depend on it)", "N", prefix="uouo", minimum=1),
+        Option("alpha-threshold", "int", "cut-out alpha at or below this is background, the faint haze "
+               "background removers leave (default: 8; see docs/uouo.md)", "N", prefix="uouo", minimum=0,
+               check=_alpha),
     )
     metrics = tuple(METRICS.values())
     target_description = f"a UOUO dataset ({', '.join(DATASETS)})"
@@ -71,6 +82,7 @@ class UouoKind(BenchmarkKind):
             "seed": value("uouo_seed"),
             "clip_model": value("uouo_clip_model"),
             "clip_pretrained": value("uouo_clip_pretrained"),
+            "alpha_threshold": value("uouo_alpha_threshold"),
         }
         parameters = {key: v for key, v in given.items() if v is not None}
         if value("uouo_clip_pretrained") == NO_WEIGHTS:
@@ -95,10 +107,12 @@ class UouoKind(BenchmarkKind):
         from datasets.exceptions import DatasetGenerationError
 
         from rf100vl_hf.uouo.builder import load_uouo
+        from rf100vl_hf.uouo.defaults import default_num_proc
 
         config = dataset.removeprefix("uouo-")
         try:
-            return load_uouo(config, split="test", device=session.device, progress=False, **self.parameters())
+            return load_uouo(config, split="test", device=session.device, progress=False,
+                             num_proc=self.settings.value("uouo_num_proc") or default_num_proc(), **self.parameters())
         except DatasetGenerationError as exc:  # datasets wraps what failed while the mosaics were made
             cause = exc.__cause__ or exc
             hint = f"; {CLIP_HINT}" if "weights" in str(cause) else ""
@@ -115,7 +129,7 @@ class UouoKind(BenchmarkKind):
         dataset = session.dataset(pair)
         metadata = read_metadata(dataset)
         evaluation = run_grounding_pair(
-            adapter, dataset, pair.dataset, metadata["canvas"], self.settings.batch_size, benchmark
+            adapter, dataset, pair.dataset, metadata["canvas"], self.settings.batch_size, benchmark, session.loop
         )
         thresholds = {}
         for metric in METRICS.values():
@@ -133,8 +147,31 @@ class UouoKind(BenchmarkKind):
         messages = [failure(label, METRICS[name], row[name], t) for name, t in thresholds.items()]
         return PairRun(pair, evaluation, row, thresholds, "; ".join(m for m in messages if m) or None)
 
+    def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
+        from rf100vl_hf.metadata import read_metadata
+
+        from pytest_rf100vl.kinds.uouo.rows import uouo_fingerprint
+
+        metadata = read_metadata(session.dataset(pair))
+        return {"dataset": pair.dataset, "dataset_fingerprint": uouo_fingerprint(metadata), "split": "test"}
+
+    def cost(self, dataset: str) -> float:
+        """The number of mosaics asked."""
+        from rf100vl_hf.uouo.defaults import DEFAULT_NUM_MOSAICS
+
+        return float(self.settings.value("uouo_num_mosaics") or DEFAULT_NUM_MOSAICS)
+
+    def unscored(self, row: dict[str, Any]) -> str | None:
+        """Nothing is scored when the model failed on every mosaic (each one's answer is missing)."""
+        if row["n_images"] and row["failed_images"] >= row["n_images"]:
+            from pytest_rf100vl.report.verdict import first_error_line
+
+            first = f"; first error: {first_error_line(row['first_error'])}" if row.get("first_error") else ""
+            return f"the model failed on every one of the {row['n_images']} mosaics{first}"
+        return super().unscored(row)
+
     # -- reporting --------------------------------------------------------------------
     def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
-        from pytest_rf100vl.kinds.uouo.tables import sections
+        from rf100vl_hf.results.summary import uouo_sections
 
-        return sections(rows)
+        return uouo_sections(rows)

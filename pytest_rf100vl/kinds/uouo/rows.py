@@ -53,6 +53,9 @@ def grounding_row(
         "clip_model": metadata["clip"]["model"],
         "clip_weights": metadata["clip"]["weights"],
         "dataset_fingerprint": uouo_fingerprint(metadata),
+        "split_parameters": "{}",
+        # mosaics whose hard neighbours came from CLIP with random weights make a smoke run too
+        "smoke": bool(described["smoke"]) or metadata["clip"]["pretrained"] is None,
         **{f"min_{metric}": thresholds[metric].minimum if metric in thresholds else None for metric in values},
         "threshold_source": "; ".join(sources) or None,
         "check": check_status([(values[metric], threshold) for metric, threshold in thresholds.items()]),

@@ -90,7 +90,12 @@ def answer_key(
 
 
 def key_for(adapter: Adapter, image: Image.Image | bytes, query: GroundingQuery | None = None) -> str:
-    """:func:`answer_key` of ``adapter``'s answer for ``image`` (its current task, or the UOUO ``query``)."""
+    """:func:`answer_key` of ``adapter``'s answer for ``image`` (its current task, or the UOUO
+    ``query``); ``TypeError`` for an adapter whose answers cannot be cached (it does not say
+    what it sends: :meth:`Adapter.answer_key_parts` is ``None``)."""
+    parts = adapter.answer_key_parts(query)
+    if parts is None:
+        raise TypeError(f"adapter {adapter.name!r} does not say what it sends (answer_key_parts): not cacheable")
     described = adapter.describe()
     return answer_key(
         model=adapter.name,
@@ -98,7 +103,7 @@ def key_for(adapter: Adapter, image: Image.Image | bytes, query: GroundingQuery 
         revision=described.get("revision"),
         options=adapter.options,
         dtype=adapter.dtype,
-        prompt=adapter.answer_key_parts(query),  # type: ignore[attr-defined]
+        prompt=parts,
         image=image,
     )
 

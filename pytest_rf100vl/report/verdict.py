@@ -1,0 +1,35 @@
+"""Whether a pair that ran passes, from its results row: the model may fail on at most
+``--rf100vl-max-failed-fraction`` of its images (default 0: any failed image fails the pair).
+Whether it could be scored at all is its kind's question (``BenchmarkKind.unscored``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FLAG = "--rf100vl-max-failed-fraction"
+
+
+def first_error_line(first_error: str) -> str:
+    """``image ID (NAME): ExceptionType: message`` from a row's ``first_error`` traceback."""
+    lines = [line for line in first_error.strip().splitlines() if line.strip()]
+    return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1].strip()}"
+
+
+def too_many_failed_images(row: dict[str, Any], max_fraction: float) -> str | None:
+    """The failure message when the model failed on more than ``max_fraction`` of the row's images."""
+    failed, total = row["failed_images"], row["n_images"]
+    if not failed or failed <= max_fraction * total:
+        return None
+    first = f"; first error: {first_error_line(row['first_error'])}" if row.get("first_error") else ""
+    return (
+        f"{row['spec']} on {row['dataset']}: the model failed on {failed} of {total} images "
+        f"({failed / total:.1%}), more than {FLAG} {max_fraction:g} allows{first} "
+        f"(full traceback in results.jsonl)"
+    )
+
+
+def fraction(value: float) -> float:
+    """An option check: a fraction in [0, 1]."""
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a fraction in [0, 1], got {value:g}")
+    return value

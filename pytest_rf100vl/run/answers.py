@@ -1,0 +1,61 @@
+"""The answer cache as the inference loop uses it: before a batch goes to the model, the
+images already answered are taken from the cache; after the model answered, each answer is
+stored. Only answers reach the cache: an image the model raised on is never stored, so it
+is asked again on the next run (see :mod:`pytest_rf100vl.run.answer_cache`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.run.answer_cache import AnswerCache, answer_from, key_for, payload_of
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+A = TypeVar("A", Detections, GroundingAnswer)
+
+CACHE_FILE = "answers.sqlite"
+"""The cache's file in the ``--rf100vl-cache`` folder."""
+
+
+class PairAnswers(Generic[A]):
+    """One pair's view of the cache: ``adapter``'s answers of type ``kind``."""
+
+    def __init__(self, cache: AnswerCache, adapter: Adapter, kind: type[A]):
+        self.cache = cache
+        self.adapter = adapter
+        self.kind = kind
+        self._keys: dict[int, str] = {}  # image id -> key, for the images looked up and not found
+
+    def found(self, items: Sequence[ImageItem], queries: Sequence[GroundingQuery] | None = None) -> dict[int, A]:
+        """Image id -> the cached answer, for the items that have one."""
+        found: dict[int, A] = {}
+        for item, query in zip(items, queries if queries is not None else [None] * len(items)):
+            key = key_for(self.adapter, item.image, query)
+            payload = self.cache.get(key)
+            answer = answer_from(payload) if payload is not None else None
+            if isinstance(answer, self.kind):
+                found[item.image_id] = answer
+            else:
+                self._keys[item.image_id] = key
+        return found
+
+    def keep(self, item: ImageItem, answer: A) -> None:
+        """Store the model's answer for ``item`` (looked up before and not found)."""
+        self.cache.put(self._keys.pop(item.image_id), payload_of(answer))
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def open_answers(folder: "Path | None", adapter: Adapter, kind: type[A]) -> PairAnswers[A] | None:
+    """The pair's answers in the cache of ``folder``; ``None`` when the cache is off or the
+    adapter's answers cannot be cached (:meth:`Adapter.answer_key_parts` is ``None``)."""
+    if folder is None:
+        return None
+    probe = None if kind is Detections else GroundingQuery("", "", "")
+    if adapter.answer_key_parts(probe) is None:
+        return None
+    return PairAnswers(AnswerCache(folder / CACHE_FILE), adapter, kind)

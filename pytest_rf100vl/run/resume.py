@@ -1,0 +1,120 @@
+"""Resume by default: a pair whose finished row is already in the results folder is reused,
+not run again (``--rf100vl-rerun`` runs it anyway).
+
+A row is reused when it has the *identity* of the row the pair would write
+(:data:`rf100vl_hf.results.rows.IDENTITY`: model, checkpoint, model revision, adapter
+options, dataset, dataset fingerprint, split, prompt, split parameters, scoring version),
+the same dtype, and no image the model failed on (those are asked again; the answer cache
+keeps the rest). The identity is worked out without building the model:
+
+- the model's columns from the adapter's class (:meth:`Adapter.planned_identity`): its
+  name, the checkpoint (or its default), the options with their defaults, and the revision
+  the checkpoint has on disk now (a Hub checkpoint's commit read from the local Hub cache, a
+  local folder's content hash); a revision that cannot be known before the model is built
+  never matches a recorded one, so such pairs run again;
+- the dataset's columns from its benchmark kind (:meth:`BenchmarkKind.planned_identity`),
+  which loads the prepared dataset (not the model) to read its fingerprint.
+
+Adapters made by a ``pytest_rf100vl_make_adapter`` hook have no class the plugin can ask
+before building them: their rows are matched by spec, options as given and the dataset's
+columns (pass ``--rf100vl-rerun`` after changing such an adapter).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rf100vl_hf.results.rows import JSONL, TornLineWarning, latest, read_jsonl
+
+from pytest_rf100vl.report.rows import SCORING_VERSION, options_column
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.collect.options import Settings
+    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.kinds.base import BenchmarkKind
+    from pytest_rf100vl.run.session import MatrixSession
+
+
+def earlier_rows(folder: Path) -> list[dict[str, Any]]:
+    """Every row of the folder's ``results.jsonl`` (none when there is no such file). A last
+    line cut short by a killed run is skipped silently: its pair simply runs again."""
+    path = Path(folder) / JSONL
+    if not path.is_file():
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TornLineWarning)
+        return read_jsonl(path)
+
+
+def model_identity(spec: str, settings: "Settings") -> dict[str, Any]:
+    """The model's identity columns for ``spec``, worked out without building the model; for
+    an adapter the registry does not know (made by a hook), the spec and the options as given."""
+    from pytest_rf100vl.adapters import registry
+
+    name, checkpoint = registry.parse_spec(spec)
+    options = settings.options_for(spec)
+    try:
+        cls = registry.adapter_class(name)
+    except Exception:  # unknown to the registry (a hook makes it), or its module fails to import
+        return {"spec": spec, "requested_options": options_column(options)}
+    identity = cls.planned_identity(checkpoint, options)
+    return {**identity, "adapter_options": options_column(identity["adapter_options"])}
+
+
+def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all(row.get(key) == value for key, value in wanted.items())
+
+
+def reusable_row(
+    rows: Sequence[dict[str, Any]], wanted: dict[str, Any], dtype: str
+) -> dict[str, Any] | None:
+    """The latest row with the ``wanted`` column values and ``dtype`` whose model failed on no
+    image, or ``None``."""
+    candidates = [
+        row for row in rows
+        if _matches(row, wanted) and row.get("dtype") == dtype and not row.get("failed_images")
+    ]
+    newest = latest(candidates)
+    return max(reversed(newest), key=lambda row: str(row.get("timestamp"))) if newest else None
+
+
+def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixSession") -> dict[str, Any] | None:
+    """The column values a reusable row of ``pair`` must have; ``None`` when its kind cannot say."""
+    data = kind.planned_identity(pair, session)
+    if data is None:
+        return None
+    return {**model_identity(pair.model, session.settings), **data, "scoring_version": SCORING_VERSION}
+
+
+def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]:
+    """A copy of an earlier run's ``row`` as this run's row of ``pair``: it keeps the scores,
+    throughput and timestamp of the run that measured them, and says which run that was."""
+    return {**row, "run_id": run_id, "spec": pair.model, "reused_from": row.get("reused_from") or row.get("run_id")}
+
+
+
+def unfinished(items: Sequence["Pair"], state: "MatrixSession") -> list[str]:
+    """Ids of the pairs this session was to run (``items``, and those xdist workers reported)
+    that neither finished nor were skipped or refused for a reason the summary gives, in
+    matrix order: what an interrupted session did not do."""
+    accounted = set(state.errors) | set(state.left_out) | {pair.id for pair in state.runs}
+    left = {pair.id for pair in items if pair.id not in accounted and pair.dataset not in state.missing}
+    left |= state.unfinished
+    order = {pair.id: index for index, pair in enumerate(state.pairs)}
+    return sorted(left, key=lambda pair_id: order.get(pair_id, len(order)))
+
+
+def interruption(unfinished_ids: Sequence[str], interrupted: bool) -> str:
+    """The summary's section on pairs that did not finish ('' when every pair did)."""
+    if not unfinished_ids:
+        return ""
+    how = "was interrupted" if interrupted else "stopped"
+    return "\n".join([
+        "", "## Interrupted", "",
+        f"This run {how} before {len(unfinished_ids)} pair(s) finished; run the same command again to resume "
+        "(finished pairs are reused, answered images come from the answer cache):", "",
+        *[f"- {pair_id}" for pair_id in unfinished_ids], "",
+    ])

@@ -1,0 +1,118 @@
+"""Results from real plugin runs, published: rows carry everything a paper table needs,
+``--rf100vl-push-results`` pushes a session's rows to the (stand-in) Hub, two machines' folders
+pushed at once give one repository with the union, and a failed push is a warning with the
+retry command that leaves every local file as it was and the exit status unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+import pytest
+
+from rf100vl_hf.hub.results_repo import push_results
+from rf100vl_hf.results import ap_table, read_results, render, select
+from tests.plugin.helpers import link, results
+
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def two_datasets(data_dir: Path, small_sample: Path, shared_data: Path) -> list[str]:
+    link(data_dir, "sample", small_sample)
+    link(data_dir, "microcontroller", shared_data / "microcontroller")
+    return ["--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample,microcontroller",
+            "--rf100vl-device", "cpu"]
+
+
+def test_rows_are_complete(fakes: pytest.Pytester, two_datasets: list[str]) -> None:
+    fakes.runpytest_inprocess("--rf100vl-model", "oracle", *two_datasets).assert_outcomes(passed=2)
+    rows = {row["dataset"]: row for row in results(fakes.path / ".rf100vl" / "results")}
+    micro = rows["microcontroller"]
+    assert micro["ap"] == micro["ap50"] == micro["ap75"] == 100.0
+    assert micro["n_instances"] == sum(c["n_instances"] for c in micro["per_class"]) > 0
+    assert {c["class"] for c in micro["per_class"]} and all(c["ap"] == 100.0 for c in micro["per_class"]
+                                                             if c["n_instances"])
+    assert (micro["scoring_version"], micro["split"], micro["prompt"], micro["split_parameters"]) == (2, "test",
+                                                                                                     "names", "{}")
+    assert micro["answer_counts"] == {} and micro["smoke"] is False and micro["command"].startswith("pytest ")
+
+
+def test_a_replayed_smoke_run_is_a_smoke_run(fakes: pytest.Pytester, data_dir: Path, small_sample: Path) -> None:
+    link(data_dir, "sample", small_sample)
+    common = ["--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu"]
+    fakes.runpytest_inprocess("--rf100vl-model", "owlv2:tiny", *common).assert_outcomes(passed=1)
+    folder = fakes.path / ".rf100vl" / "results"
+    replay = f"predictions:{folder / 'predictions' / 'owlv2_tiny'}"
+    fakes.runpytest_inprocess("--rf100vl-model", replay, *common).assert_outcomes(passed=1)
+    first, second = results(folder)
+    assert first["smoke"] and second["smoke"] and second["model"] == "predictions"
+    assert second["ap"] == pytest.approx(first["ap"], abs=1e-9)
+    assert second["answer_counts"] == {"ignored_records": 0}
+
+
+def test_two_machines_runs_pushed_at_once_give_one_repository(
+    fakes: pytest.Pytester, two_datasets: list[str], hub_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datasets import load_dataset
+
+    monkeypatch.setenv("HF_TOKEN", hub_server.token)
+    first, second = tmp_path / "machine-a", tmp_path / "machine-b"
+    fakes.runpytest_inprocess("--rf100vl-model", "oracle", *two_datasets, "--rf100vl-results", str(first),
+                              "--rf100vl-push-results", "tester/leaderboard").assert_outcomes(passed=2)
+    fakes.runpytest_inprocess("--rf100vl-model", "nothing", *two_datasets, "--rf100vl-results",
+                              str(second)).assert_outcomes(passed=2)
+    assert len(load_dataset("tester/leaderboard", "rf100vl", split="train")) == 2
+    errors = []
+
+    def push(folder: Path) -> None:
+        try:
+            push_results([folder], "tester/leaderboard", token=hub_server.token)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=push, args=(folder,)) for folder in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    rows = load_dataset("tester/leaderboard", "rf100vl", split="train", download_mode="force_redownload").to_list()
+    assert sorted((row["spec"], row["dataset"]) for row in rows) == [
+        ("nothing", "microcontroller"), ("nothing", "sample"), ("oracle", "microcontroller"), ("oracle", "sample")
+    ]
+    files = hub_server.files("tester/leaderboard")
+    assert render(ap_table(select(read_results([first, second]))), "md") in files["README.md"].decode()
+    assert {"plots/domain_means.png", "plots/heatmap.png"} <= set(files)
+
+
+def test_a_failed_push_is_a_warning_with_the_retry_command(
+    fakes: pytest.Pytester, data_dir: Path, small_sample: Path, hub_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link(data_dir, "sample", small_sample)
+    monkeypatch.setenv("RF100VL_HUB_TIMEOUT", "5")
+    monkeypatch.setenv("HF_TOKEN", hub_server.token)
+    folder = fakes.path / "results"
+    with hub_server.down():
+        result = fakes.runpytest_inprocess(
+            "--rf100vl-model", "oracle", "--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample",
+            "--rf100vl-results", str(folder), "--rf100vl-push-results", "tester/unreachable",
+        )
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        f"rf100vl: warning: pushing results to tester/unreachable failed: *; retry with: rf100vl-hf results push "
+        f"{folder} --repo-id tester/unreachable --run *"
+    ])
+    before = snapshot(folder)
+    run_id = results(folder)[0]["run_id"]
+    push_results([folder], "tester/unreachable", token=hub_server.token, run=run_id)  # the retry works
+    assert snapshot(folder) == before
+    assert hub_server.token not in "".join(path.read_text(errors="ignore") for path in folder.rglob("*")
+                                           if path.is_file())
