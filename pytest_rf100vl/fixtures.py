@@ -134,12 +134,15 @@ def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request
 
         from pytest_rf100vl.run.guard import AdapterError
 
+        broken = None
         try:
             session.run(rf100vl_pair, _benchmark(request))
         except AdapterError as exc:  # set_task raised, or sys.exit: this pair only
-            _pair_error(session, rf100vl_pair, str(exc))
+            broken = str(exc)
         except (Rf100vlError, ValueError) as exc:  # bad data, a split or prompt mode the pair lacks
             _cannot_run(session, rf100vl_pair, rf100vl_pair.id, exc)
+        if broken:
+            _pair_error(session, rf100vl_pair, broken)  # outside the except: the message alone, no chain
     done = session.runs[rf100vl_pair]
     why = session.kinds[rf100vl_pair.kind].unscored(done.row)
     if why:

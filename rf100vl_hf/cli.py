@@ -273,6 +273,7 @@ def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
     """The UOUO builder's options. Their defaults are read from the UOUO modules, which import
     the embedding code (and torch), so only a ``uouo`` command line adds them."""
     from rf100vl_hf.uouo.builder import DEFAULT_NUM_MOSAICS
+    from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
     from rf100vl_hf.uouo.embeddings import DEFAULT_MODEL, DEFAULT_PRETRAINED
     from rf100vl_hf.uouo.mmd import DEFAULT_SIGMA, ROUTES
     from rf100vl_hf.uouo.plan import MODES
@@ -299,7 +300,11 @@ def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
         "--clip-pretrained", default=DEFAULT_PRETRAINED, type=lambda v: None if v.lower() == "none" else v,
         help="open_clip pretrained tag or weights file; 'none' for a seeded random init (default %(default)s)",
     )
-    parser.add_argument("--device", help="where to embed and compute MMD (default: cuda when available, else cpu)")
+    parser.add_argument("--device", help="where to embed and compute MMD (default: auto, i.e. cuda, then mps, then cpu)")
+    parser.add_argument(
+        "--alpha-threshold", type=INTEGER, default=DEFAULT_ALPHA_THRESHOLD,
+        help="alpha at or below this is background, so a faint haze is ignored (default %(default)s)",
+    )
 
 
 def _uouo_kwargs(args: argparse.Namespace) -> dict:
@@ -310,6 +315,7 @@ def _uouo_kwargs(args: argparse.Namespace) -> dict:
         "num_mosaics": args.num_mosaics,
         "seed": args.seed,
         "sigma": args.sigma,
+        "alpha_threshold": args.alpha_threshold,
         "route": args.route,
     }
 
@@ -371,7 +377,8 @@ def _add_uouo_commands(sub: argparse._SubParsersAction, with_commands: bool) -> 
     )
     _add_uouo_options(p)
     p.add_argument(
-        "--license", default="other", help="the source images' licence, as a Hub licence id (default %(default)s)"
+        "--license", help="the source images' licence as a Hub licence id (default: what the source's manifest, "
+        "LICENSE file or README says, else unknown)"
     )
     _add_export_options(p)
     p.set_defaults(func=cmd_uouo_export)

@@ -149,6 +149,8 @@ class Adapter(ABC):
     default_checkpoint: ClassVar[str | None] = None
     prompt_modes: ClassVar[tuple[str, ...]] = ("names",)
     needs_ground_truth: ClassVar[bool] = False  # only the oracle: the runner fills task.ground_truth
+    device_maps: ClassVar[bool] = False
+    """True when the adapter takes ``device_map`` (a model spread over devices by accelerate)."""
     submitted_output: ClassVar[bool] = False
     """True when the output is a submission scored exactly as submitted (replayed files): the
     runner then changes nothing pycocotools would not (no clipping to the image)."""

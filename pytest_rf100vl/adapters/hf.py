@@ -167,9 +167,18 @@ class HFDetector(Adapter):
 
     model_class: ClassVar[Any]
     option_defaults: ClassVar[dict[str, Any]] = {}
+    device_maps = True
 
-    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+    def __init__(
+        self,
+        checkpoint: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        device_map: str | None = None,
+        **options: Any,
+    ):
         super().__init__(checkpoint, device, dtype, **options)
+        self.device_map = device_map
         self.torch_device = torch_device(device)
         self.torch_dtype = resolve_dtype(dtype)
         if self.checkpoint == TINY:
@@ -180,8 +189,13 @@ class HFDetector(Adapter):
         from transformers import AutoProcessor
 
         self.processor = AutoProcessor.from_pretrained(self.source)
-        self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype)
-        self.model.to(self.torch_device).eval()
+        if device_map is None:
+            self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype)
+            self.model.to(self.torch_device).eval()
+        else:  # accelerate places the layers; inputs go where the first ones are
+            self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype, device_map=device_map)
+            self.model.eval()
+            self.torch_device = self.model.device
 
     @classmethod
     @abstractmethod
@@ -232,6 +246,13 @@ class HFDetector(Adapter):
     @property
     def is_smoke(self) -> bool:
         return self.checkpoint == TINY
+
+    def describe(self) -> dict[str, Any]:
+        described = {**super().describe(), "device_map": self.device_map}
+        if self.device_map is not None:
+            placed = getattr(self.model, "hf_device_map", None) or {"": self.model.device}  # one device: no map
+            described["device"] = ", ".join(sorted({str(d) for d in placed.values()}))
+        return described
 
     def to_model(self, tensor: torch.Tensor) -> torch.Tensor:
         """An input tensor on the model's device; floating point ones in the model's dtype."""

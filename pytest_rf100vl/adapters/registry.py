@@ -45,7 +45,15 @@ def adapter_class(name: str) -> type[Adapter]:
     return ADAPTERS.load(name)
 
 
-def create(spec: str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:
-    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``."""
+def create(
+    spec: str, device: str = "cpu", dtype: str = "float32", device_map: str | None = None, **options: Any
+) -> Adapter:
+    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``;
+    ``device_map="auto"`` spreads a transformers model over every visible device."""
     name, checkpoint = parse_spec(spec)
-    return adapter_class(name)(checkpoint, device=device, dtype=dtype, **options)
+    cls = adapter_class(name)
+    if device_map is None:
+        return cls(checkpoint, device=device, dtype=dtype, **options)
+    if not cls.device_maps:
+        raise ValueError(f"adapter {name!r} runs no transformers model, so it cannot take a device map")
+    return cls(checkpoint, device=device, dtype=dtype, device_map=device_map, **options)

@@ -132,8 +132,8 @@ CORE_OPTIONS: tuple[Option, ...] = (
     Option("cache", "str", "answer cache folder, or 'off' (default: <results>/answers)", "DIR|off"),
     Option("shard", "str", "run part I of N of the matrix (size-balanced, the same on every machine), e.g. 1/4",
            "I/N", check=_shard),
-    Option("device-map", "str", "'auto': spread a transformers model over every visible GPU (accelerate)", "auto",
-           choices=("auto",)),
+    Option("device-map", "str", "spread each transformers model over every visible device with accelerate's "
+           "device map: auto (for models larger than one GPU; recorded in each row)", "auto", choices=("auto",)),
     Option("warmup-batches", "int", "model calls timed apart from the throughput (default: 2)", "N", default=2,
            minimum=1),
 )

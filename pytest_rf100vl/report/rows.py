@@ -71,6 +71,7 @@ def common_columns(
         "cached_images": timing.cached_images,
         "device": described["device"],
         "dtype": described["dtype"],
+        "device_map": described.get("device_map"),
         "batch_size": batch_size,
         **{f"{package.replace('-', '_')}_version": v for package, v in versions().items()},
         "smoke": bool(described["smoke"]),

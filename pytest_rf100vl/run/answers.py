@@ -52,10 +52,8 @@ class PairAnswers(Generic[A]):
 
 def open_answers(folder: "Path | None", adapter: Adapter, kind: type[A]) -> PairAnswers[A] | None:
     """The pair's answers in the cache of ``folder``; ``None`` when the cache is off or the
-    adapter's answers cannot be cached (:meth:`Adapter.answer_key_parts` is ``None``)."""
-    if folder is None:
-        return None
-    probe = None if kind is Detections else GroundingQuery("", "", "")
-    if adapter.answer_key_parts(probe) is None:
+    adapter's answers cannot be cached (it keeps :meth:`Adapter.answer_key_parts` of the base
+    class, which says nothing of what it sends)."""
+    if folder is None or type(adapter).answer_key_parts is Adapter.answer_key_parts:
         return None
     return PairAnswers(AnswerCache(folder / CACHE_FILE), adapter, kind)

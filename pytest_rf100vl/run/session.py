@@ -142,7 +142,10 @@ class MatrixSession:
                 adapter = self.config.hook.pytest_rf100vl_make_adapter(
                     config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype, options=options
                 )
-                return adapter or registry.create(spec, device=self.device, dtype=self.settings.dtype, **options)
+                return adapter or registry.create(
+                    spec, device=self.device, dtype=self.settings.dtype,
+                    device_map=self.settings.value("rf100vl_device_map"), **options,
+                )
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
 
@@ -190,6 +193,7 @@ class MatrixSession:
         too_many = too_many_failed_images(done.row, self.settings.value("rf100vl_max_failed_fraction"))
         if too_many:
             done.failure = "; ".join(message for message in (too_many, done.failure) if message)
+            done.row["check"] = "failed"  # on its failed images, whatever its scores
         done.row["answer_counts"] = {
             name: count - before.get(name, 0) for name, count in adapter.answer_counts().items()
         }

@@ -1,8 +1,9 @@
 """pytest-xdist: ``pytest -n 8 --rf100vl-model ...`` runs the matrix on 8 workers, one per device.
 
-- The plugin turns xdist's default ``--dist load`` into ``loadgroup`` and marks each pair
-  with its model's ``xdist_group``, so all of a model's pairs go to one worker and the model
-  is loaded once (other ``--dist`` modes are left as given).
+- Under xdist's default ``--dist load`` (and ``loadgroup``) the plugin schedules by model:
+  all of a model's pairs go to one worker, in matrix order, so the model is loaded once and
+  the models are spread over the workers (other ``--dist`` modes are left as they are). A
+  test that is not a pair is a group of its own.
 - Worker ``gwI`` takes ``cuda:I`` (modulo the number of GPUs) when the device is ``auto`` or
   ``cuda`` and CUDA is there; an explicit ``cuda:N``, ``cpu`` or ``mps`` is kept.
 - Every process of the session shares the controller's run id; workers append their rows to
@@ -68,23 +69,41 @@ def worker_device(config: pytest.Config, requested: str, resolved: str) -> str:
 
 
 def configure(config: pytest.Config) -> None:
-    """Group pairs by model under xdist (``load`` becomes ``loadgroup``) and share the run id."""
-    if not config.pluginmanager.has_plugin("xdist"):
-        return
-    if is_controller(config) and config.getoption("dist", "no") == "load":
-        config.option.dist = "loadgroup"
-    config.pluginmanager.register(XdistHooks(), "rf100vl-xdist")
+    """Register the xdist hooks on the controller (scheduling by model, the shared run id, the
+    workers' reports)."""
+    if is_controller(config):
+        config.pluginmanager.register(XdistHooks(), "rf100vl-xdist")
+
+
+def model_of(nodeid: str, models: dict[str, str]) -> str:
+    """The scheduling group of a test: the model of the pair it is parametrized with (the
+    ``[...]`` id ends its node id), else the test itself."""
+    if nodeid.endswith("]") and "[" in nodeid:
+        return models.get(nodeid[nodeid.index("[") + 1 : -1], nodeid)
+    return nodeid
+
+
+def model_scheduling(config: pytest.Config, log: Any, models: dict[str, str]) -> Any:
+    """xdist's scope scheduling with a model's pairs as one scope (see the module docstring)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModelScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return model_of(nodeid, models)
+
+    return ModelScheduling(config, log)
 
 
 class XdistHooks:
-    """The plugin's xdist hooks (registered only when xdist is installed)."""
+    """The plugin's hooks on the xdist controller."""
 
-    @pytest.hookimpl(tryfirst=True)  # before xdist's worker renames the grouped node ids
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        for item in items:
-            pair = pair_of(item)
-            if pair is not None:
-                item.add_marker(pytest.mark.xdist_group(name=pair.model))
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from pytest_rf100vl.fixtures import SESSION_KEY
+
+        if config.getoption("dist") not in ("load", "loadgroup") or SESSION_KEY not in config.stash:
+            return None
+        return model_scheduling(config, log, {pair.id: pair.model for pair in config.stash[SESSION_KEY].pairs})
 
     def pytest_configure_node(self, node: Any) -> None:
         from pytest_rf100vl.fixtures import SESSION_KEY

@@ -22,6 +22,7 @@ IDENTITY: tuple[str, ...] = (
     "model",
     "checkpoint",
     "model_revision",
+    "dtype",
     "adapter_options",
     "dataset",
     "dataset_fingerprint",

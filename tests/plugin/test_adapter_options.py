@@ -27,7 +27,8 @@ def test_options_reach_a_hook_made_adapter_as_strings_and_change_its_answers(
 ) -> None:
     fakes.makeini("[pytest]\nrf100vl_adapter_option = reply=bottom-left\n")
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "talker", "--rf100vl-dataset", "uouo-random", *uouo, "--benchmark-disable"
+        "--rf100vl-model", "talker", "--rf100vl-dataset", "uouo-random", *uouo, "--benchmark-disable",
+        "--rf100vl-max-failed-fraction", "0.2",  # the talker raises on one mosaic of 8
     )
     result.assert_outcomes(passed=1)
     (row,) = results(fakes.path / ".rf100vl" / "results")

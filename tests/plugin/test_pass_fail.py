@@ -24,7 +24,7 @@ def hostile(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def _run(pytester: pytest.Pytester, data_dir: Path, *args: str) -> pytest.RunResult:
     return pytester.runpytest_inprocess(
-        "--rf100vl-data-dir", str(data_dir), "--rf100vl-device", "cpu", "-p", "no:cacheprovider", *args
+        f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu", "-p", "no:cacheprovider", *args
     )
 
 
@@ -87,8 +87,8 @@ def test_set_task_raising_costs_that_pair_only_and_the_summary_lists_it(
                   "--rf100vl-dataset", "sample,second")
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines([
-        "ERROR rf100vl::test_detection[[]badtask-sample[]] - Failed: the adapter's set_task raised RuntimeError: "
-        "cannot take this task",
+        "_* ERROR at setup of test_detection[[]badtask-sample[]] _*",
+        "the adapter's set_task raised RuntimeError: cannot take this task",
     ])
     assert _could_not_run(hostile) == [
         f"- badtask-{name}: the adapter's set_task raised RuntimeError: cannot take this task"
@@ -130,7 +130,7 @@ def test_a_test_split_without_annotations_errors_instead_of_passing(
     result.assert_outcomes(errors=1)
     expected = ("could not be scored: AP50:95 is undefined: the test split of unannotated has no ground-truth box "
                 "(is it annotated?)")
-    result.stdout.fnmatch_lines([f"ERROR rf100vl::test_detection[[]nothing-unannotated[]] - Failed: {expected}"])
+    result.stdout.fnmatch_lines(["_* ERROR at setup of test_detection[[]nothing-unannotated[]] _*", expected])
     assert _could_not_run(hostile) == [f"- nothing-unannotated: {expected}"]
 
 

@@ -116,3 +116,25 @@ def test_a_failed_push_is_a_warning_with_the_retry_command(
     assert snapshot(folder) == before
     assert hub_server.token not in "".join(path.read_text(errors="ignore") for path in folder.rglob("*")
                                            if path.is_file())
+
+
+def test_results_summary_over_two_sessions_equals_one_session_that_ran_both(
+    fakes: pytest.Pytester, two_datasets: list[str], tmp_path: Path
+) -> None:
+    from rf100vl_hf.cli import main
+
+    def tables(folder: Path) -> str:
+        text = (folder / "summary.md").read_text(encoding="utf-8")
+        return text[text.index("## AP50:95"):text.index("## Runs")]
+
+    split = [tmp_path / "session-1", tmp_path / "session-2"]
+    for model, folder in zip(("oracle", "nothing"), split):
+        fakes.runpytest_inprocess("--rf100vl-model", model, *two_datasets, "--rf100vl-results",
+                                  str(folder)).assert_outcomes(passed=2)
+    both = tmp_path / "one-session"
+    fakes.runpytest_inprocess("--rf100vl-model", "oracle", "--rf100vl-model", "nothing", *two_datasets,
+                              "--rf100vl-results", str(both)).assert_outcomes(passed=4)
+    merged = tmp_path / "merged"
+    assert main(["results", "summary", *map(str, split), "--out", str(merged)]) == 0
+    assert tables(merged) == tables(both)
+    assert "| **All** | mean | 90.3 | 0.0 |" in tables(both)

@@ -1,0 +1,228 @@
+"""Runs that survive and spread: a killed run resumes (finished pairs reused, a pair cut short
+resumes at its first unanswered image through the answer cache), an interrupted session says
+what did not finish, shards and pytest-xdist workers give the rows of one process."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rf100vl_hf.results.rows import latest, read_results
+
+from pytest_rf100vl.collect.selection import Pair
+from pytest_rf100vl.run.shard import shard
+from tests.plugin.helpers import link, results
+
+SCALE_ADAPTERS = Path(__file__).with_name("scale_adapters.py")
+DATASETS = ("alpha", "beta", "gamma")
+MODELS = ("counter:a", "counter:b")
+SCORES = ("ap", "ap50", "ap75", "n_predictions", "n_images", "dataset_fingerprint", "adapter_options")
+
+
+@pytest.fixture
+def scale(pytester: pytest.Pytester, small_sample: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A pytester folder with the counting adapters and three datasets (the small sample thrice);
+    returns the log of the images the adapters were asked about."""
+    pytester.makeconftest(SCALE_ADAPTERS.read_text(encoding="utf-8"))
+    for name in DATASETS:
+        link(data_dir, name, small_sample)
+    log = pytester.path / "asked.log"
+    monkeypatch.setenv("SCALE_LOG", str(log))
+    monkeypatch.delenv("SCALE_KILL_AT", raising=False)
+    return log
+
+
+def matrix_args(data_dir: Path, results_dir: Path, *extra: str) -> list[str]:
+    return [
+        *(arg for model in MODELS for arg in ("--rf100vl-model", model)), "--rf100vl-dataset", ",".join(DATASETS),
+        "--rf100vl-data-dir", str(data_dir), "--rf100vl-results", str(results_dir), "--rf100vl-device", "cpu",
+        "-p", "no:cacheprovider", "--benchmark-disable", *extra,
+    ]
+
+
+def asked(log: Path, pids: bool = False) -> list[tuple[Any, ...]]:
+    """(model, dataset, image id) of each image an adapter was asked about, in order (and the
+    process that asked, with ``pids``)."""
+    if not log.exists():
+        return []
+    lines = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    return [(m, d, int(i), int(pid)) if pids else (m, d, int(i)) for m, d, i, pid in lines]
+
+
+def scores(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, ...]]:
+    return {(row["spec"], row["dataset"]): tuple(row[key] for key in SCORES) for row in rows}
+
+
+def run_rows(folder: Path, run: int = -1) -> list[dict[str, Any]]:
+    """The rows of one run (by order of appearance) in a results folder."""
+    rows = results(folder)
+    runs = list(dict.fromkeys(row["run_id"] for row in rows))
+    return [row for row in rows if row["run_id"] == runs[run]]
+
+
+def test_a_killed_run_reuses_finished_pairs_and_resumes_a_pair_at_its_first_unanswered_image(
+    pytester: pytest.Pytester, scale: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.runpytest(*matrix_args(data_dir, pytester.path / "reference")).assert_outcomes(passed=6)
+    reference = scores(results(pytester.path / "reference"))
+    scale.unlink()
+
+    folder = pytester.path / "results"
+    monkeypatch.setenv("SCALE_KILL_AT", "12")  # the 4th image of the second pair (8 images a dataset)
+    killed = pytester.runpytest_subprocess(*matrix_args(data_dir, folder), timeout=300)
+    assert killed.ret == -9
+    before = asked(scale)
+    assert Counter((m, d) for m, d, _ in before) == {("a", "alpha"): 8, ("a", "beta"): 3}
+    assert [(row["spec"], row["dataset"]) for row in results(folder)] == [("counter:a", "alpha")]
+
+    monkeypatch.delenv("SCALE_KILL_AT")
+    scale.unlink()
+    pytester.runpytest(*matrix_args(data_dir, folder)).assert_outcomes(passed=6)
+    after = asked(scale)
+    per_pair = Counter((m, d) for m, d, _ in after)
+    assert ("a", "alpha") not in per_pair  # reused: not asked again
+    assert per_pair[("a", "beta")] == 5  # resumed at its first unanswered image
+    answered_before = {i for m, d, i in before if d == "beta"}
+    assert answered_before.isdisjoint(i for m, d, i in after if (m, d) == ("a", "beta"))
+    assert all(per_pair[(m, d)] == 8 for m in ("b",) for d in DATASETS) and per_pair[("a", "gamma")] == 8
+
+    rows = run_rows(folder)
+    assert scores(rows) == reference  # the final results are an uninterrupted run's
+    reused = [row for row in rows if row["reused_from"]]
+    assert [(row["spec"], row["dataset"]) for row in reused] == [("counter:a", "alpha")]
+    assert reused[0]["reused_from"] == results(folder)[0]["run_id"]
+    beta = next(row for row in rows if row["dataset"] == "beta" and row["spec"] == "counter:a")
+    assert (beta["cached_images"], beta["n_images"]) == (3, 8)
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "reused from earlier runs: counter:a on alpha" in summary and "## Interrupted" not in summary
+
+
+def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
+    pytester: pytest.Pytester, scale: Path, data_dir: Path
+) -> None:
+    folder = pytester.path / "results"
+    one = ["--rf100vl-model", "counter:a", "--rf100vl-model", "oracle", "--rf100vl-dataset", "alpha",
+           "--rf100vl-data-dir", str(data_dir), "--rf100vl-results", str(folder), "--rf100vl-cache", "off",
+           "--rf100vl-device", "cpu", "-p", "no:cacheprovider", "--benchmark-disable"]
+    pytester.runpytest(*one).assert_outcomes(passed=2)
+    assert len(asked(scale)) == 8
+    # reused (the oracle through its class, the hook's adapter by spec), then checked anew
+    failed = pytester.runpytest(*one, "--rf100vl-min-ap", "90")
+    failed.assert_outcomes(passed=0, failed=2)
+    failed.stdout.fnmatch_lines(["*counter:a on alpha: AP50:95 * is below the minimum 90*"])
+    assert len(asked(scale)) == 8
+    second = run_rows(folder)
+    assert all(row["reused_from"] for row in second) and [row["check"] for row in second] == ["failed", "failed"]
+    pytester.runpytest(*one, "--rf100vl-rerun").assert_outcomes(passed=2)
+    assert len(asked(scale)) == 16 and not any(row["reused_from"] for row in run_rows(folder))
+    # another option is another identity: it runs
+    pytester.runpytest(*one, "--rf100vl-adapter-option", "counter.note=2").assert_outcomes(passed=2)
+    assert len(asked(scale)) == 24
+    assert [bool(row["reused_from"]) for row in run_rows(folder)] == [False, True]
+
+
+def test_an_interrupted_session_says_which_pairs_did_not_finish(
+    fakes: pytest.Pytester, small_sample: Path, data_dir: Path
+) -> None:
+    for name in ("alpha", "beta"):
+        link(data_dir, name, small_sample)
+    folder = fakes.path / "results"
+    result = fakes.runpytest_inprocess(
+        "--rf100vl-model", "interrupt", "--rf100vl-model", "nothing", "--rf100vl-dataset", "alpha,beta",
+        "--rf100vl-data-dir", str(data_dir), "--rf100vl-results", str(folder), "--rf100vl-device", "cpu",
+        "-p", "no:cacheprovider", no_reraise_ctrlc=True,
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "## Interrupted" in summary and "This run was interrupted before 3 pair(s) finished" in summary
+    assert "- interrupt-beta\n- nothing-alpha\n- nothing-beta" in summary
+    assert [row["dataset"] for row in results(folder)] == ["alpha"]
+
+
+def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, scale: Path, data_dir: Path) -> None:
+    pytester.runpytest(*matrix_args(data_dir, pytester.path / "whole")).assert_outcomes(passed=6)
+    parts = []
+    for part in ("1/2", "2/2"):
+        folder = pytester.path / f"shard-{part[0]}"
+        result = pytester.runpytest(*matrix_args(data_dir, folder, "--rf100vl-shard", part))
+        result.assert_outcomes(passed=3)
+        parts.append(folder)
+    assert {row["dataset"] for row in results(parts[0])}.isdisjoint(
+        {row["dataset"] for row in results(parts[1]) if row["spec"] == results(parts[0])[0]["spec"]}
+    ) or len(results(parts[0])) == 3
+    merged = latest(read_results(parts))
+    assert len(merged) == 6 and scores(merged) == scores(results(pytester.path / "whole"))
+
+
+def test_shards_are_balanced_deterministic_and_cover_the_matrix() -> None:
+    sizes = {"a": 100.0, "b": 60.0, "c": 50.0, "d": 40.0, "e": 10.0}
+    pairs = [Pair(model, dataset, "rf100vl") for model in ("m1", "m2") for dataset in sizes]
+    parts = [shard(pairs, part, 3, lambda pair: sizes[pair.dataset]) for part in (1, 2, 3)]
+    assert Counter(pair for part in parts for pair in part) == Counter(pairs)  # each pair once
+    loads = [sum(sizes[pair.dataset] for pair in part) for part in parts]
+    assert max(loads) - min(loads) <= 40  # LPT: within the smallest large item
+    assert parts == [shard(pairs, part, 3, lambda pair: sizes[pair.dataset]) for part in (1, 2, 3)]
+    assert all(part == [pair for pair in pairs if pair in part] for part in parts)  # matrix order kept
+    assert shard(pairs, 1, 1, lambda pair: 1.0) == pairs
+
+
+def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", "--rf100vl-shard", "3/2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--rf100vl-shard: expected I/N with 1 <= I <= N*"])
+
+
+def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
+    pytester: pytest.Pytester, scale: Path, data_dir: Path
+) -> None:
+    pytester.runpytest(*matrix_args(data_dir, pytester.path / "single")).assert_outcomes(passed=6)
+    scale.unlink()
+    folder = pytester.path / "workers"
+    result = pytester.runpytest_subprocess(*matrix_args(data_dir, folder, "-n", "2"), timeout=300)
+    result.assert_outcomes(passed=6)
+    assert result.stdout.str().count("rf100vl summary") == 1
+    rows = results(folder)
+    assert scores(rows) == scores(results(pytester.path / "single")) and len({row["run_id"] for row in rows}) == 1
+    # each model ran in one worker, its pairs one after another (so it was loaded once)
+    log = asked(scale, pids=True)
+    for model in ("a", "b"):
+        assert len({pid for m, _, _, pid in log if m == model}) == 1
+        datasets = [d for m, d, _, _ in log if m == model]
+        assert sorted(dict.fromkeys(datasets)) == sorted(DATASETS) and len(datasets) == 8 * len(DATASETS)
+    assert len({pid for *_, pid in log}) == 2
+    parquet = pytest.importorskip("pyarrow.parquet").read_table(folder / "results.parquet").to_pylist()
+    assert [(row["spec"], row["dataset"]) for row in parquet] == [(m, d) for m in MODELS for d in DATASETS]
+    assert "counter:b" in (folder / "summary.md").read_text(encoding="utf-8")
+
+
+def test_benchmark_json_carries_the_warmup_and_the_steady_state_rate(
+    pytester: pytest.Pytester, scale: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALE_SLEEP", "0.02")
+    pytester.runpytest(
+        "--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", "--rf100vl-data-dir", str(data_dir),
+        "--rf100vl-device", "cpu", "--rf100vl-warmup-batches", "3", "--benchmark-json", "benchmark.json", "-p", "no:cacheprovider",
+    ).assert_outcomes(passed=1)
+    (benchmark,) = json.loads((pytester.path / "benchmark.json").read_text(encoding="utf-8"))["benchmarks"]
+    info = benchmark["extra_info"]
+    assert info["warmup_batches"] == 3 and info["warmup_s"] >= 0.06 and info["cached_images"] == 0
+    assert 0 < info["images_per_s"] < 1 / 0.02 and info["latency_batch_p95_ms"] >= info["latency_batch_p50_ms"] >= 20
+
+
+def test_a_device_map_reaches_the_model_and_its_row(pytester: pytest.Pytester, small_sample: Path,
+                                                    data_dir: Path) -> None:
+    link(data_dir, "sample", small_sample)
+    result = pytester.runpytest_subprocess(
+        "--rf100vl-model", "owlv2:tiny", "--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample",
+        "--rf100vl-device-map", "auto", "--rf100vl-cache", "off", timeout=300,
+    )
+    result.assert_outcomes(passed=1)
+    (row,) = results(pytester.path / ".rf100vl" / "results")
+    assert (row["device_map"], row["device"]) == ("auto", "cpu")
+    bad = pytester.runpytest_subprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample",
+                                        "--rf100vl-device-map", "all")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
