@@ -62,12 +62,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     config.stash[KINDS_KEY] = [kind(settings) for kind in classes]
     if settings.active:
-        matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
         from pytest_rf100vl.run import workers
-
-        workers.configure(config)  # pytest-xdist: pairs grouped by model, one device per worker
         from pytest_rf100vl.run.live import PLUGIN_NAME, LiveProgress
 
+        matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
+        workers.configure(config)  # pytest-xdist: pairs grouped by model, one device per worker
         config.pluginmanager.register(LiveProgress(config), PLUGIN_NAME)  # progress and logs of long steps
 
 
@@ -132,7 +131,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from pytest_rf100vl.report.checks import FAILED
     from pytest_rf100vl.report.summary import summary
-
     from pytest_rf100vl.run import resume, workers
 
     state = config.stash[SESSION_KEY]

@@ -165,6 +165,8 @@ def decoded_ahead(raw: Iterable[T], decode: Callable[[T], R], workers: int = DEC
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+READ_ROWS = 64
+"""Rows read from the Arrow table at a time (then cut into batches of the run's size)."""
 RawBatch = list[tuple[bytes, int, str]]
 """A batch as stored: each image's file bytes, its id and its name."""
 
@@ -178,12 +180,16 @@ def raw_batches(
 
     columns = ["image", id_column] + ([name_column] if name_column else [])
     rows = dataset.select_columns(columns).cast_column("image", datasets.Image(decode=False))
-    for batch in rows.iter(batch_size):
-        names = batch[name_column] if name_column else [image["path"] or "" for image in batch["image"]]
-        yield [
-            (image["bytes"] or Path(image["path"]).read_bytes(), int(image_id), name)
-            for image, image_id, name in zip(batch["image"], batch[id_column], names)
-        ]
+    batch: RawBatch = []
+    for chunk in rows.iter(max(batch_size, READ_ROWS)):  # reading row by row costs more than decoding
+        names = chunk[name_column] if name_column else [image["path"] or "" for image in chunk["image"]]
+        for image, image_id, name in zip(chunk["image"], chunk[id_column], names):
+            batch.append((image["bytes"] or Path(image["path"]).read_bytes(), int(image_id), name))
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
 
 
 def decode_batch(batch: RawBatch) -> list[ImageItem]:
