@@ -1,2 +1,2 @@
 """UOUO grounding: the kind (:mod:`.kind`), the questions (:mod:`.tasks`), a pair end to end
-(:mod:`.evaluate`), its row (:mod:`.rows`) and summary tables (:mod:`.tables`)."""
+(:mod:`.evaluate`) and its row (:mod:`.rows`). Its summary tables are the results library's."""
