@@ -140,7 +140,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workers.send_to_controller(config, state, unfinished)
         return
     rows = state.rows
-    checks = state.mean_checks()
+    checks = state.mean_checks(rows)
     text = summary(rows, list(state.kinds.values()), checks, state.missing, state.errors, state.left_out)
     text += resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED)
     state.writer.finish(rows, text)

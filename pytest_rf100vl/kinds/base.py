@@ -111,7 +111,19 @@ class BenchmarkKind(ABC):
         """A finished row of an earlier run as this session's run of ``pair``, checked against
         this session's thresholds: each metric's minimum from the thresholds file, else from
         its kind's ``--<kind>-min-<metric>`` option."""
-        from pytest_rf100vl.report.thresholds import check_status, failure, threshold_for
+        from pytest_rf100vl.report.thresholds import check_status
+
+        thresholds = self.thresholds(pair, session)
+        row.update({metric.column: thresholds[metric.name].minimum if metric.name in thresholds else None
+                    for metric in self.metrics})
+        row["threshold_source"] = "; ".join(dict.fromkeys(t.source for t in thresholds.values())) or None
+        row["check"] = check_status([(row.get(name), t) for name, t in thresholds.items()])
+        return PairRun(pair, None, row, thresholds, self.failure(pair, row, thresholds))
+
+    def thresholds(self, pair: "Pair", session: "MatrixSession") -> dict[str, Threshold]:
+        """Each metric's minimum for ``pair`` (metric name -> minimum): from the thresholds file,
+        else from the kind's ``--<kind>-min-<metric>`` option; metrics with neither are left out."""
+        from pytest_rf100vl.report.thresholds import threshold_for
 
         thresholds = {}
         for metric in self.metrics:
@@ -120,14 +132,16 @@ class BenchmarkKind(ABC):
             threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
             if threshold is not None:
                 thresholds[metric.name] = threshold
-        row.update({metric.column: thresholds[metric.name].minimum if metric.name in thresholds else None
-                    for metric in self.metrics})
-        row["threshold_source"] = "; ".join(dict.fromkeys(t.source for t in thresholds.values())) or None
-        row["check"] = check_status([(row.get(name), t) for name, t in thresholds.items()])
-        label = f"{pair.model} on {pair.dataset}"
+        return thresholds
+
+    def failure(self, pair: "Pair", row: dict[str, Any], thresholds: dict[str, Threshold]) -> str | None:
+        """The failure message of a row below any of its minimums (``None`` when it meets them)."""
+        from pytest_rf100vl.report.thresholds import failure
+
         by_name = {metric.name: metric for metric in self.metrics}
+        label = f"{pair.model} on {pair.dataset}"
         messages = [failure(label, by_name[name], row.get(name), t) for name, t in thresholds.items()]
-        return PairRun(pair, None, row, thresholds, "; ".join(m for m in messages if m) or None)
+        return "; ".join(m for m in messages if m) or None
 
     def cost(self, dataset: str) -> float:
         """How long a pair of ``dataset`` takes, relatively (images to answer, say), read cheaply

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.results.rows import JSONL, TornLineWarning, latest, read_jsonl
+from rf100vl_hf.results.rows import JSONL, TornLineWarning, read_jsonl
 
 from pytest_rf100vl.report.rows import SCORING_VERSION, options_column
 
@@ -76,9 +76,8 @@ def reusable_row(
     candidates = [
         row for row in rows
         if _matches(row, wanted) and row.get("dtype") == dtype and not row.get("failed_images")
-    ]
-    newest = latest(candidates)
-    return max(reversed(newest), key=lambda row: str(row.get("timestamp"))) if newest else None
+    ]  # the newest wins; of two as new, the one written last
+    return max(reversed(candidates), key=lambda row: str(row.get("timestamp"))) if candidates else None
 
 
 def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixSession") -> dict[str, Any] | None:
@@ -93,7 +92,6 @@ def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]
     """A copy of an earlier run's ``row`` as this run's row of ``pair``: it keeps the scores,
     throughput and timestamp of the run that measured them, and says which run that was."""
     return {**row, "run_id": run_id, "spec": pair.model, "reused_from": row.get("reused_from") or row.get("run_id")}
-
 
 
 def unfinished(items: Sequence["Pair"], state: "MatrixSession") -> list[str]:

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator
@@ -66,14 +66,7 @@ class OutputCounts:
         self.truncated += other.truncated
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "dropped": self.dropped,
-            "clipped": self.clipped,
-            "swapped": self.swapped,
-            "truncated": self.truncated,
-            "failed_images": self.failed_images,
-            "first_error": self.first_error,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -16,12 +16,12 @@ from pytest_rf100vl.collect.selection import Pair, matrix
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.results_folder import ResultsWriter
 from pytest_rf100vl.report.rows import options_column
+from pytest_rf100vl.report.thresholds import Metric, Rule, read_thresholds
+from pytest_rf100vl.report.verdict import too_many_failed_images
 from pytest_rf100vl.run import resume, workers
+from pytest_rf100vl.run.guard import adapter_call
 from pytest_rf100vl.run.runner import LoopOptions
 from pytest_rf100vl.run.shard import shard
-from pytest_rf100vl.report.verdict import too_many_failed_images
-from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.report.thresholds import Metric, Rule, read_thresholds
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
@@ -221,9 +221,8 @@ class MatrixSession:
             return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs)
         return [run.row for run in self.runs.values()]
 
-    def mean_checks(self) -> list["MeanCheck"]:
-        """Every kind's checks of means over its rows."""
-        rows = self.rows
+    def mean_checks(self, rows: list[dict[str, Any]]) -> list["MeanCheck"]:
+        """Every kind's checks of means over its rows (``rows``: the session's, read once)."""
         return [
             check
             for kind in self.kinds.values()
@@ -234,7 +233,7 @@ class MatrixSession:
 BENCHMARK_FIELDS = (
     "images_per_s", "warmup_s", "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms",
     "latency_image_p50_ms", "latency_image_p95_ms",
-    "peak_gpu_memory_mb", "device", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
+    "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
     "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
 )
 

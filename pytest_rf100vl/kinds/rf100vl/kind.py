@@ -13,7 +13,7 @@ from rf100vl_hf.rf100vl.catalog import SUBSETS
 
 from pytest_rf100vl.collect.options import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.report.thresholds import ALL, Metric, Rule, Threshold, failure, threshold_for
+from pytest_rf100vl.report.thresholds import ALL, Metric, Rule
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
@@ -146,19 +146,16 @@ class Rf100vlKind(BenchmarkKind):
             adapter, dataset, metadata, self.split_name, self.prompt, settings.batch_size,
             lambda split: session.dataset(pair, split), benchmark, session.loop,
         )
-        minimum = settings.value("rf100vl_min_ap")
-        default = None if minimum is None else Threshold(minimum, "--rf100vl-min-ap")
-        threshold = threshold_for(session.rules, pair.model, pair.dataset, AP.name, default)
+        thresholds = self.thresholds(pair, session)
         described = adapter.describe()
         path = session.writer.write_predictions(
             pair.model, pair.dataset, self.split_name, evaluation.predictions, described
         )
         row = detection_row(
             pair, described, adapter.options, metadata, self.split_name, self.prompt,
-            settings.batch_size, evaluation, session.writer.run_id, threshold, path,
+            settings.batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
         )
-        message = failure(f"{pair.model} on {pair.dataset}", AP, row["ap"], threshold) if threshold else None
-        return PairRun(pair, evaluation, row, {AP.name: threshold} if threshold else {}, message)
+        return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
 
     def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
         from rf100vl_hf.metadata import read_metadata

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_rf100vl.collect.options import Option, existing_folder
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.report.thresholds import Metric, Threshold, failure, threshold_for
+from pytest_rf100vl.report.thresholds import Metric
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
@@ -131,21 +131,13 @@ class UouoKind(BenchmarkKind):
         evaluation = run_grounding_pair(
             adapter, dataset, pair.dataset, metadata["canvas"], self.settings.batch_size, benchmark, session.loop
         )
-        thresholds = {}
-        for metric in METRICS.values():
-            minimum = self.settings.value(f"uouo_min_{metric.name}")
-            default = None if minimum is None else Threshold(minimum, f"--uouo-min-{metric.name}")
-            threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
-            if threshold is not None:
-                thresholds[metric.name] = threshold
+        thresholds = self.thresholds(pair, session)
         path = session.writer.write_records(pair.model, pair.dataset, "test", evaluation.records)
         row = grounding_row(
             pair, adapter.describe(), adapter.options, metadata, self.settings.batch_size, evaluation,
             session.writer.run_id, thresholds, path,
         )
-        label = f"{pair.model} on {pair.dataset}"
-        messages = [failure(label, METRICS[name], row[name], t) for name, t in thresholds.items()]
-        return PairRun(pair, evaluation, row, thresholds, "; ".join(m for m in messages if m) or None)
+        return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
 
     def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
         from rf100vl_hf.metadata import read_metadata
