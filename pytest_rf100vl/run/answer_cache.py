@@ -89,18 +89,24 @@ def answer_key(
     return xxhash.xxh3_128_hexdigest(text.encode())
 
 
-def key_for(adapter: Adapter, image: Image.Image | bytes, query: GroundingQuery | None = None) -> str:
+def key_for(
+    adapter: Adapter,
+    image: Image.Image | bytes,
+    query: GroundingQuery | None = None,
+    parts: tuple[str, ...] | None = None,
+) -> str:
     """:func:`answer_key` of ``adapter``'s answer for ``image`` (its current task, or the UOUO
     ``query``); ``TypeError`` for an adapter whose answers cannot be cached (it does not say
-    what it sends: :meth:`Adapter.answer_key_parts` is ``None``)."""
-    parts = adapter.answer_key_parts(query)
+    what it sends: :meth:`Adapter.answer_key_parts` is ``None``). ``parts``: the adapter's
+    ``answer_key_parts`` when the caller already has them (they are the same for every image
+    of a task, and can be costly: few-shot images are hashed)."""
+    parts = parts if parts is not None else adapter.answer_key_parts(query)
     if parts is None:
         raise TypeError(f"adapter {adapter.name!r} does not say what it sends (answer_key_parts): not cacheable")
-    described = adapter.describe()
     return answer_key(
         model=adapter.name,
         checkpoint=adapter.checkpoint,
-        revision=described.get("revision"),
+        revision=adapter.revision,
         options=adapter.options,
         dtype=adapter.dtype,
         prompt=parts,

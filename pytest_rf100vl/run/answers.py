@@ -28,12 +28,15 @@ class PairAnswers(Generic[A]):
         self.adapter = adapter
         self.kind = kind
         self._keys: dict[int, str] = {}  # image id -> key, for the images looked up and not found
+        self._task_parts: tuple[str, ...] | None = None  # the task's key parts, the same for every image
 
     def found(self, items: Sequence[ImageItem], queries: Sequence[GroundingQuery] | None = None) -> dict[int, A]:
         """Image id -> the cached answer, for the items that have one."""
         found: dict[int, A] = {}
+        if queries is None and self._task_parts is None:
+            self._task_parts = self.adapter.answer_key_parts(None)
         for item, query in zip(items, queries if queries is not None else [None] * len(items)):
-            key = key_for(self.adapter, item.image, query)
+            key = key_for(self.adapter, item.image, query, self._task_parts if query is None else None)
             payload = self.cache.get(key)
             answer = answer_from(payload) if payload is not None else None
             if isinstance(answer, self.kind):
