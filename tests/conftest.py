@@ -3,7 +3,9 @@
 Every session of the project's tests writes its caches (datasets' Arrow cache, the
 package's cache home) under a temporary folder, works offline and ignores the user's data
 folders, so the suite never touches a user's caches and never reuses a stale build. The
-variables are set in ``pytest_configure``, before any test module imports ``datasets``.
+variables are set in ``pytest_configure``, before any test module imports ``datasets``;
+conftest files are imported earlier than that, so they import ``datasets`` and
+``huggingface_hub`` inside fixtures only (both read these variables once, when imported).
 
 A benchmark run of the plugin started in the repository root (``pytest --rf100vl-model ...``
 with no test paths: only the matrix runs) loads this file too, as ``tests`` is the

@@ -236,10 +236,9 @@ def push_eval_results(
     import tempfile
 
     from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError
 
     from rf100vl_hf.hub.network import bounded
-    from rf100vl_hf.hub.push import check_token, raise_if_refused
+    from rf100vl_hf.hub.push import check_token, refused_as_auth_error
 
     if not any(file.entries for file in files):
         skipped = "; ".join(f"{task}: {why}" for file in files for task, why in file.skipped.items())
@@ -250,12 +249,9 @@ def push_eval_results(
         token = check_token(api, token)
         paths = write_eval_files(files, Path(staging))
         operations = [CommitOperationAdd(f"{EVAL_FOLDER}/{p.name}", str(p)) for p in paths]
-        try:
+        with refused_as_auth_error(api, model_repo, "model"):
             info = api.create_commit(model_repo, operations, commit_message="Add evaluation results (rf100vl-hf)",
                                      token=token, repo_type="model", create_pr=create_pr)
-        except HfHubHTTPError as exc:
-            raise_if_refused(exc, api, model_repo, "model")
-            raise
     return info.pr_url if create_pr and info.pr_url else info.commit_url
 
 

@@ -70,6 +70,11 @@ def _client_timeout(seconds: float) -> Iterator[None]:
             session.timeout = httpx2.Timeout(min(_ACTIVE)) if _ACTIVE else _SAVED.pop()
 
 
+def status_of(exc: Any) -> int | None:
+    """The HTTP status of a huggingface_hub error (None when no response came)."""
+    return exc.response.status_code if exc.response is not None else None
+
+
 def _first_line(text: str) -> str:
     return next((line.strip() for line in str(text).splitlines() if line.strip()), "")[:300]
 
@@ -88,9 +93,8 @@ def bounded(endpoint: str, what: str, timeout: float | None = None) -> Iterator[
     except Rf100vlError:
         raise
     except HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else None
         reason = _first_line(exc.server_message or "") or _first_line(str(exc))
-        raise HubError(f"{what}: {endpoint} answered {status}: {reason}") from None
+        raise HubError(f"{what}: {endpoint} answered {status_of(exc)}: {reason}") from None
     except httpx2.TimeoutException:
         raise HubError(
             f"{what}: {endpoint} did not answer within {seconds:g} s (set ${TIMEOUT_ENV} to wait longer)"

@@ -13,6 +13,8 @@ Every Hub call is bounded in time and explained in one line (:mod:`.network`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from huggingface_hub import HfApi
@@ -22,7 +24,7 @@ from huggingface_hub.utils import get_token
 from rf100vl_hf.errors import DataError, Rf100vlError
 from rf100vl_hf.hub.card import CARD_FILE
 from rf100vl_hf.hub.export import STAGING_PREFIX
-from rf100vl_hf.hub.network import bounded
+from rf100vl_hf.hub.network import bounded, status_of
 
 REPO_TYPE = "dataset"
 DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"
@@ -42,7 +44,7 @@ def check_token(api: HfApi, token: str | None) -> str:
     try:
         api.whoami(token=token)
     except HfHubHTTPError as exc:
-        if exc.response is not None and exc.response.status_code == 401:
+        if status_of(exc) == 401:
             raise HubAuthError(f"{api.endpoint} rejected the token (401 Unauthorized): {_LOGIN_HINT}") from None
         raise
     return token
@@ -76,7 +78,7 @@ def push_repository(
 def _upload(
     api: HfApi, path: Path, repo_id: str, token: str, private: bool, revision: str | None, commit_message: str
 ) -> str:
-    try:
+    with refused_as_auth_error(api, repo_id, REPO_TYPE):
         api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
         if revision is not None:
             api.create_branch(repo_id, branch=revision, token=token, repo_type=REPO_TYPE, exist_ok=True)
@@ -90,15 +92,17 @@ def _upload(
             ignore_patterns=[f"{STAGING_PREFIX}*", f"*/{STAGING_PREFIX}*"],
             delete_patterns=["*"],
         )
-    except HfHubHTTPError as exc:
-        raise_if_refused(exc, api, repo_id, REPO_TYPE)
-        raise
     return info.commit_url
 
 
-def raise_if_refused(exc: HfHubHTTPError, api: HfApi, repo_id: str, repo_type: str) -> None:
-    """A :class:`HubAuthError` (one line) when the Hub refused the write for lack of rights."""
-    status = exc.response.status_code if exc.response is not None else None
-    if status in (401, 403):
-        reason = (exc.server_message or str(exc)).strip().splitlines()[0]
-        raise HubAuthError(f"the token may not write to {repo_type} {repo_id!r} on {api.endpoint}: {reason}") from None
+@contextmanager
+def refused_as_auth_error(api: HfApi, repo_id: str, repo_type: str) -> Iterator[None]:
+    """Writes to ``repo_id``: a refusal for lack of rights (401, 403) becomes a one-line
+    :class:`HubAuthError`; any other error passes through unchanged."""
+    try:
+        yield
+    except HfHubHTTPError as exc:
+        if status_of(exc) in (401, 403):
+            reason = (exc.server_message or str(exc)).strip().splitlines()[0]
+            raise HubAuthError(f"the token may not write to {repo_type} {repo_id!r} on {api.endpoint}: {reason}") from None
+        raise

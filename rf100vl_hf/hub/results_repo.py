@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub.network import HubError, bounded
+from rf100vl_hf.hub.network import HubError, bounded, status_of
 from rf100vl_hf.progress import logger
 
 REPO_TYPE = "dataset"
@@ -193,14 +193,15 @@ def push_results(
     """Append-and-merge ``source`` into the results dataset ``repo_id`` (created if needed).
 
     ``source`` is a list of results folders (or ``results.jsonl`` files), or a list of row
-    dicts; ``run`` or ``latest_run`` choose the rows of one run. Nothing local is written or changed. Every request is bounded by ``timeout``
-    seconds; a failure raises one-line :class:`~rf100vl_hf.hub.network.HubError` or
-    :class:`~rf100vl_hf.hub.push.HubAuthError`.
+    dicts; ``run`` or ``latest_run`` choose the rows of one run. Nothing local is written or
+    changed. Each attempt reads the rows at the current head, merges, and commits against it.
+    Every request is bounded by ``timeout`` seconds; a failure raises one-line
+    :class:`~rf100vl_hf.hub.network.HubError` or :class:`~rf100vl_hf.hub.push.HubAuthError`.
     """
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
-    from rf100vl_hf.hub.push import check_token, raise_if_refused
+    from rf100vl_hf.hub.push import check_token, refused_as_auth_error
     from rf100vl_hf.results.rows import latest
 
     pairs = local_rows(list(source), run, latest_run)
@@ -212,7 +213,7 @@ def push_results(
     message = commit_message or f"Add {len(rows)} results row(s) with rf100vl-hf"
     with bounded(api.endpoint, f"pushing results to {repo_id}", timeout) as seconds:
         token = check_token(api, token)
-        try:
+        with refused_as_auth_error(api, repo_id, REPO_TYPE):
             api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
             for attempt in range(1, max_attempts + 1):
                 head = api.repo_info(repo_id, repo_type=REPO_TYPE, token=token, timeout=seconds).sha
@@ -225,17 +226,10 @@ def push_results(
                         info = api.create_commit(repo_id, operations, commit_message=message, token=token,
                                                  repo_type=REPO_TYPE, parent_commit=head)
                     except HfHubHTTPError as exc:
-                        status = exc.response.status_code if exc.response is not None else None
-                        if status in (409, 412) and attempt < max_attempts:
-                            logger.info("results push to %s: the repository moved on (%s); merging again", repo_id, status)
-                            continue
-                        raise
+                        if status_of(exc) not in (409, 412):
+                            raise
+                        logger.info("results push to %s: the repository moved on (%s)", repo_id, status_of(exc))
+                        continue
                 return PushedResults(info.commit_url, len(merged), attempt, len(uploads))
-        except HfHubHTTPError as exc:
-            raise_if_refused(exc, api, repo_id, REPO_TYPE)
-            status = exc.response.status_code if exc.response is not None else None
-            if status in (409, 412):
-                raise HubError(f"pushing results to {repo_id}: the repository kept changing during "
-                               f"{max_attempts} attempts; push again") from None
-            raise
-    raise AssertionError("unreachable")  # the loop returns or raises
+    raise HubError(f"pushing results to {repo_id}: the repository kept changing during "
+                   f"{max_attempts} attempts; push again")

@@ -82,7 +82,7 @@ def per_class_file(dataset: str) -> str:
 
 def per_class_plot(rows: Sequence[dict[str, Any]], dataset: str, path: Path, metric: str = "ap") -> Path:
     plt = _pyplot()
-    tables = [t for t in per_class_tables([r for r in rows if r.get("dataset") == dataset], metric)]
+    tables = per_class_tables([r for r in rows if r.get("dataset") == dataset], metric)
     if not tables:
         raise ValueError(f"no per-class results for dataset {dataset!r}")
     table = tables[0]

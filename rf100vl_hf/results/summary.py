@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf import markdown
-from rf100vl_hf.results.tables import ap_table, cell, column_labels, to_markdown, uouo_table
+from rf100vl_hf.results.tables import MISSING, ap_table, column_labels, decimal, plain, to_markdown, uouo_table
 
 PARQUET = "results.parquet"
 SUMMARY = "summary.md"
@@ -27,11 +27,6 @@ Section = tuple[str, Sequence[str]]
 
 def _spec(row: dict[str, Any]) -> str:
     return str(row.get("spec") or row.get("model"))
-
-
-def _count(row: dict[str, Any], key: str) -> str:
-    value = row.get(key)
-    return "—" if value is None else str(value)
 
 
 def environment(rows: Sequence[dict[str, Any]]) -> str:
@@ -47,7 +42,7 @@ def environment(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _listed(values: Sequence[Any]) -> str:
-    return ", ".join(str(v) for v in dict.fromkeys(v for v in values if v not in (None, ""))) or "—"
+    return ", ".join(str(v) for v in dict.fromkeys(v for v in values if v not in (None, ""))) or MISSING
 
 
 def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -57,12 +52,12 @@ def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
     lines = [
         f"- splits: {_listed([row.get('split') for row in rows])}",
         *([f"- prompt modes: {_listed([row.get('prompt') for row in detection])}"] if detection else []),
-        f"- date: {dates[0][:10] if dates else '—'}"
+        f"- date: {dates[0][:10] if dates else MISSING}"
         + (f" to {dates[-1][:10]}" if dates and dates[-1][:10] != dates[0][:10] else ""),
         f"- runs: {_listed([row.get('run_id') for row in rows])}",
     ]
     checkpoints = dict.fromkeys(
-        f"{_spec(row)}: {row.get('checkpoint') or '—'}" + (f" @ {row['model_revision']}" if row.get("model_revision") else "")
+        f"{_spec(row)}: {row.get('checkpoint') or MISSING}" + (f" @ {row['model_revision']}" if row.get("model_revision") else "")
         for row in rows
     )
     lines.append("- checkpoints: " + "; ".join(checkpoints))
@@ -84,14 +79,12 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     extra = [key for key in ("swapped", "ignored_records") if any(key in row for row in rows)]
     body = []
     for label, row in zip(column_labels(rows), rows):
-        check = str(row.get("check") or "—")
+        check = str(row.get("check") or MISSING)
         if row.get("min_ap") is not None:
             check += f" (>= {row['min_ap']:g}, {row.get('threshold_source')})"
-        body.append(
-            [label, row["dataset"], cell(row.get("images_per_s"), 2), _count(row, "n_images"),
-             _count(row, "n_predictions"), _count(row, "dropped"), _count(row, "clipped"), _count(row, "truncated"),
-             *(_count(row, key) for key in extra), _count(row, "failed_images"), check]
-        )
+        counts = ["n_images", "n_predictions", "dropped", "clipped", "truncated", *extra, "failed_images"]
+        body.append([label, row["dataset"], decimal(row.get("images_per_s"), 2),
+                     *(plain(row.get(key)) for key in counts), check])
     header = ["Model", "Dataset", "images/s", "images", "predictions", "dropped", "clipped", "truncated",
               *(key.replace("_records", "") for key in extra), "failed", "threshold"]
     return markdown.table(header, body, numeric=range(2, len(header) - 1))
@@ -101,16 +94,14 @@ def uouo_runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per UOUO pair: throughput, acc50, unreadable answers, failed mosaics, and the threshold checks."""
     body = []
     for row in rows:
-        check = str(row.get("check") or "—")
+        check = str(row.get("check") or MISSING)
         minimums = [f"{label} >= {row[key]:g}" for label, key in (("accuracy", "min_accuracy"), ("mIoU", "min_miou"))
                     if row.get(key) is not None]
         if minimums:
             check += f" ({', '.join(minimums)}; {row.get('threshold_source')})"
-        body.append(
-            [_spec(row), row["dataset"], cell(row.get("images_per_s"), 2), _count(row, "n_images"),
-             cell(row.get("acc50"), 4), _count(row, "box_parse_failures"), _count(row, "quadrant_parse_failures"),
-             _count(row, "failed_images"), check]
-        )
+        counts = ["box_parse_failures", "quadrant_parse_failures", "failed_images"]
+        body.append([_spec(row), row["dataset"], decimal(row.get("images_per_s"), 2), plain(row.get("n_images")),
+                     decimal(row.get("acc50"), 4), *(plain(row.get(key)) for key in counts), check])
     header = ["Model", "Dataset", "images/s", "mosaics", "acc50", "no box", "no quadrant", "failed", "threshold"]
     return markdown.table(header, body, numeric=range(2, len(header) - 1))
 

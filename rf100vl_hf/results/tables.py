@@ -51,17 +51,20 @@ class Table:
     title: str = ""
 
 
-def cell(value: Any, digits: int = 1) -> str:
+def decimal(value: Any, digits: int = 1) -> str:
     """A number with ``digits`` decimals, a dash where there is none, text as it is."""
-    if value is None:
-        return MISSING
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return MISSING if not math.isfinite(value) else f"{value:.{digits}f}"
-    return str(value)
+    return plain(value)
+
+
+def plain(value: Any) -> str:
+    """A value as it is (a count, a name), a dash where there is none."""
+    return MISSING if value is None else str(value)
 
 
 def _text(table: Table) -> list[list[str]]:
-    return [[cell(value, table.digits) if i in table.numeric else str(value) for i, value in enumerate(row)]
+    return [[decimal(value, table.digits) if i in table.numeric else str(value) for i, value in enumerate(row)]
             for row in table.rows]
 
 
@@ -214,12 +217,9 @@ def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list
             for item in row["per_class"]:
                 classes.setdefault(item["class"], {})[label] = _value(item, metric)
                 instances.setdefault(item["class"], item.get("n_instances"))
-        body = [[name, instances[name], *(values.get(c) for c in columns)] for name, values in classes.items()]
-        table = Table(["Class", "Instances", *columns], body, range(2, 2 + len(columns)),
-                      title=f"{dataset}: {METRICS[metric]} per class (%)")
-        for row in table.rows:
-            row[1] = MISSING if row[1] is None else str(row[1])
-        tables.append(table)
+        body = [[name, plain(instances[name]), *(values.get(c) for c in columns)] for name, values in classes.items()]
+        tables.append(Table(["Class", "Instances", *columns], body, range(2, 2 + len(columns)),
+                            title=f"{dataset}: {METRICS[metric]} per class (%)"))
     return tables
 
 

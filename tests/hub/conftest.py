@@ -1,4 +1,9 @@
-"""Hub repositories exported once per session: the generated sample, and two real exports."""
+"""Hub repositories exported once per session: the generated sample, and two real exports.
+
+The exporter is imported inside the fixtures: pytest loads this file before the suite's
+``pytest_configure`` makes the session offline, and importing ``datasets`` here would fix
+huggingface_hub's offline setting before that.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from rf100vl_hf.rf100vl.hub_card import export_rf100vl
 
 REAL = ("microcontroller", "chess-pieces")
 
@@ -28,11 +31,15 @@ class Exported:
 
 @pytest.fixture(scope="session")
 def sample_repo(sample_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rf100vl_hf.rf100vl.hub_card import export_rf100vl  # not at import: see the module docstring
+
     return export_rf100vl(["sample"], tmp_path_factory.mktemp("hub-sample") / "repo", data_dir=sample_root)
 
 
 @pytest.fixture(scope="session")
 def real_repo(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rf100vl_hf.rf100vl.hub_card import export_rf100vl
+
     return export_rf100vl(list(REAL), tmp_path_factory.mktemp("hub-real") / "repo", data_dir=shared_data)
 
 

@@ -126,7 +126,6 @@ class Repo:
     private: bool
     branches: dict[str, str] = field(default_factory=dict)  # also holds the refs/pr/N of pull requests
     commits: dict[str, Commit] = field(default_factory=dict)
-    pull_requests: dict[int, str] = field(default_factory=dict)  # number -> title
 
     def resolve(self, revision: str) -> Commit | None:
         """A branch name or a commit id (full, or a prefix of at least 7 characters)."""
@@ -170,7 +169,7 @@ class StandInHub:
         self.tree_page_size = 1000
         self.tree_expand_page_size = 50
         self.lock = threading.RLock()
-        self.faults: dict[str, tuple[int, int | None]] = {}  # route -> (status, times left or None)
+        self.faults: dict[str, int] = {}  # route -> the status it answers
         self.hanging: set[str] = set()
         self.connections: set[Any] = set()  # open client sockets, closed when the server goes down
         self._release = threading.Event()
@@ -212,11 +211,11 @@ class StandInHub:
 
     # Faults ----------------------------------------------------------------------------
 
-    def fail(self, route: str, status: int = 500, times: int | None = None) -> None:
-        """Answer requests to ``route`` (a name of ``_ROUTES``, e.g. "commit") with ``status``,
-        the next ``times`` of them or all until :meth:`clear_faults`."""
+    def fail(self, route: str, status: int = 500) -> None:
+        """Answer requests to ``route`` (a name of ``_ROUTES``, e.g. "commit") with ``status``
+        until :meth:`clear_faults`."""
         with self.lock:
-            self.faults[route] = (status, times)
+            self.faults[route] = status
 
     def hang(self, route: str) -> None:
         """Accept requests to ``route`` and never answer them (until :meth:`clear_faults` or stop)."""
@@ -231,17 +230,9 @@ class StandInHub:
         self._release = threading.Event()
 
     def injected(self, route: str) -> int | None:
-        """The status to answer ``route`` with instead of serving it, if a fault is set (counted)."""
+        """The status to answer ``route`` with instead of serving it, if a fault is set."""
         with self.lock:
-            if route not in self.faults:
-                return None
-            status, times = self.faults[route]
-            if times is not None:
-                if times <= 1:
-                    del self.faults[route]
-                else:
-                    self.faults[route] = (status, times - 1)
-            return status
+            return self.faults.get(route)
 
     def wait_hanging(self, route: str) -> bool:
         """Block a request to a hanging route until released; True when it was one."""
@@ -610,8 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
             if header.get("parentCommit") and header["parentCommit"] != parent.oid:
                 raise HubError(412, "A commit has happened since. Please refresh and try again.")
             if self.query.get("create_pr", "").lower() in ("1", "true"):
-                pull_request = max(target.pull_requests, default=0) + 1
-                target.pull_requests[pull_request] = header.get("summary", "")
+                pull_request = 1 + sum(name.startswith("refs/pr/") for name in target.branches)
                 branch = f"refs/pr/{pull_request}"
             oid = self.hub.new_oid(repo, header.get("summary", ""), parent.oid)
             files = dict(parent.files)
