@@ -2,9 +2,8 @@
 
 Every command is a thin call into the package; ``rf100vl-hf COMMAND --help`` explains each
 (docs/cli.md lists them all). Start-up stays light: ``--help`` and ``prepare`` import
-neither torch nor a model library; each command imports what it needs when it runs, and the
-UOUO options (whose defaults live beside the embedding code) are added only when the command
-is ``uouo``. Every bad argument and every error of the data, the paths or the Hub ends in
+neither torch nor a model library; each command imports what it needs when it runs (the
+UOUO options read their defaults from the light :mod:`rf100vl_hf.uouo.defaults`). Every bad argument and every error of the data, the paths or the Hub ends in
 one line on stderr and exit status 2.
 """
 
@@ -21,6 +20,17 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from rf100vl_hf import paths
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
+from rf100vl_hf.uouo.defaults import (
+    DEFAULT_ALPHA_THRESHOLD,
+    DEFAULT_CLIP_MODEL,
+    DEFAULT_CLIP_PRETRAINED,
+    DEFAULT_NUM_MOSAICS,
+    DEFAULT_ROUTE,
+    DEFAULT_SEED,
+    DEFAULT_SIGMA,
+    MODES,
+    ROUTES,
+)
 
 USAGE_ERROR = 2
 """Exit status of a bad argument, bad data, a bad path or a failed Hub call (argparse's own)."""
@@ -270,14 +280,7 @@ the cut-outs:
 
 
 def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
-    """The UOUO builder's options. Their defaults are read from the UOUO modules, which import
-    the embedding code (and torch), so only a ``uouo`` command line adds them."""
-    from rf100vl_hf.uouo.builder import DEFAULT_NUM_MOSAICS
-    from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
-    from rf100vl_hf.uouo.embeddings import DEFAULT_MODEL, DEFAULT_PRETRAINED
-    from rf100vl_hf.uouo.mmd import DEFAULT_SIGMA, ROUTES
-    from rf100vl_hf.uouo.plan import MODES
-
+    """The UOUO builder's options, with the builder's defaults."""
     parser.add_argument("--source-dir", type=DIRECTORY, help="folder of cut-outs, one sub-folder per category")
     parser.add_argument(
         "--config", action="append", dest="configs", choices=MODES,
@@ -287,17 +290,17 @@ def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
         "--num-mosaics", type=POSITIVE_INTEGER, default=DEFAULT_NUM_MOSAICS,
         help="mosaics per config (default %(default)s)",
     )
-    parser.add_argument("--seed", type=INTEGER, default=0, help="seed of the mosaics (default %(default)s)")
+    parser.add_argument("--seed", type=INTEGER, default=DEFAULT_SEED, help="seed of the mosaics (default %(default)s)")
     parser.add_argument(
         "--sigma", type=POSITIVE_NUMBER, default=DEFAULT_SIGMA, help="RBF kernel width of the MMD (default %(default)s)"
     )
     parser.add_argument(
-        "--route", choices=ROUTES, default="auto",
+        "--route", choices=ROUTES, default=DEFAULT_ROUTE,
         help="nearest categories: exact MMD, mean embeddings, or auto by category count (default %(default)s)",
     )
-    parser.add_argument("--clip-model", default=DEFAULT_MODEL, help="open_clip model name (default %(default)s)")
+    parser.add_argument("--clip-model", default=DEFAULT_CLIP_MODEL, help="open_clip model name (default %(default)s)")
     parser.add_argument(
-        "--clip-pretrained", default=DEFAULT_PRETRAINED, type=lambda v: None if v.lower() == "none" else v,
+        "--clip-pretrained", default=DEFAULT_CLIP_PRETRAINED, type=lambda v: None if v.lower() == "none" else v,
         help="open_clip pretrained tag or weights file; 'none' for a seeded random init (default %(default)s)",
     )
     parser.add_argument("--device", help="where to embed and compute MMD (default: auto, i.e. cuda, then mps, then cpu)")
@@ -322,7 +325,6 @@ def _uouo_kwargs(args: argparse.Namespace) -> dict:
 
 def cmd_uouo_prepare(args: argparse.Namespace) -> int:
     from rf100vl_hf.uouo.builder import uouo_builder
-    from rf100vl_hf.uouo.plan import MODES
 
     for config in args.configs or MODES:
         builder = uouo_builder(config, args.source_dir, args.cache_dir, **_uouo_kwargs(args))
@@ -335,7 +337,6 @@ def cmd_uouo_prepare(args: argparse.Namespace) -> int:
 
 def cmd_uouo_export(args: argparse.Namespace) -> int:
     from rf100vl_hf.uouo.hub_card import export_uouo
-    from rf100vl_hf.uouo.plan import MODES
 
     out = export_uouo(
         args.out, args.source_dir, tuple(args.configs or MODES), repo_id=args.push, license=args.license,
@@ -347,14 +348,10 @@ def cmd_uouo_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_uouo_commands(sub: argparse._SubParsersAction, with_commands: bool) -> None:
-    """The ``uouo`` command; its sub-commands and their options only when ``with_commands``
-    (the command line is a ``uouo`` one), so that other commands do not import UOUO's modules."""
+def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
+    """The ``uouo`` command and its sub-commands."""
     uouo = sub.add_parser("uouo", help="build, export and push UOUO mosaics", description=UOUO_DESCRIPTION)
     commands = uouo.add_subparsers(dest="uouo_command", required=True, metavar="COMMAND")
-    if not with_commands:
-        return
-
     p = commands.add_parser(
         "prepare",
         help="build the Arrow cache that load_dataset('uouo', CONFIG, split='test') reads",
@@ -392,9 +389,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The whole command line; for ``argv`` that is not a ``uouo`` command, without UOUO's
-    sub-commands (see :func:`_add_uouo_commands`). ``None`` builds everything."""
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line."""
     parser = Parser(
         prog="rf100vl-hf",
         description="RF100-VL and UOUO as Hugging Face datasets.",
@@ -473,7 +469,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", type=FOLDER, default=Path("sample"), help="target folder (default: ./sample)")
     p.set_defaults(func=cmd_sample)
 
-    _add_uouo_commands(sub, with_commands=argv is None or list(argv[:1]) == ["uouo"])
+    _add_uouo_commands(sub)
     from rf100vl_hf.results.cli import add_parser as add_results_parser
 
     add_results_parser(sub)
@@ -496,7 +492,7 @@ def _os_error(exc: OSError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; 0 when it worked, 2 with one line on stderr when it could not."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except Rf100vlError as exc:

@@ -20,6 +20,7 @@ from rf100vl_hf import paths
 from rf100vl_hf.errors import DatasetNotFoundError
 from rf100vl_hf.hub.card import CARD_FILE, config_metadata, read_card, write_card
 from rf100vl_hf.hub.export import ConfigExport, staged_repository, write_config
+from rf100vl_hf.licences import hub_id
 from rf100vl_hf.markdown import table
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import catalog
@@ -31,15 +32,6 @@ PRETTY_NAME = "RF100-VL"
 REPO_PLACEHOLDER = "ORG/NAME"
 _SOURCE_SPLITS = ("train", "validation", "test")
 _SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
-HUB_LICENSES = (
-    "apache-2.0", "mit", "cc0-1.0", "pddl", "odbl", "odc-by", "unlicense", "bsd-3-clause", "gpl-3.0", "agpl-3.0",
-    "cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0", "cc-by-sa-3.0", "cc-by-sa-4.0", "cc-by-nc-2.0",
-    "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-3.0", "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0",
-    "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0",
-)
-"""Hub licence ids (SPDX-based) that a Roboflow export's ``License:`` line can name."""
-_LICENSE_ALIASES = {"odblv10": "odbl", "odbl10": "odbl"}
-"""Spellings of a licence that normalise to no id's key (Roboflow writes ``ODbL v1.0``)."""
 NO_LICENSE = "see the source export"
 """The licence cell of a dataset whose export states none."""
 
@@ -49,25 +41,13 @@ def _size_category(configs: list[ConfigExport]) -> str:
     return next((label for limit, label in _SIZE_CATEGORIES if images < limit), "n>1M")
 
 
-def _license_key(text: str) -> str:
-    """A licence name without case, punctuation, the word licence or a ``CC`` before ``BY``:
-    ``CC BY-NC 4.0``, ``BY-NC 4.0`` and ``cc-by-nc-4.0`` are one key."""
-    key = re.sub(r"[^0-9a-z]+", "", re.sub(r"licen[cs]e", "", text.casefold()))
-    return key[2:] if key.startswith("ccby") else key
-
-
-@cache
-def _hub_ids() -> dict[str, str]:
-    return {**{_license_key(i): i for i in HUB_LICENSES}, **_LICENSE_ALIASES}
-
-
 def hub_license(text: str | None, homepage: str | None = None) -> tuple[str, str | None, str | None]:
     """``(license, license_name, license_link)`` of the Hub's card metadata for a licence as
     an export states it: a Hub id when there is one, else ``other`` with a name made of
     the text and the dataset's page as the link; ``unknown`` when nothing is stated."""
     if not text or not text.strip():
         return "unknown", None, None
-    known = _hub_ids().get(_license_key(text))
+    known = hub_id(text)
     if known:
         return known, None, None
     return "other", re.sub(r"[^a-z0-9.]+", "-", text.casefold()).strip("-.") or "other", homepage

@@ -7,8 +7,8 @@ Where it is read from, first found wins:
    ``COPYING``), recognised by its title;
 3. a ``License: ...`` line of a README at the root (Roboflow exports carry one).
 
-A recognised licence becomes its Hub id; a named one the Hub does not list becomes
-``other`` with its name; a source that says nothing is ``unknown``, and the card says so.
+A recognised licence becomes its Hub id (:func:`rf100vl_hf.licences.hub_id`); a named one
+the Hub does not list becomes ``other`` with its name; a source that says nothing is ``unknown``, and the card says so.
 """
 
 from __future__ import annotations
@@ -18,23 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rf100vl_hf.errors import DataError
+from rf100vl_hf.errors import DataError, shown
+from rf100vl_hf.licences import hub_id
 
 LICENCE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING")
 README_GLOBS = ("README*.txt", "README*.md")
 UNKNOWN = "unknown"
-
-_KNOWN: tuple[tuple[str, str], ...] = (
-    # (pattern over the lower-cased, space-normalised text, Hub licence id); most specific first
-    (r"attribution[- ]noncommercial[- ]sharealike 4\.0|cc[- ]by[- ]nc[- ]sa[- ]4\.0", "cc-by-nc-sa-4.0"),
-    (r"attribution[- ]noncommercial 4\.0|cc[- ]by[- ]nc[- ]4\.0", "cc-by-nc-4.0"),
-    (r"attribution[- ]sharealike 4\.0|cc[- ]by[- ]sa[- ]4\.0", "cc-by-sa-4.0"),
-    (r"attribution 4\.0|cc[- ]by[- ]4\.0", "cc-by-4.0"),
-    (r"cc0|public domain dedication", "cc0-1.0"),
-    (r"apache license,? version 2\.0|apache[- ]2\.0", "apache-2.0"),
-    (r"\bmit license\b|^mit$", "mit"),
-    (r"open database license|\bodbl\b", "odbl"),
-)
 
 
 @dataclass(frozen=True)
@@ -50,15 +39,6 @@ class Licence:
         return {"id": self.id, "name": self.name, "origin": self.origin}
 
 
-def hub_id(text: str) -> str | None:
-    """The Hub licence id ``text`` names or starts with, or ``None``."""
-    normal = " ".join(text.lower().split())
-    for pattern, licence in _KNOWN:
-        if re.search(pattern, normal):
-            return licence
-    return None
-
-
 def _from_text(text: str, origin: Path, name: str) -> Licence:
     return Licence(hub_id(text) or "other", name.strip(), origin.name)
 
@@ -68,7 +48,7 @@ def source_licence(root: Path, manifest_data: dict[str, Any], manifest: Path) ->
     stated = manifest_data.get("license")
     if stated is not None:
         if not isinstance(stated, str) or not stated.strip():
-            raise DataError(manifest, "license", f"must be a licence id or name, got {stated!r}")
+            raise DataError(manifest, "license", f"must be a licence id or name, got {shown(stated)}")
         return _from_text(stated, manifest, stated)
     for filename in LICENCE_FILES:
         path = root / filename

@@ -64,9 +64,10 @@ import numpy as np
 import xxhash
 from PIL import Image, ImageOps
 
-from rf100vl_hf.errors import DataError
+from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.images import probe_image
 from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.safepaths import resolve_inside
 from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
 from rf100vl_hf.uouo.licence import Licence, source_licence
 
@@ -137,11 +138,8 @@ class CutoutSource:
 
 
 def _inside(root: Path, path: Path, where: Path, field: str) -> Path:
-    """``path`` resolved, or an error when it leads outside ``root``."""
-    resolved = path.resolve()
-    if not resolved.is_relative_to(root.resolve()):
-        raise DataError(where, field, f"{path} leads outside the source folder {root}")
-    return resolved
+    """``path`` resolved, or an error when it leads outside ``root`` (or is a loop of links)."""
+    return resolve_inside(root, path, where, field, what="source folder")
 
 
 def _open(data: bytes) -> Image.Image:
@@ -274,7 +272,7 @@ def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
 def _name(value: Any, manifest: Path, field: str) -> str:
     """A category name from the manifest: a non-empty string, or an error naming the field."""
     if not isinstance(value, str) or not value.strip():
-        raise DataError(manifest, field, f"must be a non-empty string (the category name), got {value!r}")
+        raise DataError(manifest, field, f"must be a non-empty string (the category name), got {shown(value)}")
     return value
 
 
@@ -285,7 +283,7 @@ def _manifest_items(root: Path, manifest: Path, data: dict[str, Any]) -> dict[st
     for index, item in enumerate(data["items"]):
         field = f"items[{index}]"
         if not isinstance(item, dict):
-            raise DataError(manifest, field, f"must be an object with 'cutout' and 'category', got {item!r}")
+            raise DataError(manifest, field, f"must be an object with 'cutout' and 'category', got {shown(item)}")
         for key in ("cutout", "category"):
             _name(item.get(key), manifest, f"{field}.{key}")
         if item.get("mask") is not None:
