@@ -43,7 +43,7 @@ def tiny_owlv2_task(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         write_sample_export(root / "data" / "shapes", sizes={"test": N_IMAGES})
         dataset = load_rf100vl("shapes", split="test", data_dir=root / "data", cache_dir=root / "cache", progress=False)
         adapter = registry.create("owlv2:tiny", device="cpu")
-        adapter.set_task(detection_task(adapter, dataset, read_metadata(dataset), "test", "names", lambda split: None))
+        adapter.set_task(detection_task(adapter, dataset, read_metadata(dataset), "test", "names", lambda split: dataset))
         yield adapter, dataset
         adapter.close()
 

@@ -23,7 +23,7 @@ import pytest
 
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
-from pytest_rf100vl.collect.options import CORE_OPTIONS, Option, add_options, read_settings
+from pytest_rf100vl.collect.options import CORE_OPTIONS, Option, add_options, check_rootdir, read_settings
 from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the plugin's namespace)
     KINDS_KEY,
     SESSION_KEY,
@@ -39,6 +39,8 @@ from pytest_rf100vl.kinds import kind_classes
 
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
+EMPTY_KEY = pytest.StashKey[str]()
+"""Why no pair ran, when none did (the run then exits 5 unless ``--rf100vl-allow-empty``)."""
 NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
 """Lines for the terminal summary after the results: (is a warning, text)."""
 
@@ -56,6 +58,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    check_rootdir(config, _options())
     classes = kind_classes()
     selectors = tuple(dest for kind in classes for dest in kind.selectors)
     settings = read_settings(config, _options(), selectors)
@@ -117,8 +120,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         if own:
             lines += kind.header_lines(own)
     if settings.adapter_options:
+        from rf100vl_hf.redact import public_value
+
         lines.append("rf100vl: adapter options: " + ", ".join(
-            f"{o.adapter + '.' if o.adapter else ''}{o.key}={o.value}" for o in settings.adapter_options
+            f"{o.adapter + '.' if o.adapter else ''}{o.key}={public_value(o.value)}" for o in settings.adapter_options
         ))
     return lines
 
@@ -135,11 +140,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     state = config.stash[SESSION_KEY]
     state.release()
-    unfinished = resume.unfinished(workers.planned_pairs(session), state)
     if workers.is_worker(config):  # the xdist controller writes the results and prints the summary
-        workers.send_to_controller(config, state, unfinished)
+        workers.send_to_controller(config, state)
         return
     rows = state.rows
+    unfinished = resume.unfinished(workers.planned_pairs(session), state, rows)
     checks = state.mean_checks(rows)
     text = summary(rows, list(state.kinds.values()), checks, state.missing, state.errors, state.left_out)
     text += resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED)
@@ -156,6 +161,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config.stash[MEAN_FAILURES_KEY] = failed
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if not rows and session.exitstatus == pytest.ExitCode.OK and not state.settings.value("rf100vl_allow_empty"):
+        config.stash[EMPTY_KEY] = _why_empty(state)
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _why_empty(state: Any) -> str:
+    """One line on why a matrix run ran no pair: what was missing or left out."""
+    reasons = []
+    if state.missing:
+        reasons.append(f"{len(state.missing)} dataset(s) not on disk ({', '.join(sorted(state.missing))})")
+    if state.left_out:
+        reasons.append(f"{len(state.left_out)} pair(s) left out (the model does not answer their benchmark)")
+    if not state.pairs:
+        reasons.append("the selection has no pair")
+    return "no pair ran: " + ("; ".join(reasons) or "every pair was skipped or deselected")
 
 
 def _results_written(config: pytest.Config, folder: Any, rows: list[dict[str, Any]]) -> list[str]:
@@ -179,6 +199,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_line(f"results: {config.stash[SESSION_KEY].writer.folder}")
     for warning, line in config.stash[NOTES_KEY]:
         terminalreporter.write_line(f"rf100vl: {'warning: ' if warning else ''}{line}", yellow=warning)
+    if EMPTY_KEY in config.stash:
+        terminalreporter.write_line(
+            f"rf100vl: {config.stash[EMPTY_KEY]}: exit status 5 (--rf100vl-allow-empty accepts an empty run)",
+            red=True, bold=True,
+        )
     failed = config.stash[MEAN_FAILURES_KEY]
     if failed:
         terminalreporter.write_line(f"rf100vl: {failed} check(s) of means failed (exit status 1)", red=True, bold=True)

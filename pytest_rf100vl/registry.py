@@ -10,7 +10,8 @@ from functools import reduce
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from rf100vl_hf.rf100vl.catalog import unknown
+from rf100vl_hf.errors import UnknownNameError
+from rf100vl_hf.rf100vl.catalog import closest
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ class Registry(Generic[T]):
         """The class registered under ``name``, imported on first use (heavy code loads lazily)."""
         table = self.table()
         if name not in table:
-            raise unknown(self.what, name, sorted(table))
+            raise self.unknown(name, sorted(table))
         module, _, attr = table[name].partition(":")
         cls = reduce(getattr, attr.split("."), importlib.import_module(module))
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
@@ -54,3 +55,10 @@ class Registry(Generic[T]):
                 f"{self.what} {name!r} points at {table[name]}, which is not a subclass of {self.base.__name__}"
             )
         return cls
+
+    def unknown(self, name: str, names: list[str]) -> UnknownNameError:
+        """An unknown name: the closest names, then every one registered (a registry is short,
+        so none is cut off, unlike the long catalogue of datasets)."""
+        near = closest(name, names)
+        hint = f"; closest: {', '.join(near)}" if near else ""
+        return UnknownNameError(f"unknown {self.what} {name!r}{hint}; available: {', '.join(names)}")

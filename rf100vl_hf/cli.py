@@ -12,13 +12,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import math
-import re
 import sys
+import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, NoReturn, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 from rf100vl_hf import paths
+from rf100vl_hf.arguments import (
+    DIRECTORY,
+    FOLDER,
+    FRACTION,
+    INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    REPO_ID,
+)
+from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
 from rf100vl_hf.uouo.defaults import (
     DEFAULT_ALPHA_THRESHOLD,
@@ -46,46 +55,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
-
-def _checked(kind: Callable[[str], Any], test: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
-    """An argparse ``type=`` that converts with ``kind`` and accepts what passes ``test``."""
-
-    def convert(text: str) -> Any:
-        try:
-            value = kind(text)
-            good = test(value)
-        except (ValueError, OSError):  # OSError: a path the system refuses to look at (too long...)
-            good = False
-        if not good:
-            raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}")
-        return value
-
-    convert.__name__ = expected  # argparse names the type in some messages
-    return convert
-
-
-INTEGER = _checked(int, lambda v: True, "an integer")
-POSITIVE_INTEGER = _checked(int, lambda v: v >= 1, "an integer of at least 1")
-FRACTION = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1, "a number in (0, 1]")
-POSITIVE_NUMBER = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
-DIRECTORY = _checked(Path, lambda v: v.is_dir(), "an existing folder")
-
-
-def _can_be_folder(path: Path) -> bool:
-    """Whether ``path`` is a folder, or can be made one: its nearest existing ancestor is a folder."""
-    for place in (path, *path.absolute().parents):
-        if place.exists():
-            return place.is_dir()
-    return True
-
-
-FOLDER = _checked(Path, _can_be_folder, "a folder, or a path where one can be made")
-REPO_ID = _checked(
-    str,
-    lambda v: len(v) <= 96 and re.fullmatch(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*", v) is not None
-    and ".." not in v and "--" not in v,
-    "a Hub repository id ORG/NAME (letters, digits, '-', '_', '.')",
-)
 
 EPILOG = f"""\
 data folders:
@@ -275,7 +244,8 @@ the cut-outs:
   RGBA images, or of image + <stem>.mask.png pairs; a manifest.json may rename folders
   ({{"categories": {{"folder": "Name"}}}}) or list the cut-outs ({{"items": [...]}}).
   The default CLIP weights are downloaded by open_clip the first time; offline, pass a
-  local weights file with --clip-pretrained.
+  local weights file with --clip-pretrained FILE, or --clip-pretrained none for seeded
+  random weights (a smoke run: the mmd neighbours mean nothing).
 """
 
 
@@ -323,12 +293,24 @@ def _uouo_kwargs(args: argparse.Namespace) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _clip_remedies() -> Iterator[None]:
+    """CLIP weights that cannot be downloaded: the error names this command's options."""
+    from rf100vl_hf.uouo.embeddings import ClipWeightsError
+
+    try:
+        yield
+    except ClipWeightsError as exc:
+        raise CommandError(exc.advice("--clip-pretrained none", "--clip-pretrained FILE")) from None
+
+
 def cmd_uouo_prepare(args: argparse.Namespace) -> int:
     from rf100vl_hf.uouo.builder import uouo_builder
 
     for config in args.configs or MODES:
         builder = uouo_builder(config, args.source_dir, args.cache_dir, **_uouo_kwargs(args))
-        builder.download_and_prepare()
+        with _clip_remedies():
+            builder.download_and_prepare()
         print(f"uouo/{config}: prepared {builder.info.splits['test'].num_examples} mosaics\n  in {builder.cache_dir}")
         if builder.config_id == config:
             print(f"  load it anywhere with: load_dataset('uouo', '{config}', split='test')")
@@ -338,10 +320,11 @@ def cmd_uouo_prepare(args: argparse.Namespace) -> int:
 def cmd_uouo_export(args: argparse.Namespace) -> int:
     from rf100vl_hf.uouo.hub_card import export_uouo
 
-    out = export_uouo(
-        args.out, args.source_dir, tuple(args.configs or MODES), repo_id=args.push, license=args.license,
-        **_uouo_kwargs(args),
-    )
+    with _clip_remedies():
+        out = export_uouo(
+            args.out, args.source_dir, tuple(args.configs or MODES), repo_id=args.push, license=args.license,
+            **_uouo_kwargs(args),
+        )
     print(f"wrote {out}\n  check it with: load_dataset('{out}', 'mmd', split='test')")
     if args.push:
         _push(out, args.push, private=args.private)
@@ -470,10 +453,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sample)
 
     _add_uouo_commands(sub)
-    from rf100vl_hf.results.cli import add_parser as add_results_parser
+    from rf100vl_hf.results.cli import add_draw_parser, add_parser as add_results_parser
 
     add_results_parser(sub)
+    add_draw_parser(sub)
+    _add_installed_commands(sub)
     return parser
+
+
+COMMANDS_GROUP = "rf100vl.commands"
+"""Entry points ``NAME = "module:add_parser"``: other packages' sub-commands (the pytest plugin's
+``models``), so this command line needs no import of theirs by name."""
+
+
+def _add_installed_commands(sub: argparse._SubParsersAction) -> None:
+    """Each installed command's ``add_parser(subparsers)``; one that clashes with a command or
+    fails to load is left out with a warning, so the other commands keep working."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=COMMANDS_GROUP):
+        package = f" (package {point.dist.name})" if point.dist is not None else ""
+        if point.name in sub.choices:
+            print(f"rf100vl-hf: warning: command {point.name!r} of entry point {point.value}{package} is already a "
+                  "command; left out", file=sys.stderr)
+            continue
+        try:
+            point.load()(sub)
+        except Exception as exc:  # another package's bug must not break every command
+            print(f"rf100vl-hf: warning: command {point.name!r} of entry point {point.value}{package} could not be "
+                  f"added ({type(exc).__name__}: {_one_line(exc)}); left out", file=sys.stderr)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -489,17 +497,28 @@ def _os_error(exc: OSError) -> str:
     return f"{exc.filename}{target}: {exc.strerror or _one_line(exc)}"
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A warning as one line on stderr, ``rf100vl-hf: warning: ...``, without Python's source
+    path and code line; another library's warning says its kind."""
+    kind = "" if category.__module__.startswith("rf100vl_hf") else f"{category.__name__}: "
+    print(f"rf100vl-hf: warning: {kind}{one_line(message)}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; 0 when it worked, 2 with one line on stderr when it could not."""
+    """Run one command; 0 when it worked, 2 with one line on stderr when it could not (and a
+    warning is one line too)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args)
     except Rf100vlError as exc:
         message = str(exc)
     except OSError as exc:
         message = _os_error(exc)
-    print(f"rf100vl-hf: error: {message}", file=sys.stderr)
+    print(f"rf100vl-hf: error: {visible(message, multiline=True)}", file=sys.stderr)  # a path may hold an escape
     return USAGE_ERROR
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-PROMPT_MODES: tuple[str, ...] = ("names", "instructions", "fewshot")
-"""How a detector is prompted: class names, annotator instructions, or few-shot examples."""
+PROMPT_MODES: tuple[str, ...] = ("names", "instructions", "fewshot", "instructions+fewshot")
+"""How a detector is prompted: class names, annotator instructions, few-shot examples, or both
+(the paper's "Instructions + Images" rows)."""
 
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 """Model dtypes, by the names torch gives them."""

@@ -4,7 +4,10 @@
 the Arrow cache's ``dataset_info.json`` and, because the Hub export writes it into each
 config's ``dataset_info`` in the card's YAML, through parquet repositories too. The
 description therefore holds the metadata as JSON, and :func:`read_metadata` gets it back
-from a ``Dataset``, a ``DatasetDict`` or a ``DatasetInfo``.
+from a ``Dataset``, a ``DatasetDict`` or a ``DatasetInfo``. Metadata is where class names and
+annotator instructions enter when a dataset comes from someone else's Hub repository rather
+than through the export reader, so it is held to the reader's rule: no text in it may hold
+a control character (:mod:`rf100vl_hf.controls`), or prompts and summaries would carry it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ import json
 from typing import Any
 
 import datasets
+
+from rf100vl_hf.controls import control_problem
+from rf100vl_hf.errors import DataError
 
 MARKER = "rf100vl-hf metadata: "
 
@@ -33,4 +39,22 @@ def read_metadata(obj: datasets.Dataset | datasets.DatasetDict | datasets.Datase
             "this dataset carries no rf100vl-hf metadata (its info.description does not start with "
             f"{MARKER.strip()!r}); was it built by rf100vl-hf?"
         )
-    return json.loads(description[len(MARKER) :])
+    metadata = json.loads(description[len(MARKER) :])
+    _check_text(metadata, info.config_name or info.dataset_name or "dataset", "metadata")
+    return metadata
+
+
+def _check_text(value: Any, dataset: str, where: str) -> None:
+    """A :class:`DataError` naming the dataset and the field of the first text in ``value`` that
+    holds a control character (tab and line break aside: instructions are paragraphs)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, dataset, where)
+            _check_text(item, dataset, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, dataset, f"{where}[{index}]")
+    elif isinstance(value, str):
+        problem = control_problem(value, multiline=True)
+        if problem:
+            raise DataError(dataset, where, problem)

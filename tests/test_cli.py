@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,16 @@ def test_unknown_name_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_p
     assert main(["info", "bess", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rf100vl-hf: error: unknown dataset 'bess'") and "bees" in err
+
+
+def test_a_warning_is_one_clean_line(capsys, tmp_path: Path) -> None:
+    from rf100vl_hf.sample import write_sample_export
+
+    write_sample_export(tmp_path / "small", sizes={"train": 8, "valid": 8, "test": 8})  # too few for 10 per class
+    assert main(["info", "small", "--data-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("rf100vl-hf: warning: few-shot split: ") and err.count("\n") == 1
+    assert ".py" not in err and "return " not in err  # no source path, no code line
 
 
 def test_info_of_an_absent_dataset_says_how_to_get_it(capsys, tmp_path: Path) -> None:
@@ -182,6 +193,17 @@ def test_push_answered_with_500_is_one_line_and_exit_2(hub_server, repository: P
     finally:
         hub_server.clear_faults()
     assert "org/broken" in _one_line_error(capsys)
+
+
+def test_uouo_without_network_ends_within_seconds_naming_the_options(hub_server, tmp_path: Path, capsys) -> None:
+    started = time.perf_counter()
+    with hub_server.down():  # refused connections, which huggingface_hub alone retries for about a minute
+        code = main(["uouo", "prepare", "--config", "mmd", "--num-mosaics", "2", "--device", "cpu",
+                     "--cache-dir", str(tmp_path / "cache")])
+    assert code == 2 and time.perf_counter() - started < 30
+    err = _one_line_error(capsys)
+    assert "downloading the CLIP weights 'laion2b_s34b_b79k' of ViT-B-32" in err and "cannot reach" in err
+    assert "use --clip-pretrained none (seeded random weights" in err and "or --clip-pretrained FILE" in err
 
 
 # ------------------------------------------------------------------------- start-up cost

@@ -31,11 +31,14 @@ class FewShotExample:
 
 @dataclass(frozen=True)
 class ImageItem:
-    """One image of a batch: RGB pixels in the displayed frame, and its identity in the split."""
+    """One image of a batch: RGB pixels in the displayed frame, and its identity in the split.
+    ``data`` is the file as stored (``None`` for an image made in memory): a model served over
+    HTTP can be sent those bytes instead of a re-encoding."""
 
     image: Image.Image
     image_id: int
     file_name: str
+    data: bytes | None = None
 
 
 @dataclass
@@ -161,6 +164,17 @@ class Adapter(ABC):
     """The options the adapter accepts, with their defaults; ``None`` when it does not declare
     them (then nothing can check an option before the model is built). Options given as text
     are converted to the type of their default (:func:`typed_option`)."""
+    repeatable: ClassVar[bool] = True
+    """Whether the runner may run the model again over a split too small to time (answers
+    discarded): ``False`` for a model billed per request, or a replayed file."""
+    transport_options: ClassVar[frozenset[str]] = frozenset()
+    """Options that change how answers are fetched, not what they are (concurrency, time-outs,
+    retries, spending caps, prices): left out of answer-cache keys and of the identity a row is
+    reused on (:meth:`identity_options`), so raising a cap or a time-out re-asks nothing."""
+    concurrency: int = 1
+    """How many model calls may be in flight at once. Above 1 (a model behind a server), the
+    runner calls :meth:`predict` / :meth:`ground` with one image per call from that many
+    threads, taking answers as they complete, so the adapter must be thread-safe there."""
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         self.check_options(options)
@@ -189,6 +203,12 @@ class Adapter(ABC):
         defaults = cls.option_defaults or {}
         return {**defaults, **{key: typed_option(key, value, defaults.get(key)) for key, value in options.items()}}
 
+    @classmethod
+    def identity_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` less :attr:`transport_options`: what an answer depends on (rows record
+        these as ``adapter_options``; the command line is in ``requested_options``)."""
+        return {key: value for key, value in options.items() if key not in cls.transport_options}
+
     @property
     def revision(self) -> str | None:
         """The model's commit or content hash, when known (recorded with every result)."""
@@ -211,7 +231,7 @@ class Adapter(ABC):
             "model": cls.name,
             "checkpoint": checkpoint,
             "model_revision": cls.stored_revision(checkpoint),
-            "adapter_options": cls.resolved_options(options),
+            "adapter_options": cls.identity_options(cls.resolved_options(options)),
         }
 
     @property
@@ -259,6 +279,14 @@ class Adapter(ABC):
     def answer_counts(self) -> dict[str, int]:
         """Counts of what the adapter met in its answers since it was built (unreadable answers,
         unknown labels, ignored records...); each results row gets what its pair added."""
+        return {}
+
+    def start_pair(self) -> None:
+        """Called before each pair runs: per-pair accounting (:meth:`pair_columns`) starts here."""
+
+    def pair_columns(self) -> dict[str, Any]:
+        """Columns the adapter adds to the row of the pair since :meth:`start_pair` (requests,
+        tokens, cost, prompt style...); names the row already has are refused."""
         return {}
 
     def describe(self) -> dict[str, Any]:

@@ -109,6 +109,9 @@ class ClipQuadrantAdapter(Adapter):
         self.model_name, self.tag = (
             (register_tiny(), None) if self.checkpoint == TINY else split_checkpoint(self.checkpoint)
         )
+        from rf100vl_hf.uouo.embeddings import require_weights
+
+        require_weights(self.model_name, self.tag)  # offline: one clear error in seconds, not a minute of retries
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_INIT_SEED)
             model, _, self.preprocess = open_clip.create_model_and_transforms(

@@ -26,7 +26,8 @@ import xxhash
 from filelock import FileLock
 from PIL import Image
 
-from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, GroundingQuery, ImageItem, tiny_model_dir
+from pytest_rf100vl.adapters.base import TINY, Detections, ImageItem, tiny_model_dir
+from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -157,12 +158,13 @@ def to_numpy(boxes: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor) ->
     )
 
 
-class HFDetector(Adapter):
+class HFDetector(PromptKeyedAdapter):
     """An adapter around a ``transformers`` detection model and its processor.
 
     Subclasses set ``model_class``, the options they accept with their defaults
     (``option_defaults``; an unknown option is an error, not silently ignored), how to
-    build their tiny model (:meth:`build_tiny`), and :meth:`detect`.
+    build their tiny model (:meth:`build_tiny`), :meth:`detect`, and what they send besides
+    the image (:meth:`~pytest_rf100vl.adapters.keyed.PromptKeyedAdapter.prompt_texts`).
     """
 
     model_class: ClassVar[Any]
@@ -205,22 +207,6 @@ class HFDetector(Adapter):
     @abstractmethod
     def detect(self, images: list[Image.Image]) -> list[Detections]:
         """Detections for RGB images (already padded if elongated), in their pixels."""
-
-    @abstractmethod
-    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
-        """What the model is sent besides the image: for the current task (``query`` is
-        ``None``) or for a UOUO question. Read by :meth:`answer_key_parts`."""
-
-    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
-        """What an answer depends on besides the image, the checkpoint, its revision, the
-        options and the dtype: for a detection task its classes in order (they give the
-        labels their meaning) and the prompts built from them; for a UOUO question its
-        target and the prompts. The answer cache keys each answer on it."""
-        if query is not None:
-            return ("uouo", query.target, *self.prompt_texts(query))
-        if self.task is None:
-            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before answer_key_parts")
-        return ("rf100vl", f"{len(self.task.classes)} classes", *self.task.classes, *self.prompt_texts(None))
 
     @property
     def revision(self) -> str | None:

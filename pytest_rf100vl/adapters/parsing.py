@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from rf100vl_hf.metrics.grounding import QUADRANTS  # the four answers, as the scorer spells them
 
-BOX_KEYS = ("bbox_2d", "bbox", "box", "bounding_box")
+BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "box", "bounding_box")
 """Keys whose value is read as a box ``[x1, y1, x2, y2]`` (or a list of such boxes)."""
 
 LABEL_KEYS = ("label", "name", "category", "class", "object")

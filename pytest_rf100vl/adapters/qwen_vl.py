@@ -1,28 +1,35 @@
 """Qwen2.5-VL and Qwen3-VL: chat models that write their boxes as JSON.
 
-Detection prompt (the Qwen cookbook's, with the answer format spelled out)::
+Prompts (:mod:`~pytest_rf100vl.adapters.prompts`, printed in ``docs/prompts.md``), option
+``prompt_style``:
 
-    Locate every instance that belongs to the following categories: "a", "b". Report bbox
-    coordinates in JSON format, as a list of {"bbox_2d": [x1, y1, x2, y2], "label": "<category>"},
-    using the category names exactly as given.
+- ``paper`` (default): the RF100-VL authors' system prompt and detection question for the
+  family, in every prompt mode; in ``fewshot`` and ``instructions+fewshot`` modes the first
+  ``fewshot_images`` (3) images of the few-shot split go first as a multi-turn chat, each
+  answered by its ground truth in the model's own coordinates, through the checkpoint's chat
+  template;
+- ``cookbook``: the Qwen cookbook's question with the answer format spelled out (no system
+  prompt, no few-shot prompt), as this adapter asked before.
 
-In ``instructions`` mode the classes' annotator instructions follow. UOUO questions are
-asked as written, inside the chat template. Answers are read by
+UOUO questions are asked as written, inside the chat template. Answers are read by
 :func:`~pytest_rf100vl.adapters.parsing.parse_json_boxes`.
 
 Coordinate spaces, converted in :meth:`TextAnswerAdapter.to_pixels`:
 
 - Qwen2.5-VL answers in absolute pixels of its resized input (``smart_resize`` to
   multiples of ``patch_size * merge_size``); the frame is read back from the processor's
-  ``image_grid_thw`` (grid height and width in patches, times ``patch_size``).
+  ``image_grid_thw`` (grid height and width in patches, times ``patch_size``), and few-shot
+  answers are written in the same pixels (the processor's ``min_pixels``/``max_pixels``).
 - Qwen3-VL answers in coordinates relative to the image, 0..1000 on both axes.
 
-Options: ``per_class`` (False), ``max_new_tokens`` (2048: about 80 JSON boxes).
+Options: ``per_class`` (False), ``max_new_tokens`` (2048: about 80 JSON boxes),
+``prompt_style`` (``paper``), ``fewshot_images`` (3).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,9 +47,14 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from pytest_rf100vl.adapters.base import GroundingQuery
+from rf100vl_hf.constants import PROMPT_MODES
+
+from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
+from pytest_rf100vl.adapters.coordinates import BoxConvention
+from pytest_rf100vl.adapters.hf import pad_elongated
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
-from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter, instructions_block
+from pytest_rf100vl.adapters.prompts import PROMPT_STYLES, Conversation, cookbook_text, task_conversations
+from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
@@ -54,6 +66,23 @@ TINY_CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 """The Qwen chat layout, reduced to what the adapters send (the real checkpoints ship their own)."""
+
+
+def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """A conversation as chat-template messages: system, then each few-shot turn (its image
+    and question, the ground-truth answer), then the question about the image asked."""
+
+    def user(text: str) -> dict[str, Any]:
+        parts = [{"type": "image"}, {"type": "text", "text": text}]
+        return {"role": "user", "content": parts if conversation.image_first else parts[::-1]}
+
+    def said(role: str, text: str) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "text", "text": text}]}
+
+    messages = [said("system", conversation.system)] if conversation.system is not None else []
+    for example in conversation.examples:
+        messages += [user(example.text), said("assistant", example.answer)]
+    return [*messages, user(conversation.text)]
 
 
 def tiny_qwen_tokenizer() -> Qwen2Tokenizer:
@@ -74,21 +103,41 @@ class QwenVLAdapter(TextAnswerAdapter):
     config_class: ClassVar[Any]
     native_patch_size: ClassVar[int]
     """The architecture's vision patch size, for the tiny model (the processor's own is used at run time)."""
-    prompt_modes = ("names", "instructions")
-    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 2048}
+    family: ClassVar[str]
+    """The model family of :mod:`~pytest_rf100vl.adapters.prompts` whose paper prompts it is asked."""
+    prompt_modes = PROMPT_MODES
+    option_defaults: ClassVar[dict[str, Any]] = {
+        "per_class": False, "max_new_tokens": 2048, "prompt_style": "paper", "fewshot_images": 3,
+    }
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)
+        self.prompt_style = str(self.options["prompt_style"])
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"adapter {self.name!r}: option prompt_style={self.prompt_style!r} "
+                             f"(use one of {', '.join(PROMPT_STYLES)})")
+        self.fewshot_images = int(self.options["fewshot_images"])
+        if self.fewshot_images < 1:
+            raise ValueError(f"adapter {self.name!r}: option fewshot_images={self.fewshot_images} (at least 1)")
         self.processor.tokenizer.padding_side = "left"  # decoder-only: answers start where every prompt ends
 
     def detection_prompt(self, names: list[str], instructions: dict[str, str]) -> str:
-        categories = ", ".join(f'"{name}"' for name in names)
-        return (
-            f"Locate every instance that belongs to the following categories: {categories}. "
-            "Report bbox coordinates in JSON format, as a list of "
-            '{"bbox_2d": [x1, y1, x2, y2], "label": "<category>"}, using the category names exactly as given.'
-            + instructions_block(instructions)
-        )
+        return cookbook_text(names, instructions)
+
+    def task_prompts(self, task: DetectionTask) -> list[tuple[Any, int | None]]:
+        """The cookbook's one-turn questions, or the paper's conversations (few-shot images
+        padded as the image asked about is, their answers in this model's coordinates)."""
+        if self.prompt_style == "cookbook":
+            if "fewshot" in task.prompt:
+                raise ValueError(f"adapter {self.name!r}: prompt_style=cookbook has no few-shot prompt "
+                                 f"(prompt mode {task.prompt!r}); use prompt_style=paper")
+            return super().task_prompts(task)
+        shown = replace(task, fewshot=tuple(replace(e, image=pad_elongated(e.image)) for e in task.fewshot))
+        return task_conversations("paper", self.family, shown, self.per_class, self.convention(), self.fewshot_images)
+
+    @abstractmethod
+    def convention(self) -> BoxConvention:
+        """Where this model's numbers live (few-shot answers are written in it)."""
 
     def box_prompt(self, query: GroundingQuery) -> str:
         return query.box_prompt
@@ -99,20 +148,32 @@ class QwenVLAdapter(TextAnswerAdapter):
     def parse(self, text: str) -> BoxParse:
         return parse_json_boxes(text)
 
-    def generate(self, images: list[Image.Image], prompts: list[str]) -> list[Reply]:
+    def pair_columns(self) -> dict[str, Any]:
+        """The prompt style, and a hash of the exact prompts of the pair's task (``None`` in UOUO)."""
+        return {"prompt_style": self.prompt_style, "prompt_hash": self.pair_prompt_hash()}
+
+    def generate(self, images: list[Image.Image], prompts: list[str | Conversation]) -> list[Reply]:
+        """One answer per (image, question); a conversation's few-shot images go before the
+        image asked about, in the order of their turns."""
+        conversations = [p if isinstance(p, Conversation) else Conversation(None, (), p) for p in prompts]
         texts = [
-            self.processor.apply_chat_template(
-                [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}],
-                tokenize=False,
-                add_generation_prompt=True,
-            )
-            for prompt in prompts
+            self.processor.apply_chat_template(chat_messages(conversation), tokenize=False, add_generation_prompt=True)
+            for conversation in conversations
         ]
-        inputs = self.processor(text=texts, images=images, padding=True, return_tensors="pt")
+        shown = [
+            picture
+            for conversation, image in zip(conversations, images)
+            for picture in (*(example.image for example in conversation.examples), image)
+        ]
+        inputs = self.processor(text=texts, images=shown, padding=True, return_tensors="pt")
         output = self.run_generate(inputs)
         answers = self.processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         grids = inputs["image_grid_thw"].tolist()
-        return [Reply(text, self.frame(grid)) for text, grid in zip(answers, grids)]
+        asked, position = [], -1
+        for conversation in conversations:
+            position += len(conversation.examples) + 1
+            asked.append(position)  # the image asked about is each conversation's last
+        return [Reply(text, self.frame(grids[i])) for text, i in zip(answers, asked)]
 
     @abstractmethod
     def frame(self, grid_thw: list[int]) -> tuple[float, float]:
@@ -188,6 +249,11 @@ class Qwen25VLAdapter(QwenVLAdapter):
     video_processor_class = Qwen2VLVideoProcessor
     config_class = Qwen2_5_VLConfig
     native_patch_size = 14
+    family = "qwen2.5"
+
+    def convention(self) -> BoxConvention:
+        size = self.processor.image_processor.size
+        return BoxConvention("qwen2.5", min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"])
 
     def frame(self, grid_thw: list[int]) -> tuple[float, float]:
         patch = self.processor.image_processor.patch_size
@@ -213,6 +279,10 @@ class Qwen3VLAdapter(QwenVLAdapter):
     video_processor_class = Qwen3VLVideoProcessor
     config_class = Qwen3VLConfig
     native_patch_size = 16
+    family = "qwen3"
+
+    def convention(self) -> BoxConvention:
+        return BoxConvention("qwen3")
 
     def frame(self, grid_thw: list[int]) -> tuple[float, float]:
         return (1000.0, 1000.0)

@@ -9,8 +9,10 @@ task is set: a malformed record or (when the runner passes the split's image ids
 unknown image id stops the run with the file and the record's index, as pycocotools'
 ``loadRes`` refuses an unknown image. A record whose category id is not a class of the
 dataset (e.g. the supercategory 0 of a raw export) is ignored, as pycocotools ignores it,
-and counted in :attr:`ReplayAdapter.ignored_records`. Images with no record get no
-detections.
+and counted in :attr:`ReplayAdapter.ignored_records`. Ids follow the one rule of
+:mod:`rf100vl_hf.ids`: a string id (``"3"``) is an error, an integral float (``3.0``) is read
+as the integer, counted in :attr:`ReplayAdapter.float_ids` and warned about. Images with no
+record get no detections.
 
 The detections are scored exactly as submitted (``submitted_output``): boxes that cross the
 image edge are not clipped, and the cap of 500 per image and class is pycocotools' maxDets.
@@ -30,6 +32,7 @@ import numpy as np
 import xxhash
 
 from rf100vl_hf.errors import DataError
+from rf100vl_hf.ids import read_id
 
 from pytest_rf100vl.adapters.base import PROMPT_MODES, Adapter, Detections, DetectionTask, ImageItem
 
@@ -50,12 +53,6 @@ def predictions_file(path: Path, dataset: str, split: str) -> Path:
     raise FileNotFoundError(f"{path}: no predictions for dataset {dataset!r}, split {split!r} (looked for {tried})")
 
 
-def _integer(value: Any, path: Path, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
-        raise DataError(path, field, f"expected an integer id, got {value!r}")
-    return int(value)
-
-
 def _number(value: Any, path: Path, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise DataError(path, field, f"expected a finite number, got {value!r}")
@@ -68,6 +65,7 @@ class Replayed:
 
     detections: dict[int, Detections]  # ``xyxy`` pixels, class indices into the task's classes
     ignored: int  # records of a category id that is not a class (pycocotools ignores them too)
+    float_ids: int = 0  # ids written as integral floats (3.0), read as integers
 
 
 def read_predictions(path: Path, category_ids: tuple[int, ...], image_ids: tuple[int, ...] = ()) -> Replayed:
@@ -82,7 +80,7 @@ def read_predictions(path: Path, category_ids: tuple[int, ...], image_ids: tuple
     class_of = {category: index for index, category in enumerate(category_ids)}
     known_images = set(image_ids)
     rows: dict[int, list[tuple[float, ...]]] = defaultdict(list)
-    ignored = 0
+    ignored = float_ids = 0
     for index, record in enumerate(records):
         where = f"[{index}]"
         if not isinstance(record, dict):
@@ -90,8 +88,9 @@ def read_predictions(path: Path, category_ids: tuple[int, ...], image_ids: tuple
         missing = [name for name in FIELDS if name not in record]
         if missing:
             raise DataError(path, where, f"missing {', '.join(missing)}")
-        image_id = _integer(record["image_id"], path, f"{where}.image_id")
-        category = _integer(record["category_id"], path, f"{where}.category_id")
+        image_id, image_float = read_id(record["image_id"], path, f"{where}.image_id")
+        category, category_float = read_id(record["category_id"], path, f"{where}.category_id")
+        float_ids += image_float + category_float
         bbox = record["bbox"]
         if not isinstance(bbox, list) or len(bbox) != 4:
             raise DataError(path, f"{where}.bbox", f"expected [x, y, w, h], got {bbox!r}")
@@ -115,7 +114,10 @@ def read_predictions(path: Path, category_ids: tuple[int, ...], image_ids: tuple
             f"(its ids: {list(category_ids)}) ignored, as pycocotools ignores them",
             stacklevel=3,
         )
-    return Replayed(out, ignored)
+    if float_ids:
+        warnings.warn(f"{path}: {float_ids} id(s) written as floats (3.0) read as integers, as pycocotools reads them",
+                      stacklevel=3)
+    return Replayed(out, ignored, float_ids)
 
 
 class ReplayAdapter(Adapter):
@@ -123,6 +125,7 @@ class ReplayAdapter(Adapter):
 
     name = "predictions"
     prompt_modes = PROMPT_MODES
+    repeatable = False
     tasks = ("rf100vl",)
     option_defaults: ClassVar[dict[str, Any]] = {}
     submitted_output = True
@@ -141,6 +144,9 @@ class ReplayAdapter(Adapter):
         self.ignored_records = 0
         """Records of the current task's file whose category id is not a class (not scored)."""
         self.ignored_in_all = 0
+        self.float_ids = 0
+        """Ids of the current task's file written as integral floats, read as integers."""
+        self.float_ids_in_all = 0
 
     @property
     def revision(self) -> str | None:
@@ -160,7 +166,10 @@ class ReplayAdapter(Adapter):
             return False
 
     def answer_counts(self) -> dict[str, int]:
-        return {"ignored_records": self.ignored_in_all}
+        counts = {"ignored_records": self.ignored_in_all}
+        if self.float_ids_in_all:  # only when some were read: a file of integer ids keeps the counts it had
+            counts["float_ids"] = self.float_ids_in_all
+        return counts
 
     def set_task(self, task: DetectionTask) -> None:
         super().set_task(task)
@@ -176,7 +185,9 @@ class ReplayAdapter(Adapter):
         self.file = predictions_file(self.path, task.dataset, task.split)
         replayed = read_predictions(self.file, task.category_ids, task.image_ids)
         self.detections, self.ignored_records = replayed.detections, replayed.ignored
+        self.float_ids = replayed.float_ids
         self.ignored_in_all += replayed.ignored
+        self.float_ids_in_all += replayed.float_ids
         self._revision = f"xxh3:{xxhash.xxh3_128_hexdigest(self.file.read_bytes())}"
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:

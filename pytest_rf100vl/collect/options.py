@@ -136,6 +136,18 @@ CORE_OPTIONS: tuple[Option, ...] = (
            "device map: auto (for models larger than one GPU; recorded in each row)", "auto", choices=("auto",)),
     Option("warmup-batches", "int", "model calls timed apart from the throughput (default: 2)", "N", default=2,
            minimum=1),
+    Option("min-time", "float", "a split whose steady state takes less is run again for throughput (answer cache "
+           "off, output discarded) until the rounds add up to this many seconds (default: 10)", "SECONDS",
+           default=10.0, minimum=0),
+    Option("max-rounds", "int", "at most this many rounds of a split for throughput (default: 10; 1: never "
+           "repeat)", "N", default=10, minimum=1),
+    Option("allow-empty", "flag", "exit 0 when no pair ran (every dataset missing, every pair left out); by "
+           "default such a run exits 5 with a line saying why", "", default=False),
+    Option("max-requests", "int", "cap on the requests each served or API model may send in this session (its "
+           "adapter option max_requests); images past it fail, unpaid and uncached (default: no cap)", "N",
+           minimum=0),
+    Option("limit", "int", "run each pair on the first N images of its split only, a quick check: its row is "
+           "marked limit=N, never merged with or reused for a full run (default: every image)", "N", minimum=1),
 )
 
 
@@ -246,3 +258,39 @@ def read_settings(config: pytest.Config, options: tuple[Option, ...], selectors:
     if settings.active and not settings.models:
         raise pytest.UsageError("--rf100vl-model is required to run the matrix (e.g. --rf100vl-model owlv2:tiny)")
     return settings
+
+
+def check_rootdir(config: pytest.Config, options: tuple[Option, ...]) -> None:
+    """Refuse a run whose rootdir one of these options moved.
+
+    pytest chooses its rootdir (and ini file) before it loads plugins, so the value of a plugin
+    option written apart from it (``--rf100vl-data-dir /data``) counts as a test path there:
+    the rootdir becomes ``/data``, the project's ini file is not read, and ``.pytest_cache``
+    is written there (pytest's documentation: a plugin option with a path makes ``args``
+    mandatory). Nothing here can move it back, so the run stops before anything is written,
+    saying how to write the option."""
+    from _pytest.config.findpaths import determine_setup
+
+    args = [str(arg) for arg in config.invocation_params.args]
+    flags = {option.flag for option in options if option.kind != "flag"}
+    here = config.invocation_params.dir
+    values = {args[i + 1] for i, arg in enumerate(args[:-1])
+              if arg in flags and not args[i + 1].startswith("-") and (here / args[i + 1]).exists()}
+    given = [arg for arg in config.known_args_namespace.file_or_dir if arg not in values]
+    if not values:
+        return
+    try:
+        wanted = determine_setup(inifile=config.known_args_namespace.inifilename,
+                                 override_ini=config.known_args_namespace.override_ini, args=given,
+                                 rootdir_cmd_arg=config.known_args_namespace.rootdir or None,
+                                 invocation_dir=here)[0]
+    except Exception:  # pytest's rootdir search changed: nothing to compare with
+        return
+    if wanted == config.rootpath:
+        return
+    moved = [f"{args[i]} {args[i + 1]}" for i, arg in enumerate(args[:-1]) if arg in flags and args[i + 1] in values]
+    fixed = " ".join(f"{arg.split(' ', 1)[0]}={arg.split(' ', 1)[1]}" for arg in moved)
+    raise pytest.UsageError(
+        f"{', '.join(moved)}: pytest took the path for a test path and chose the rootdir {config.rootpath} "
+        f"instead of {wanted} (it decides before it knows plugin options); write {fixed}"
+    )

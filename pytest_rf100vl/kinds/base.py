@@ -94,6 +94,24 @@ class BenchmarkKind(ABC):
         ``ValueError`` when it has no such split."""
         return loaded
 
+    @property
+    def limit(self) -> int | None:
+        """``--rf100vl-limit N``: pairs run on the first N images of their split (``None``: all).
+        A kind that honours it cuts its split with :meth:`first_images`, names its output with
+        :meth:`output_name` and writes the value in its rows' ``limit`` column."""
+        return self.settings.values.get("rf100vl_limit")
+
+    def first_images(self, split: Any) -> Any:
+        """The first :attr:`limit` rows of a ``datasets.Dataset`` split (all of them without a limit)."""
+        if self.limit is None:
+            return split
+        return split.select(range(min(self.limit, len(split))))
+
+    def output_name(self, split: str) -> str:
+        """The stem of a pair's predictions file: the split, plus the limit when there is one, so
+        that a quick run never overwrites the predictions a full run's row points at."""
+        return split if self.limit is None else f"{split}.first{self.limit}"
+
     @abstractmethod
     def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
         """Run and score one pair, write its predictions with ``session.writer``, and return

@@ -27,6 +27,7 @@ def summary(
 ) -> str:
     """The whole summary; ``missing`` maps a dataset not on disk to how to get it, ``errors`` a
     pair id to why it could not run, ``left_out`` a pair id to why its model does not answer it."""
+    from rf100vl_hf import markdown
     from rf100vl_hf.results.summary import header, tail
 
     lines = header(rows)
@@ -45,4 +46,4 @@ def summary(
                          [f"- {pair}: {why}" for pair, why in left_out.items()]))
     if missing:
         sections.append(("Datasets not on disk (skipped)", [", ".join(missing), "", next(iter(missing.values()))]))
-    return "\n".join(lines + tail(rows, sections, figures))
+    return markdown.document(lines + tail(rows, sections, figures))

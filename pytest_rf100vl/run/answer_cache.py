@@ -107,7 +107,7 @@ def key_for(
         model=adapter.name,
         checkpoint=adapter.checkpoint,
         revision=adapter.revision,
-        options=adapter.options,
+        options=adapter.identity_options(adapter.options),
         dtype=adapter.dtype,
         prompt=parts,
         image=image,

@@ -3,7 +3,8 @@ not run again (``--rf100vl-rerun`` runs it anyway).
 
 A row is reused when it has the *identity* of the row the pair would write
 (:data:`rf100vl_hf.results.rows.IDENTITY`: model, checkpoint, model revision, adapter
-options, dataset, dataset fingerprint, split, prompt, split parameters, scoring version),
+options, dataset, dataset fingerprint, split, prompt, split parameters, scoring version,
+``--rf100vl-limit``),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
 keeps the rest). The identity is worked out without building the model:
 
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.results.rows import JSONL, TornLineWarning, read_jsonl
+from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, read_jsonl
 
 from pytest_rf100vl.report.rows import SCORING_VERSION, options_column
 
@@ -85,7 +86,8 @@ def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixSession") -> di
     data = kind.planned_identity(pair, session)
     if data is None:
         return None
-    return {**model_identity(pair.model, session.settings), **data, "scoring_version": SCORING_VERSION}
+    return {**model_identity(pair.model, session.settings), **data, "scoring_version": SCORING_VERSION,
+            LIMIT: kind.limit}  # a full run wants None: a limited row is never reused for it
 
 
 def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]:
@@ -94,13 +96,15 @@ def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]
     return {**row, "run_id": run_id, "spec": pair.model, "reused_from": row.get("reused_from") or row.get("run_id")}
 
 
-def unfinished(items: Sequence["Pair"], state: "MatrixSession") -> list[str]:
-    """Ids of the pairs this session was to run (``items``, and those xdist workers reported)
-    that neither finished nor were skipped or refused for a reason the summary gives, in
-    matrix order: what an interrupted session did not do."""
-    accounted = set(state.errors) | set(state.left_out) | {pair.id for pair in state.runs}
-    left = {pair.id for pair in items if pair.id not in accounted and pair.dataset not in state.missing}
-    left |= state.unfinished
+def unfinished(items: Sequence["Pair"], state: "MatrixSession", rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Ids of the pairs this session was to run (``items``) that have no row in ``rows`` (the run's) and were not skipped or refused for a reason the
+    summary gives, in matrix order: what an interrupted session did not do. It goes by rows,
+    so an xdist controller, which runs no pair itself, counts its workers' pairs as finished."""
+    finished = {(row.get("spec"), row.get("dataset")) for row in rows}
+    accounted = set(state.errors) | set(state.left_out)
+    left = {pair.id for pair in items
+            if pair.id not in accounted and pair.dataset not in state.missing
+            and (pair.model, pair.dataset) not in finished}
     order = {pair.id: index for index, pair in enumerate(state.pairs)}
     return sorted(left, key=lambda pair_id: order.get(pair_id, len(order)))
 

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -120,6 +120,7 @@ class InferenceResult:
     detections: dict[int, Sanitized]
     counts: OutputCounts
     timing: Timing
+    rounds: list[Timing] = field(default_factory=list)  # every timed round, the scoring one first
 
     @property
     def n_images(self) -> int:
@@ -135,6 +136,7 @@ class GroundingResult:
     errors: dict[int, str]
     counts: OutputCounts
     timing: Timing
+    rounds: list[Timing] = field(default_factory=list)  # every timed round, the scoring one first
 
 
 def decoded_ahead(raw: Iterable[T], decode: Callable[[T], R], workers: int = DECODE_WORKERS) -> Iterator[R]:
@@ -186,8 +188,9 @@ def raw_batches(
 
 
 def decode_batch(batch: RawBatch) -> list[ImageItem]:
-    """RGB images of a raw batch, decoded from the original file bytes with ``open_rgb``."""
-    return [ImageItem(open_rgb(data), image_id, name) for data, image_id, name in batch]
+    """RGB images of a raw batch, decoded from the original file bytes with ``open_rgb`` (the
+    bytes travel along, for adapters that send files rather than pixels)."""
+    return [ImageItem(open_rgb(data), image_id, name, data) for data, image_id, name in batch]
 
 
 def decoded_batches(
@@ -244,27 +247,33 @@ def _same_length(outputs: list[Any], batch: list[Any], method: str) -> None:
         raise ValueError(f"{method} returned {len(outputs)} results for {len(batch)} images")
 
 
+Predict = Callable[[list[ImageItem]], list[Detections]]
+Ground = Callable[[list[ImageItem], list[GroundingQuery]], list[GroundingAnswer]]
+
+
 def _detect(
-    adapter: Adapter,
+    predict: Predict,
+    clip: bool,
     items: list[ImageItem],
     n_classes: int,
     counts: OutputCounts,
     answers: "PairAnswers[Detections] | None" = None,
     known: dict[int, Detections] | None = None,
 ) -> list[Sanitized]:
-    """The adapter's safe output for a batch; an image it fails on gets no detections and is
-    counted. Images in ``known`` (cached answers) are not asked again; the others' answers go
-    to ``answers`` once the whole batch they came in was made safe."""
+    """The model's safe output for a batch (``predict``: the adapter's, or an answer already
+    asked for on another thread); an image it fails on gets no detections and is counted.
+    Images in ``known`` (cached answers) are not asked again; the others' answers go to
+    ``answers`` once the whole batch they came in was made safe. ``clip=False`` for a
+    submission scored as submitted."""
     known = known or {}
 
     def run(batch: list[ImageItem]) -> list[Sanitized]:
         asked = [item for item in batch if item.image_id not in known]
-        fresh = adapter.predict(asked) if asked else []
+        fresh = predict(asked) if asked else []
         _same_length(fresh, asked, "predict")
         answered = dict(zip((item.image_id for item in asked), fresh))
         outputs = [known[item.image_id] if item.image_id in known else answered[item.image_id] for item in batch]
         scratch = OutputCounts()  # repairs count only once the whole batch succeeded
-        clip = not adapter.submitted_output
         safe = [make_safe(d, item, n_classes, scratch, clip) for d, item in zip(outputs, batch)]
         counts.add_repairs(scratch)
         if answers is not None:
@@ -280,21 +289,22 @@ def _detect(
 
 
 def _ground(
-    adapter: Adapter,
+    ground: Ground,
     asked: list[tuple[ImageItem, GroundingQuery]],
     counts: OutputCounts,
     errors: dict[int, str],
     answers: "PairAnswers[GroundingAnswer] | None" = None,
     known: dict[int, GroundingAnswer] | None = None,
 ) -> list[GroundingAnswer]:
-    """The adapter's answers for a batch of mosaics; a mosaic it fails on gets an empty
-    answer (scored as a parse failure) and is counted. Mosaics in ``known`` (cached answers)
-    are not asked again; the others' answers go to ``answers``."""
+    """The model's answers for a batch of mosaics (``ground``: the adapter's, or answers already
+    asked for on another thread); a mosaic it fails on gets an empty answer (scored as a parse
+    failure) and is counted. Mosaics in ``known`` (cached answers) are not asked again; the
+    others' answers go to ``answers``."""
     known = known or {}
 
     def run(batch: list[tuple[ImageItem, GroundingQuery]]) -> list[GroundingAnswer]:
         ask = [(item, query) for item, query in batch if item.image_id not in known]
-        fresh = adapter.ground([item for item, _ in ask], [query for _, query in ask]) if ask else []
+        fresh = ground([item for item, _ in ask], [query for _, query in ask]) if ask else []
         _same_length(fresh, ask, "ground")
         wrong = [type(answer).__name__ for answer in fresh if not isinstance(answer, GroundingAnswer)]
         if wrong:
@@ -334,18 +344,59 @@ def _peak_memory_mb(device: str) -> float | None:
 
 
 @dataclass(frozen=True)
+class Rounds:
+    """How long throughput is timed for: a split whose steady state took under ``min_time``
+    seconds is run again (answer cache off, output discarded) until its rounds add up to
+    ``min_time`` and number at least ``min_rounds``, or ``max_rounds`` were run."""
+
+    min_time: float = 10.0
+    min_rounds: int = 3
+    max_rounds: int = 10
+
+
+@dataclass(frozen=True)
 class LoopOptions:
     """How the inference loop runs, beside the batch size: how many model calls are warm-up,
-    and the answer cache folder (``None``: no cache)."""
+    the answer cache folder (``None``: no cache), and how long throughput is timed for."""
 
     warmup_batches: int = WARMUP_BATCHES
     cache: Path | None = None
+    rounds: Rounds = Rounds()
+
+
+class _Clock:
+    """What a driver records of the model calls of a loop: when each returned, how long it
+    took and for how many images, and how many images the answer cache answered instead."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.batch_seconds: list[float] = []
+        self.batch_sizes: list[int] = []
+        self.ends: list[float] = []
+        self.cached = 0
+        _reset_peak_memory(device)
+        self.start = time.perf_counter()
+
+    def called(self, began: float, images: int) -> None:
+        self.ends.append(time.perf_counter())
+        self.batch_seconds.append(self.ends[-1] - began)
+        self.batch_sizes.append(images)
+
+    def timing(self, warmup: int) -> Timing:
+        """The loop's :class:`Timing`: the first ``warmup`` calls to return (at most all but the
+        last) are the warm-up."""
+        _synchronize(self.device)
+        seconds = time.perf_counter() - self.start
+        warmed = max(0, min(warmup, len(self.ends) - 1))
+        warmup_seconds = self.ends[warmed - 1] - self.start if warmed else 0.0
+        return Timing(seconds, self.batch_seconds, self.batch_sizes, _peak_memory_mb(self.device), warmed,
+                      warmup_seconds, self.cached)
 
 
 def _timed(
-    batches: Iterable[list[ImageItem]],
+    batches: Iterable[list[T]],
     total: int,
-    step: Callable[[list[ImageItem]], int],
+    step: Callable[[list[T]], int],
     device: str,
     progress: bool,
     description: str | None,
@@ -358,27 +409,66 @@ def _timed(
     plugin's live line follows it."""
     from rf100vl_hf.progress import progress_bar
 
-    batch_seconds: list[float] = []
-    batch_sizes: list[int] = []
-    ends: list[float] = []  # when each model call returned
-    cached = 0
-    _reset_peak_memory(device)
-    start = time.perf_counter()
+    clock = _Clock(device)
     with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
         for items in batches:
             tick = time.perf_counter()
             sent = step(items)
-            cached += len(items) - sent
+            clock.cached += len(items) - sent
             if sent:
-                ends.append(time.perf_counter())
-                batch_seconds.append(ends[-1] - tick)
-                batch_sizes.append(sent)
+                clock.called(tick, sent)
             bar.update(len(items))
-    _synchronize(device)
-    seconds = time.perf_counter() - start
-    warmed = max(0, min(warmup, len(ends) - 1))
-    warmup_seconds = ends[warmed - 1] - start if warmed else 0.0
-    return Timing(seconds, batch_seconds, batch_sizes, _peak_memory_mb(device), warmed, warmup_seconds, cached)
+    return clock.timing(warmup)
+
+
+def _timed_concurrently(
+    batches: Iterable[list[T]],
+    total: int,
+    lookup: Callable[[list[T]], list[T]],
+    ask: Callable[[T], Any],
+    settle: Callable[[T, "Future[Any]"], None],
+    concurrency: int,
+    device: str,
+    progress: bool,
+    description: str | None,
+    warmup: int = WARMUP_BATCHES,
+) -> Timing:
+    """The loop for a model behind a server: ``lookup`` settles what the answer cache knows of
+    a batch and returns the rest; each of those is one call, ``ask(unit)``, on a pool of
+    ``concurrency`` threads, and is settled on this thread the moment it returns
+    (``settle(unit, future)``), whatever the order: a slow request holds back no other.
+    Each call is timed from its start to its return."""
+    from rf100vl_hf.progress import progress_bar
+
+    clock = _Clock(device)
+    pending: dict[Future[Any], tuple[T, float]] = {}
+
+    def settle_done(block: bool) -> None:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED) if block else (
+            [future for future in pending if future.done()], None)
+        for future in done:
+            unit, began = pending.pop(future)
+            clock.called(began, 1)
+            settle(unit, future)
+            bar.update(1)
+
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rf100vl-call")
+    with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
+        try:
+            for units in batches:
+                rest = lookup(units)
+                clock.cached += len(units) - len(rest)
+                bar.update(len(units) - len(rest))
+                for unit in rest:
+                    while len(pending) >= concurrency:
+                        settle_done(block=True)
+                    pending[pool.submit(ask, unit)] = (unit, time.perf_counter())
+                settle_done(block=False)
+            while pending:
+                settle_done(block=True)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return clock.timing(warmup)
 
 
 def run_inference(
@@ -389,28 +479,57 @@ def run_inference(
     description: str | None = None,
     loop: LoopOptions = LoopOptions(),
 ) -> InferenceResult:
-    """Run ``adapter`` (its task already set) over every image of ``dataset``."""
+    """Run ``adapter`` (its task already set) over every image of ``dataset``; an adapter with
+    :attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency` above 1 is called one image at a
+    time from that many threads."""
     from pytest_rf100vl.run.answers import open_answers
 
     assert adapter.task is not None, "set_task must be called before run_inference"
     n_classes = len(adapter.task.classes)
+    clip = not adapter.submitted_output
     counts = OutputCounts()
     detections: dict[int, Sanitized] = {}
     answers = open_answers(loop.cache, adapter, Detections)
 
+    def settle(items: list[ImageItem], predict: Predict, known: dict[int, Detections]) -> None:
+        safe = _detect(predict, clip, items, n_classes, counts, answers, known)
+        detections.update((item.image_id, s) for item, s in zip(items, safe))
+
     def step(items: list[ImageItem]) -> int:
         known = answers.found(items) if answers is not None else {}
-        safe = _detect(adapter, items, n_classes, counts, answers, known)
-        detections.update((item.image_id, s) for item, s in zip(items, safe))
+        settle(items, adapter.predict, known)
         return len(items) - len(known)
 
+    def lookup(items: list[ImageItem]) -> list[ImageItem]:
+        known = answers.found(items) if answers is not None else {}
+        settle([item for item in items if item.image_id in known], adapter.predict, known)
+        return [item for item in items if item.image_id not in known]
+
+    batches = decoded_batches(dataset, batch_size if adapter.concurrency <= 1 else 1)
     try:
-        timing = _timed(decoded_batches(dataset, batch_size), len(dataset), step, adapter.device, progress,
-                        description, loop.warmup_batches)
+        if adapter.concurrency <= 1:
+            timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
+        else:
+            timing = _timed_concurrently(
+                batches, len(dataset), lookup, lambda item: adapter.predict([item]),
+                lambda item, future: settle([item], lambda _: future.result(), {}),
+                adapter.concurrency, adapter.device, progress, description, loop.warmup_batches,
+            )
     finally:
         if answers is not None:
             answers.close()
     return InferenceResult(detections, counts, timing)
+
+
+Mosaic = tuple[int, ImageItem, GroundingQuery]
+"""A mosaic's position in the split, its image and its question."""
+
+
+def _with_queries(batches: Iterable[list[ImageItem]], queries: list[GroundingQuery]) -> Iterator[list[Mosaic]]:
+    position = 0
+    for items in batches:
+        yield [(position + i, item, queries[position + i]) for i, item in enumerate(items)]
+        position += len(items)
 
 
 def run_grounding(
@@ -429,22 +548,49 @@ def run_grounding(
         raise ValueError(f"{len(queries)} questions for {len(dataset)} mosaics")
     counts = OutputCounts()
     errors: dict[int, str] = {}
-    answers: list[GroundingAnswer] = []
+    answered: dict[int, GroundingAnswer] = {}  # position -> answer
     cache = open_answers(loop.cache, adapter, GroundingAnswer)
 
-    def step(items: list[ImageItem]) -> int:
-        asked = queries[len(answers) : len(answers) + len(items)]
-        known = cache.found(items, asked) if cache is not None else {}
-        answers.extend(_ground(adapter, list(zip(items, asked)), counts, errors, cache, known))
-        return len(items) - len(known)
+    def found(mosaics: list[Mosaic]) -> dict[int, GroundingAnswer]:
+        if cache is None:
+            return {}
+        return cache.found([item for _, item, _ in mosaics], [query for _, _, query in mosaics])
 
-    batches = decoded_batches(dataset, batch_size, id_column="mosaic_id", name_column=None)
+    def settle(mosaics: list[Mosaic], ground: Ground, known: dict[int, GroundingAnswer]) -> None:
+        results = _ground(ground, [(item, query) for _, item, query in mosaics], counts, errors, cache, known)
+        answered.update((position, answer) for (position, _, _), answer in zip(mosaics, results))
+
+    def step(mosaics: list[Mosaic]) -> int:
+        known = found(mosaics)
+        settle(mosaics, adapter.ground, known)
+        return len(mosaics) - len(known)
+
+    def lookup(mosaics: list[Mosaic]) -> list[Mosaic]:
+        known = found(mosaics)
+        settle([m for m in mosaics if m[1].image_id in known], adapter.ground, known)
+        return [m for m in mosaics if m[1].image_id not in known]
+
+    concurrent = adapter.concurrency > 1
+    batches = _with_queries(
+        decoded_batches(dataset, 1 if concurrent else batch_size, id_column="mosaic_id", name_column=None), queries
+    )
     try:
-        timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
+        if not concurrent:
+            timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
+        else:
+            timing = _timed_concurrently(
+                batches, len(dataset), lookup, lambda mosaic: adapter.ground([mosaic[1]], [mosaic[2]]),
+                lambda mosaic, future: settle([mosaic], lambda *_: future.result(), {}),
+                adapter.concurrency, adapter.device, progress, description, loop.warmup_batches,
+            )
     finally:
         if cache is not None:
             cache.close()
-    return GroundingResult(answers, errors, counts, timing)
+    return GroundingResult([answered[position] for position in range(len(dataset))], errors, counts, timing)
+
+
+def steady_seconds(timing: Timing) -> float:
+    return timing.seconds - timing.warmup_seconds
 
 
 def run_once(infer: Callable[[], T], benchmark: Any = None) -> T:
@@ -452,3 +598,31 @@ def run_once(infer: Callable[[], T], benchmark: Any = None) -> T:
     if benchmark is None:
         return infer()
     return benchmark.pedantic(infer, rounds=1, iterations=1, warmup_rounds=0)
+
+
+def run_rounds(
+    infer: Callable[[LoopOptions, str], R],
+    loop: LoopOptions,
+    benchmark: Any = None,
+    repeatable: bool = True,
+) -> tuple[R, list[Timing]]:
+    """The scoring round (``infer(loop, "")``: answers cached and counted), then the timing rounds
+    (``infer(loop without cache, " (timing round K)")``, the text for the progress line)
+    :class:`Rounds` asks for, and the :class:`Timing` of every round. Not repeated: a model
+    that is not ``repeatable`` (billed per request, a replayed file) and a round answered from
+    the answer cache (its throughput is the run's that computed the answers). Each round's
+    wall time is a round of pytest-benchmark's statistics too."""
+    rounds = loop.rounds
+    first = run_once(lambda: infer(loop, ""), benchmark)
+    timings: list[Timing] = [first.timing]  # type: ignore[attr-defined]
+    if not repeatable or first.timing.cached_images or steady_seconds(first.timing) >= rounds.min_time:  # type: ignore[attr-defined]
+        return first, timings
+    clock = getattr(getattr(benchmark, "stats", None), "stats", None)  # pytest-benchmark's Stats of this test
+    timing_loop = LoopOptions(loop.warmup_batches, None, rounds)
+    while len(timings) < rounds.max_rounds and (
+        sum(steady_seconds(t) for t in timings) < rounds.min_time or len(timings) < rounds.min_rounds
+    ):
+        timings.append(infer(timing_loop, f" (timing round {len(timings) + 1})").timing)  # type: ignore[attr-defined]
+        if clock is not None:
+            clock.update(timings[-1].seconds)
+    return first, timings

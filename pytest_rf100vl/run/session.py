@@ -11,16 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from rf100vl_hf.results.rows import with_measured_throughput
+
 from pytest_rf100vl.collect.options import Settings
 from pytest_rf100vl.collect.selection import Pair, matrix
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.results_folder import ResultsWriter
-from pytest_rf100vl.report.rows import options_column
+from pytest_rf100vl.report.rows import command_line, options_column
 from pytest_rf100vl.report.thresholds import Metric, Rule, read_thresholds
 from pytest_rf100vl.report.verdict import too_many_failed_images
 from pytest_rf100vl.run import resume, workers
 from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.run.runner import LoopOptions
+from pytest_rf100vl.run.runner import LoopOptions, Rounds
 from pytest_rf100vl.run.shard import shard
 
 if TYPE_CHECKING:
@@ -43,9 +45,13 @@ class MatrixSession:
             datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
         )
         self.writer = ResultsWriter(settings.results, run_id)
-        self.loop = LoopOptions(settings.value("rf100vl_warmup_batches"), self._cache_folder())
+        self.command = command_line(workers.invocation(config))
+        self.loop = LoopOptions(
+            settings.value("rf100vl_warmup_batches"), self._cache_folder(),
+            Rounds(settings.value("rf100vl_min_time"), min(3, settings.value("rf100vl_max_rounds")),
+                   settings.value("rf100vl_max_rounds")),
+        )
         self.runs: dict[Pair, PairRun] = {}
-        self.unfinished: set[str] = set()  # pair ids of xdist workers' pairs that did not finish
         self._earlier: list[dict[str, Any]] | None = None
         self.missing: dict[str, str] = {}  # dataset -> how to get it
         self.errors: dict[str, str] = {}  # pair id -> why it could not run
@@ -133,10 +139,25 @@ class MatrixSession:
             raise loaded
         return loaded
 
+    def _options(self, spec: str) -> dict[str, Any]:
+        """The adapter options of ``spec``, with ``--rf100vl-max-requests`` as ``max_requests``
+        for an adapter that declares it (unless the model's own option sets it)."""
+        from pytest_rf100vl.adapters import registry
+
+        options: dict[str, Any] = dict(self.settings.options_for(spec))
+        cap = self.settings.value("rf100vl_max_requests")
+        if cap is None or "max_requests" in options:
+            return options
+        try:
+            declared = registry.adapter_class(registry.parse_spec(spec)[0]).option_defaults or {}
+        except Exception:  # unknown to the registry (made by a hook): reported when it is built
+            return options
+        return {**options, "max_requests": cap} if "max_requests" in declared else options
+
     def _load(self, spec: str) -> "Adapter | Exception":
         from pytest_rf100vl.adapters import registry
 
-        options = self.settings.options_for(spec)
+        options = self._options(spec)
         try:
             with adapter_call("the adapter", errors=()):  # sys.exit too
                 adapter = self.config.hook.pytest_rf100vl_make_adapter(
@@ -189,6 +210,7 @@ class MatrixSession:
         adapter = self.adapter(pair.model)
         before = adapter.answer_counts()
         with adapter_call("the adapter", errors=()):  # sys.exit in predict/ground costs this pair only
+            adapter.start_pair()
             done = self.kinds[pair.kind].run(pair, adapter, self, benchmark)
         too_many = too_many_failed_images(done.row, self.settings.value("rf100vl_max_failed_fraction"))
         if too_many:
@@ -198,21 +220,28 @@ class MatrixSession:
             name: count - before.get(name, 0) for name, count in adapter.answer_counts().items()
         }
         done.row["requested_options"] = options_column(self.settings.options_for(pair.model))
-        self._add_columns(pair, done.row)
+        done.row["command"] = self.command
+        if done.row.get("answers_from_cache"):  # the run that computed the answers timed them
+            if self._earlier is None:
+                self._earlier = resume.earlier_rows(self.writer.folder)
+            done.row = with_measured_throughput(done.row, self._earlier)
+        self._add_columns(pair, done.row, adapter.pair_columns(), "the adapter's pair_columns")
+        for added in self.config.hook.pytest_rf100vl_result_row(config=self.config, pair=pair, row=dict(done.row)):
+            self._add_columns(pair, done.row, added or {}, "pytest_rf100vl_result_row")
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
         self.writer.append(done.row)
         self.runs[pair] = done
         return done
 
-    def _add_columns(self, pair: Pair, row: dict[str, Any]) -> None:
-        """Columns from ``pytest_rf100vl_result_row`` implementations; one that would replace a
-        column the plugin wrote is refused (scores are not for hooks to change)."""
-        for added in self.config.hook.pytest_rf100vl_result_row(config=self.config, pair=pair, row=dict(row)):
-            clash = sorted(set(added or {}) & set(row))
-            if clash:
-                raise ValueError(f"pytest_rf100vl_result_row may only add columns; it returned {', '.join(clash)}")
-            row.update(added or {})
+    @staticmethod
+    def _add_columns(pair: Pair, row: dict[str, Any], added: dict[str, Any], source: str) -> None:
+        """Columns from an adapter or a hook implementation; one that would replace a column the
+        plugin wrote is refused (scores are not theirs to change)."""
+        clash = sorted(set(added) & set(row))
+        if clash:
+            raise ValueError(f"{source} may only add columns; it returned {', '.join(clash)} (row of {pair.id})")
+        row.update(added)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -231,7 +260,7 @@ class MatrixSession:
 
 
 BENCHMARK_FIELDS = (
-    "images_per_s", "warmup_s", "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms",
+    "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds", "throughput_from", "warmup_s", "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms",
     "latency_image_p50_ms", "latency_image_p95_ms",
     "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
     "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",

@@ -8,7 +8,8 @@
   ``cuda`` and CUDA is there; an explicit ``cuda:N``, ``cpu`` or ``mps`` is kept.
 - Every process of the session shares the controller's run id; workers append their rows to
   the one ``results.jsonl`` under a file lock and send what did not run (datasets not on
-  disk, pairs that could not run, left out or unfinished) to the controller.
+  disk, pairs that could not run or left out) to the controller, which tells the pairs that
+  did not finish by the rows: those it planned with no row in ``results.jsonl``.
 - The controller alone reads the run's rows back from ``results.jsonl``, in matrix order,
   writes ``summary.md`` and ``results.parquet``, runs the checks of means and prints the
   summary once.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_rf100vl.run.session import MatrixSession
 
 RUN_ID = "rf100vl_run_id"
+COMMAND = "rf100vl_command"
 OUTPUT = "rf100vl"
 REPORTED = ("missing", "errors", "left_out")
 """The session's records of what did not run that workers send to the controller."""
@@ -55,6 +57,14 @@ def worker_index(config: pytest.Config) -> int | None:
 def shared_run_id(config: pytest.Config) -> str | None:
     """The controller's run id, in a worker."""
     return config.workerinput.get(RUN_ID) if is_worker(config) else None  # type: ignore[attr-defined]
+
+
+def invocation(config: pytest.Config) -> list[str]:
+    """The arguments pytest was started with, in every process: a worker has the controller's
+    (its own command line is xdist's)."""
+    if is_worker(config) and COMMAND in config.workerinput:  # type: ignore[attr-defined]
+        return list(config.workerinput[COMMAND])  # type: ignore[attr-defined]
+    return [str(arg) for arg in config.invocation_params.args]
 
 
 def worker_device(config: pytest.Config, requested: str, resolved: str) -> str:
@@ -110,6 +120,7 @@ class XdistHooks:
 
         if SESSION_KEY in node.config.stash:
             node.workerinput[RUN_ID] = node.config.stash[SESSION_KEY].writer.run_id
+            node.workerinput[COMMAND] = invocation(node.config)
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         from pytest_rf100vl.fixtures import SESSION_KEY
@@ -121,13 +132,12 @@ class XdistHooks:
         for name in REPORTED:
             for key, value in output[name].items():
                 getattr(state, name).setdefault(key, value)
-        state.unfinished.update(output["unfinished"])
 
 
-def send_to_controller(config: pytest.Config, state: "MatrixSession", unfinished: list[str]) -> None:
+def send_to_controller(config: pytest.Config, state: "MatrixSession") -> None:
     """In a worker: what the controller needs besides the rows (which are in ``results.jsonl``)."""
     config.workeroutput[OUTPUT] = {  # type: ignore[attr-defined]
-        **{name: dict(getattr(state, name)) for name in REPORTED}, "unfinished": unfinished,
+        name: dict(getattr(state, name)) for name in REPORTED
     }
 
 

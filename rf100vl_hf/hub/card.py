@@ -10,6 +10,7 @@ and splits. Each ``dataset_info`` entry also carries the config's ``description`
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -18,11 +19,15 @@ from typing import Any
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from rf100vl_hf.controls import visible
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.hub.eval_results import eval_yaml_for, write_eval_yaml
 from rf100vl_hf.hub.export import ConfigExport, SplitExport, umask_mode
 
 CARD_FILE = "README.md"
+LOADING_EXAMPLE = re.compile(r'^(ds = load_dataset\(")[^"\n]*(")', re.MULTILINE)
+"""The loading example of both benchmarks' cards, ``ds = load_dataset("ORG/NAME", ...)``:
+:func:`name_repository` sets the repository it names."""
 
 
 def _dataset_info_entry(config: ConfigExport) -> dict[str, Any]:
@@ -53,28 +58,48 @@ def write_card(out: Path, configs: list[ConfigExport], card_data: dict[str, Any]
     """Write ``out/README.md`` (YAML header and markdown ``body``) atomically and return its path.
 
     A repository of RF100-VL or UOUO configs also gets its ``eval.yaml``, which declares the
-    benchmark's tasks to the Hub (see :mod:`.eval_results`).
+    benchmark's tasks to the Hub (see :mod:`.eval_results`). Control characters in ``body``
+    (text from metadata read back from an earlier card) are written as their escapes; the YAML
+    writer escapes those of the header itself.
     """
     out = Path(out)
     if not configs:
         raise ValueError("a dataset card needs at least one config")
     data = card_yaml(configs, card_data)
-    card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body.strip()}\n")
+    card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{visible(body.strip(), multiline=True)}\n")
     out.mkdir(parents=True, exist_ok=True)
-    path = out / CARD_FILE
-    handle, tmp = tempfile.mkstemp(prefix=".README-", suffix=".md", dir=out)
-    os.close(handle)
-    try:
-        card.save(tmp)
-        os.chmod(tmp, umask_mode(directory=False))  # mkstemp makes it private
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    path = _replace_card(out, str(card))
     evaluation = eval_yaml_for(configs)
     if evaluation is not None:
         write_eval_yaml(out, evaluation)
     return path
+
+
+def _replace_card(out: Path, text: str) -> Path:
+    """Write ``out/README.md`` aside and rename it into place, so a reader never sees half a card."""
+    handle, tmp = tempfile.mkstemp(prefix=".README-", suffix=".md", dir=out)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+        os.chmod(tmp, umask_mode(directory=False))  # mkstemp makes it private
+        os.replace(tmp, out / CARD_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out / CARD_FILE
+
+
+def name_repository(out: Path, repo_id: str) -> bool:
+    """Make the loading examples of ``out/README.md`` name ``repo_id``, the repository it is
+    pushed to (an export written before its repository was known says ``ORG/NAME``); whether
+    the card changed."""
+    with (Path(out) / CARD_FILE).open(encoding="utf-8", newline="") as file:
+        text = file.read()
+    named = LOADING_EXAMPLE.sub(lambda match: f"{match[1]}{repo_id}{match[2]}", text)
+    if named == text:
+        return False
+    _replace_card(Path(out), named)
+    return True
 
 
 class StaleConfigWarning(UserWarning):

@@ -30,6 +30,8 @@ EVAL_FOLDER = ".eval_results"
 FRAMEWORK = "rf100vl-hf"
 DEFAULT_PROMPT = "names"
 DEFAULT_SPLIT = "test"
+SMOKE_NOTE = "smoke run: random weights, the score means nothing"
+"""In the notes of an entry computed from a smoke row (random weights, or a replay of them)."""
 
 
 def _slug(text: str) -> str:
@@ -138,8 +140,9 @@ def _model_rows(rows: Sequence[dict[str, Any]], model: str | None) -> list[dict[
     return chosen
 
 
-def _notes(prompt: str | None, split: str | None, extra: Sequence[str] = ()) -> str | None:
-    parts = [*([f"prompt mode: {prompt}"] if prompt and prompt != DEFAULT_PROMPT else []),
+def _notes(prompt: str | None, split: str | None, extra: Sequence[str] = (), smoke: bool = False) -> str | None:
+    parts = [*([SMOKE_NOTE] if smoke else []),
+             *([f"prompt mode: {prompt}"] if prompt and prompt != DEFAULT_PROMPT else []),
              *([f"split: {split}"] if split and split != DEFAULT_SPLIT else []), *extra]
     return "; ".join(parts) or None
 
@@ -160,12 +163,13 @@ def eval_files(
     """The evaluation results of one model's rows on the benchmark dataset ``benchmark``: one
     file per benchmark, prompt mode and split. A task whose datasets the rows do not all cover
     is left out (listed in ``skipped``), unless ``partial``: then its value is the mean over
-    the datasets run, and the notes say how many of how many."""
+    the datasets run, and the notes say how many of how many. Rows of limited runs (the first
+    images of each split only) are never reported."""
     from huggingface_hub import EvalResultEntry
 
-    from rf100vl_hf.results.rows import latest
+    from rf100vl_hf.results.rows import LIMIT, latest
 
-    rows = latest(_model_rows(rows, model))
+    rows = [row for row in latest(_model_rows(rows, model)) if not row.get(LIMIT)]
     common = {"dataset_id": benchmark, "dataset_revision": benchmark_revision, "source_url": source_url,
               "source_name": "rf100vl-hf results" if source_url else None}
     files = []
@@ -179,8 +183,9 @@ def eval_files(
                 skipped[task] = f"{len(covered)} of {len(datasets)} datasets scored"
                 continue
             extra = [f"partial: {len(covered)} of {len(datasets)} datasets"] if len(covered) < len(datasets) else []
+            smoke = any(row.get("smoke") for row in chosen if row["dataset"] in datasets)
             entries.append(EvalResultEntry(task_id=task, value=round(sum(covered) / len(covered), 2),
-                                           date=_date(chosen), notes=_notes(prompt, split, extra), **common))
+                                           date=_date(chosen), notes=_notes(prompt, split, extra, smoke), **common))
         files.append(EvalFile("_".join(["rf100vl", *_variant(prompt, split)]), entries, skipped))
     grounding = [row for row in rows if row.get("benchmark") == "uouo"]
     if grounding:
@@ -192,7 +197,8 @@ def eval_files(
                 skipped[task] = f"no {dataset} row"
                 continue
             entries.append(EvalResultEntry(task_id=task, value=round(float(row[key]), 4), date=_date([row]),
-                                           notes=_notes(None, row.get("split")), **common))
+                                           notes=_notes(None, row.get("split"), smoke=bool(row.get("smoke"))),
+                                           **common))
         files.append(EvalFile("uouo", entries, skipped))
     return files
 
@@ -237,7 +243,7 @@ def push_eval_results(
 
     from huggingface_hub import CommitOperationAdd, HfApi
 
-    from rf100vl_hf.hub.network import bounded
+    from rf100vl_hf.hub.network import bounded, xet_or_lfs
     from rf100vl_hf.hub.push import check_token, refused_as_auth_error
 
     if not any(file.entries for file in files):
@@ -249,7 +255,7 @@ def push_eval_results(
         token = check_token(api, token)
         paths = write_eval_files(files, Path(staging))
         operations = [CommitOperationAdd(f"{EVAL_FOLDER}/{p.name}", str(p)) for p in paths]
-        with refused_as_auth_error(api, model_repo, "model"):
+        with refused_as_auth_error(api, model_repo, "model"), xet_or_lfs(api.endpoint, model_repo, "model", token):
             info = api.create_commit(model_repo, operations, commit_message="Add evaluation results (rf100vl-hf)",
                                      token=token, repo_type="model", create_pr=create_pr)
     return info.pr_url if create_pr and info.pr_url else info.commit_url

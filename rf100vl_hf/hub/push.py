@@ -8,7 +8,10 @@ count do not linger, and it takes a commit message. ``upload_large_folder`` writ
 resume state into the folder, cannot delete and always splits the upload into many
 commits.
 
-Every Hub call is bounded in time and explained in one line (:mod:`.network`).
+Every Hub call is bounded in time and explained in one line (:mod:`.network`), and the
+upload uses Xet only when the server has it (:func:`.network.xet_or_lfs`). The card's
+loading example is set to the repository pushed to (:func:`.card.name_repository`), so a
+folder exported without ``--push`` is not published saying ``ORG/NAME``.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import get_token
 
 from rf100vl_hf.errors import DataError, Rf100vlError
-from rf100vl_hf.hub.card import CARD_FILE
+from rf100vl_hf.hub.card import CARD_FILE, name_repository
 from rf100vl_hf.hub.export import STAGING_PREFIX
-from rf100vl_hf.hub.network import bounded, status_of
+from rf100vl_hf.hub.network import bounded, status_of, xet_or_lfs
 
 REPO_TYPE = "dataset"
 DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"
@@ -64,11 +67,13 @@ def push_repository(
     The repository is created if needed (``private`` applies only then), and so is the
     branch ``revision``. The folder is the whole repository: remote files it lacks are
     deleted in the same commit (the Hub's history keeps them), except ``.gitattributes``.
-    Each request times out after ``timeout`` seconds (see :func:`.network.bounded`).
+    Its card's loading example is made to name ``repo_id`` first. Each request times out
+    after ``timeout`` seconds (see :func:`.network.bounded`).
     """
     path = Path(path)
     if not (path / CARD_FILE).is_file():
         raise DataError(path, CARD_FILE, "missing: not a repository folder written by an export")
+    name_repository(path, repo_id)
     api = HfApi()
     with bounded(api.endpoint, f"pushing {path} to {repo_id}", timeout):
         token = check_token(api, token)
@@ -82,16 +87,17 @@ def _upload(
         api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
         if revision is not None:
             api.create_branch(repo_id, branch=revision, token=token, repo_type=REPO_TYPE, exist_ok=True)
-        info = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=path,
-            repo_type=REPO_TYPE,
-            token=token,
-            revision=revision,
-            commit_message=commit_message,
-            ignore_patterns=[f"{STAGING_PREFIX}*", f"*/{STAGING_PREFIX}*"],
-            delete_patterns=["*"],
-        )
+        with xet_or_lfs(api.endpoint, repo_id, REPO_TYPE, token, revision):
+            info = api.upload_folder(
+                repo_id=repo_id,
+                folder_path=path,
+                repo_type=REPO_TYPE,
+                token=token,
+                revision=revision,
+                commit_message=commit_message,
+                ignore_patterns=[f"{STAGING_PREFIX}*", f"*/{STAGING_PREFIX}*"],
+                delete_patterns=["*"],
+            )
     return info.commit_url
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub.network import HubError, bounded, status_of
+from rf100vl_hf.hub.network import HubError, bounded, status_of, xet_or_lfs
 from rf100vl_hf.progress import logger
 
 REPO_TYPE = "dataset"
@@ -112,7 +112,7 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
     import yaml
 
     from rf100vl_hf.results.summary import provenance
-    from rf100vl_hf.results.tables import ap_table, leaderboard, to_markdown, uouo_table
+    from rf100vl_hf.results.tables import SMOKE_NOTE, ap_table, leaderboard, to_markdown, uouo_table
 
     present = [config for benchmark, config in CONFIGS.items() if any(r.get("benchmark") == benchmark for r in rows)]
     header = {
@@ -127,6 +127,8 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
              "UOUO: mIoU and quadrant accuracy as fractions). Load the rows with",
              "", "```python", "from datasets import load_dataset",
              *(f'load_dataset("{repo_id}", "{c}", split="{SPLIT}")' for c in present), "```", ""]
+    if any(row.get("smoke") for row in rows):
+        lines += [f"**Models marked {SMOKE_NOTE}.**", ""]
     if detection:
         board = leaderboard(detection)
         lines += [f"## Leaderboard: RF100-VL, {board.title}", "", *to_markdown(board), ""]
@@ -215,21 +217,22 @@ def push_results(
         token = check_token(api, token)
         with refused_as_auth_error(api, repo_id, REPO_TYPE):
             api.create_repo(repo_id, token=token, private=private, repo_type=REPO_TYPE, exist_ok=True)
-            for attempt in range(1, max_attempts + 1):
-                head = api.repo_info(repo_id, repo_type=REPO_TYPE, token=token, timeout=seconds).sha
-                merged = latest(remote_rows(api, repo_id, head, token) + rows)
-                with tempfile.TemporaryDirectory(prefix="rf100vl-results-") as staging:
-                    files = write_results_repo(Path(staging), repo_id, merged)
-                    operations = [CommitOperationAdd(path, str(Path(staging) / path)) for path in files]
-                    operations += [CommitOperationAdd(path, str(file)) for path, file in uploads.items()]
-                    try:
-                        info = api.create_commit(repo_id, operations, commit_message=message, token=token,
-                                                 repo_type=REPO_TYPE, parent_commit=head)
-                    except HfHubHTTPError as exc:
-                        if status_of(exc) not in (409, 412):
-                            raise
-                        logger.info("results push to %s: the repository moved on (%s)", repo_id, status_of(exc))
-                        continue
-                return PushedResults(info.commit_url, len(merged), attempt, len(uploads))
+            with xet_or_lfs(api.endpoint, repo_id, REPO_TYPE, token):
+                for attempt in range(1, max_attempts + 1):
+                    head = api.repo_info(repo_id, repo_type=REPO_TYPE, token=token, timeout=seconds).sha
+                    merged = latest(remote_rows(api, repo_id, head, token) + rows)
+                    with tempfile.TemporaryDirectory(prefix="rf100vl-results-") as staging:
+                        files = write_results_repo(Path(staging), repo_id, merged)
+                        operations = [CommitOperationAdd(path, str(Path(staging) / path)) for path in files]
+                        operations += [CommitOperationAdd(path, str(file)) for path, file in uploads.items()]
+                        try:
+                            info = api.create_commit(repo_id, operations, commit_message=message, token=token,
+                                                     repo_type=REPO_TYPE, parent_commit=head)
+                        except HfHubHTTPError as exc:
+                            if status_of(exc) not in (409, 412):
+                                raise
+                            logger.info("results push to %s: the repository moved on (%s)", repo_id, status_of(exc))
+                            continue
+                    return PushedResults(info.commit_url, len(merged), attempt, len(uploads))
     raise HubError(f"pushing results to {repo_id}: the repository kept changing during "
                    f"{max_attempts} attempts; push again")

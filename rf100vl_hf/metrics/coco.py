@@ -9,6 +9,10 @@ pycocotools itself (the reference).
 Inputs are plain COCO dicts, so the metric works on any export, not only on datasets built
 by this package: a ground truth ``{"images", "annotations", "categories"}`` and predictions
 in the COCO results format ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}``.
+Both backends see the same checked private copy, so a score never depends on the backend:
+ids follow the one rule of :mod:`rf100vl_hf.ids` (a string id such as ``"1"``, which
+pycocotools and faster-coco-eval match differently, is an error; ``1.0`` is read as ``1``
+and counted), numbers must be numbers, and ``iscrowd`` 0 or 1.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from rf100vl_hf.boxes import MAX_DETECTIONS
-from rf100vl_hf.errors import DataError
+from rf100vl_hf.errors import DataError, shown
+from rf100vl_hf.ids import id_column
 
 if TYPE_CHECKING:
     import datasets
@@ -54,6 +59,7 @@ class CocoScores:
     n_predictions: int
     per_class_ap50: dict[str, float] = field(default_factory=dict)  # class name -> AP50; NaN as per_class
     per_class_instances: dict[str, int] = field(default_factory=dict)  # class name -> non-crowd boxes
+    float_ids: int = 0  # ids of the dicts written as integral floats (3.0), read as integers
 
     def class_rows(self) -> list[dict[str, Any]]:
         """Per-class results as results rows carry them: ``{class, ap, ap50, n_instances}``, AP in
@@ -149,15 +155,24 @@ def _column(records: Sequence[Any], key: str, source: str, where: str) -> list[A
         raise
 
 
+def _as_numbers(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as a float64 array of ``shape``; a TypeError or ValueError when it holds
+    anything but numbers (numpy would read the string ``"3"`` as 3, which the backends do not)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"not numbers: {array.dtype}")
+    return array.astype(np.float64).reshape(shape)
+
+
 def _numbers(values: Sequence[Any], source: str, where: str, width: int | None = None) -> np.ndarray:
     """Values as a float64 array (``(N, width)`` when ``width`` is given), or an error naming the bad one."""
     shape = (len(values),) if width is None else (len(values), width)
     try:
-        array = np.asarray(values, dtype=np.float64).reshape(shape)
+        array = _as_numbers(values, shape)
     except (TypeError, ValueError):
         for i, value in enumerate(values):
             try:
-                np.asarray(value, dtype=np.float64).reshape(shape[1:])
+                _as_numbers(value, shape[1:])
             except (TypeError, ValueError):
                 expected = f"{width} numbers" if width else "a number"
                 raise DataError(source, where.format(i), f"expected {expected}, found {value!r:.200}") from None
@@ -170,13 +185,12 @@ def _numbers(values: Sequence[Any], source: str, where: str, width: int | None =
     return array
 
 
-def _ids(values: Sequence[Any], source: str, where: str, known: np.ndarray | None = None) -> np.ndarray:
-    """Integer ids as an int64 array; with ``known``, every id must be one of them."""
-    array = _numbers(values, source, where)
-    bad = np.flatnonzero(array != np.round(array))
-    if bad.size:
-        raise DataError(source, where.format(bad[0]), f"expected an integer id, found {values[bad[0]]!r}")
-    ids = array.astype(np.int64)
+def _ids(
+    values: Sequence[Any], source: str, where: str, known: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """Ids as an int64 array (:mod:`rf100vl_hf.ids`) and how many were written as floats; with
+    ``known``, every id must be one of them."""
+    ids, floats = id_column(values, source, where)
     if known is not None:
         unknown = np.flatnonzero(~np.isin(ids, known))
         if unknown.size:
@@ -186,15 +200,30 @@ def _ids(values: Sequence[Any], source: str, where: str, known: np.ndarray | Non
                 where.format(first),
                 f"id {int(ids[first])} is not in the ground truth ({unknown.size} such records in all)",
             )
-    return ids
+    return ids, floats
 
 
-def _unique_ids(records: Sequence[Any], what: str) -> np.ndarray:
-    ids = _ids(_column(records, "id", GROUND_TRUTH, f"{what}[{{}}].id"), GROUND_TRUTH, f"{what}[{{}}].id")
+def _unique_ids(records: Sequence[Any], what: str) -> tuple[np.ndarray, int]:
+    ids, floats = _ids(_column(records, "id", GROUND_TRUTH, f"{what}[{{}}].id"), GROUND_TRUTH, f"{what}[{{}}].id")
     values, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise DataError(GROUND_TRUTH, f"{what}[].id", f"id {int(values[counts > 1][0])} repeats")
-    return ids
+    return ids, floats
+
+
+def _iscrowd(annotations: Sequence[dict[str, Any]]) -> list[int]:
+    """Each annotation's crowd flag: 0 or 1, 0 when absent (as in COCO).
+
+    Anything else is an error: pycocotools takes any truthy value (``"0"`` among them) for a
+    crowd, faster-coco-eval reads a number, so the two would score it differently.
+    """
+    flags = []
+    for i, ann in enumerate(annotations):
+        value = ann.get("iscrowd", 0)
+        if value not in (0, 1):
+            raise DataError(GROUND_TRUTH, f"annotations[{i}].iscrowd", f"expected 0 or 1, found {shown(value)}")
+        flags.append(int(value))
+    return flags
 
 
 @dataclass(frozen=True)
@@ -202,26 +231,40 @@ class _GroundTruth:
     """A private, checked copy of a COCO ground truth, ready for either backend."""
 
     dataset: dict[str, Any]
-    image_ids: np.ndarray
-    category_ids: np.ndarray
+    image_ids: np.ndarray  # the input's ids, ascending
+    category_ids: np.ndarray  # the input's ids, ascending
     category_names: list[str]  # in ascending category id order, as COCOeval orders them
+    float_ids: int  # ids written as integral floats
+
+
+def _ranks(ids: np.ndarray, known: np.ndarray) -> list[int]:
+    """Each id's 1-based place among the ``known`` ids (ascending): the ids the backends see."""
+    return (np.searchsorted(known, ids) + 1).tolist()
 
 
 def _ground_truth(ground_truth: dict[str, Any], class_names: Sequence[str] | None) -> _GroundTruth:
-    """Check the dict and copy it with annotation ids renumbered from 1.
+    """Check the dict and copy it with its ids renumbered: annotations from 1, images and
+    categories by their place in ascending order.
 
     Renumbering makes an export's annotation id 0 (which pycocotools scores as a false
     positive when matched) or repeated ids (which its index silently collapses) harmless;
-    the ids carry no meaning for the score. A missing ``iscrowd`` means 0, as in COCO.
+    the ids carry no meaning for the score. Image and category ids keep their order, the one
+    COCOeval sorts by (and breaks ties of equal scores by), so nothing it computes changes,
+    while both backends see the same small integers: faster-coco-eval holds ids as doubles,
+    which merge two ids above 2**53. A missing ``iscrowd`` means 0, as in COCO.
     """
     for key in ("images", "annotations", "categories"):
         if not isinstance(ground_truth.get(key), list):
             raise DataError(GROUND_TRUTH, key, "missing, or not a list")
     images, annotations, categories = ground_truth["images"], ground_truth["annotations"], ground_truth["categories"]
-    image_ids, category_ids = _unique_ids(images, "images"), _unique_ids(categories, "categories")
+    (image_ids, image_floats), (category_ids, category_floats) = (
+        _unique_ids(images, "images"), _unique_ids(categories, "categories")
+    )
+    references, float_ids = {}, image_floats + category_floats
     for key, known in (("image_id", image_ids), ("category_id", category_ids)):
         where = f"annotations[{{}}].{key}"
-        _ids(_column(annotations, key, GROUND_TRUTH, where), GROUND_TRUTH, where, known)
+        references[key], floats = _ids(_column(annotations, key, GROUND_TRUTH, where), GROUND_TRUTH, where, known)
+        float_ids += floats
     for key, width in (("bbox", 4), ("area", None)):
         where = f"annotations[{{}}].{key}"
         _numbers(_column(annotations, key, GROUND_TRUTH, where), GROUND_TRUTH, where, width)
@@ -234,16 +277,28 @@ def _ground_truth(ground_truth: dict[str, Any], class_names: Sequence[str] | Non
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise DataError(GROUND_TRUTH, "categories[].name", f"class names repeat: {', '.join(repeated)}")
+    known_images, known_categories = np.sort(image_ids), np.sort(category_ids)
     dataset = {
-        "images": [dict(image) for image in images],
-        "annotations": [{"iscrowd": 0, **ann, "id": i} for i, ann in enumerate(annotations, start=1)],
-        "categories": [dict(category) for category in categories],
+        "images": [{**image, "id": rank} for image, rank in zip(images, _ranks(image_ids, known_images))],
+        "annotations": [
+            {**ann, "id": i, "image_id": image, "category_id": category, "iscrowd": iscrowd}
+            for i, (ann, image, category, iscrowd) in enumerate(
+                zip(annotations, _ranks(references["image_id"], known_images),
+                    _ranks(references["category_id"], known_categories), _iscrowd(annotations)),
+                start=1,
+            )
+        ],
+        "categories": [{**category, "id": rank}
+                       for category, rank in zip(categories, _ranks(category_ids, known_categories))],
     }
-    return _GroundTruth(dataset, image_ids, category_ids, names)
+    return _GroundTruth(dataset, known_images, known_categories, names, float_ids)
 
 
-def _results(predictions: Sequence[dict[str, Any]] | np.ndarray, gt: _GroundTruth) -> list[dict[str, Any]]:
-    """Checked COCO result records with the fields ``loadRes`` would add (id, area, iscrowd).
+def _results(
+    predictions: Sequence[dict[str, Any]] | np.ndarray, gt: _GroundTruth
+) -> tuple[list[dict[str, Any]], int]:
+    """Checked COCO result records with the fields ``loadRes`` would add (id, area, iscrowd),
+    and how many of their ids were written as floats.
 
     Built directly rather than through ``loadRes``, which raises on an empty list, writes into
     the caller's dicts and adds a polygon per box that box AP never reads.
@@ -263,8 +318,8 @@ def _results(predictions: Sequence[dict[str, Any]] | np.ndarray, gt: _GroundTrut
     else:
         where = {key: f"[{{}}].{key}" for key in ("image_id", "category_id", "bbox", "score")}
         columns = {key: _column(predictions, key, PREDICTIONS, where[key]) for key in where}
-    image_ids = _ids(columns["image_id"], PREDICTIONS, where["image_id"], gt.image_ids)
-    category_ids = _ids(columns["category_id"], PREDICTIONS, where["category_id"], gt.category_ids)
+    image_ids, image_floats = _ids(columns["image_id"], PREDICTIONS, where["image_id"], gt.image_ids)
+    category_ids, category_floats = _ids(columns["category_id"], PREDICTIONS, where["category_id"], gt.category_ids)
     boxes = _numbers(columns["bbox"], PREDICTIONS, where["bbox"], 4)
     scores = _numbers(columns["score"], PREDICTIONS, where["score"])
     negative = np.flatnonzero((boxes[:, 2:] < 0).any(axis=1))
@@ -275,12 +330,15 @@ def _results(predictions: Sequence[dict[str, Any]] | np.ndarray, gt: _GroundTrut
             f"negative width or height in {boxes[negative[0]].tolist()} (COCO boxes are [x, y, w, h])",
         )
     areas = boxes[:, 2] * boxes[:, 3]
-    return [
+    records = [
         {"id": i, "image_id": image, "category_id": cat, "bbox": box, "score": score, "area": area, "iscrowd": 0}
         for i, (image, cat, box, score, area) in enumerate(
-            zip(image_ids.tolist(), category_ids.tolist(), boxes.tolist(), scores.tolist(), areas.tolist()), start=1
+            zip(_ranks(image_ids, gt.image_ids), _ranks(category_ids, gt.category_ids), boxes.tolist(),
+                scores.tolist(), areas.tolist()),
+            start=1,
         )
     ]
+    return records, image_floats + category_floats
 
 
 # ---------------------------------------------------------------- backends
@@ -363,7 +421,9 @@ def evaluate(
     ``predictions`` are COCO result dicts ``{image_id, category_id, bbox: [x, y, w, h] px,
     score}``, or an ``(N, 7)`` array with columns :data:`ARRAY_COLUMNS`; none at all scores 0.
     A prediction for an image or category that is not in the ground truth is an error (COCOeval
-    would drop an unknown category silently), as is a non-finite box or score. ``class_names`` overrides the
+    would drop an unknown category silently), as is a non-finite box or score, and an id that
+    is not an integer (:mod:`rf100vl_hf.ids`: the string ``"1"`` is refused, ``1.0`` is read as
+    ``1`` and counted in ``float_ids``). ``class_names`` overrides the
     categories' names for ``per_class``, in ascending category id order. The ground truth's
     annotation ids are renumbered on a private copy, so a raw export's id 0 costs nothing;
     neither input is modified.
@@ -371,7 +431,7 @@ def evaluate(
     if backend not in BACKENDS:
         raise ValueError(f"unknown COCO backend {backend!r}; known: {', '.join(BACKENDS)}")
     gt = _ground_truth(ground_truth, class_names)
-    results = _results(predictions, gt)
+    results, float_ids = _results(predictions, gt)
     accumulated = BACKENDS[backend](gt.dataset, results)
     precision, recall = accumulated["precision"], accumulated["recall"]
     area = {label: i for i, label in enumerate(accumulated["areaRngLbl"])}
@@ -391,13 +451,14 @@ def evaluate(
         per_class_ap50={name: _mean_defined(at_500[iou[0.5], :, k, area["all"]])
                         for k, name in enumerate(gt.category_names)},
         per_class_instances=_instances(gt),
+        float_ids=gt.float_ids + float_ids,
     )
 
 
 def _instances(gt: _GroundTruth) -> dict[str, int]:
     """Non-crowd ground-truth boxes per class (crowd boxes are never matched for a true positive)."""
-    counts = dict.fromkeys(sorted(gt.category_ids.tolist()), 0)  # the order of category_names
+    counts = [0] * len(gt.category_names)  # the copy's category ids are places in that order, from 1
     for ann in gt.dataset["annotations"]:
         if not ann["iscrowd"]:
-            counts[int(ann["category_id"])] += 1
-    return dict(zip(gt.category_names, counts.values()))
+            counts[ann["category_id"] - 1] += 1
+    return dict(zip(gt.category_names, counts))

@@ -30,7 +30,11 @@ TABLE_HELP = """\
 Print the tables a paper needs: RF100-VL in Table 2's layout (datasets grouped by domain,
 then the domain means and All; one column per model) and UOUO in Table 1's layout (one row
 per model: mIoU and quadrant accuracy on mmd and random mosaics). --per-class adds, per
-dataset, each class's AP with its number of instances.
+dataset, each class's AP with its number of instances. Models are shown by short names
+(replay(NAME) for predictions:PATH); a model with smoke rows (random weights) is marked
+"(smoke)", and --no-smoke leaves those rows out. csv is one table, of one benchmark (choose
+with --benchmark when the rows hold both); with --per-class, the RF100-VL csv is the
+per-class table in long form (Dataset, Class, Instances, Model, value).
 """
 
 PLOT_HELP = """\
@@ -57,6 +61,17 @@ the model repository, as a pull request with --create-pr (or only write them wit
 A task is reported only when the rows cover all its datasets, unless --partial.
 """
 
+
+COMPARE_HELP = """\
+Compare two results folders, A and B, on the RF100-VL datasets both scored: per dataset the AP
+of each and B - A (AP points) with a paired percentile bootstrap interval over its images
+(the same resampled images scored for both, exactly as pycocotools scores them), then per
+domain and All the mean difference with an interval over the datasets. The datasets are read
+from --data-dir (the exports the rows were scored on: their fingerprints must match) and each
+row's predictions file must still give its AP. Seeded; --resamples draws (default 1000).
+Datasets only one folder holds, or scored on other images (split, limit, export), are listed
+as not compared.
+"""
 
 def _folders(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="results folders (or results.jsonl files)")
@@ -99,25 +114,40 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bool) -> str:
-    """The text ``results table`` prints: Table 2, per-class tables, Table 1."""
-    from rf100vl_hf.results.tables import Table, ap_table, per_class_tables, render, uouo_table
+def _long_per_class(tables: list[Any]) -> Any:
+    """The per-class tables as one long table (Dataset, Class, Instances, Model, value), which a
+    spreadsheet can pivot."""
+    from rf100vl_hf.results.tables import Table
 
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    return Table(["Dataset", "Class", "Instances", "Model", tables[0].title.split(": ")[1]],
+                 [[t.title.split(":")[0], row[0], row[1], model, value]
+                  for t in tables for row in t.rows for model, value in zip(t.header[2:], row[2:])],
+                 range(4, 5))
+
+
+def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bool, benchmark: str | None = None
+                ) -> str:
+    """The text ``results table`` prints: Table 2, per-class tables, Table 1 (``benchmark``: one
+    benchmark's only). csv holds one table, so the rows must be of one benchmark; with
+    ``per_class`` its RF100-VL table is the per-class table in long form."""
+    from rf100vl_hf.errors import DataError
+    from rf100vl_hf.results.tables import SMOKE_NOTE, Table, ap_table, per_class_tables, render, uouo_table
+
+    detection = [row for row in rows if row.get("benchmark") == "rf100vl" and benchmark in (None, "rf100vl")]
+    grounding = [row for row in rows if row.get("benchmark") == "uouo" and benchmark in (None, "uouo")]
     tables: list[Table] = []
-    if detection:
+    if detection and not (fmt == "csv" and per_class):
         tables.append(ap_table(detection, metric))
-        if per_class:
-            classes = per_class_tables(detection, "ap50" if metric == "ap50" else "ap")
-            if fmt == "csv" and classes:  # one csv in long form, so that a spreadsheet can pivot it
-                classes = [Table(["Dataset", "Class", "Instances", "Model", classes[0].title.split(": ")[1]],
-                                 [[t.title.split(":")[0], row[0], row[1], model, value]
-                                  for t in classes for row in t.rows for model, value in zip(t.header[2:], row[2:])],
-                                 range(4, 5))]
-            tables += classes
+    if detection and per_class:
+        classes = per_class_tables(detection, "ap50" if metric == "ap50" else "ap")
+        tables += [_long_per_class(classes)] if fmt == "csv" and classes else classes
     if grounding:
         tables.append(uouo_table(grounding))
+    if not tables:
+        raise DataError("results table", "rows", f"no {benchmark or 'RF100-VL or UOUO'} rows to tabulate")
+    if fmt == "csv" and len(tables) > 1:
+        raise DataError("results table", "--format csv", "csv holds one table and the rows hold RF100-VL and UOUO "
+                        "results: choose one with --benchmark rf100vl or --benchmark uouo")
     parts = []
     for table in tables:
         text = render(table, fmt)
@@ -126,11 +156,21 @@ def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bo
         elif fmt == "latex":
             text = f"% {table.title}\n{text}" if table.title else text
         parts.append(text)
+    if fmt != "csv" and any(row.get("smoke") for row in detection + grounding):
+        parts.append(f"*{SMOKE_NOTE}*\n" if fmt == "md" else f"% {SMOKE_NOTE}\n")
     return "\n".join(parts)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    text = tables_text(_rows(args), args.format, args.metric, args.per_class)
+    rows = _rows(args)
+    if args.no_smoke:
+        rows = [row for row in rows if not row.get("smoke")]
+        if not rows:
+            from rf100vl_hf.errors import DataError
+
+            raise DataError(", ".join(map(str, args.folders)), "--no-smoke",
+                            "every row is a smoke row (random weights)")
+    text = tables_text(rows, args.format, args.metric, args.per_class, args.benchmark)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")
@@ -199,6 +239,38 @@ def cmd_eval_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rf100vl_hf.results.compare import compare, comparison_table, notes
+    from rf100vl_hf.results.tables import render
+
+    comparison = compare(args.a, args.b, args.model_a, args.model_b, args.data_dir, args.fewshot_dir,
+                         args.resamples, args.confidence, args.seed)
+    if args.format == "json":
+        import dataclasses
+        import json
+
+        print(json.dumps(dataclasses.asdict(comparison), indent=2))
+        return 0
+    table = comparison_table(comparison)
+    if args.format == "md":
+        print("\n".join([f"## {table.title}", "", *(f"- {line}" for line in notes(comparison)), ""]))
+        sys.stdout.write(render(table, "md"))
+        return 0
+    sys.stdout.write(render(table, args.format))
+    for line in notes(comparison):  # kept off stdout, which holds the table alone
+        print(line, file=sys.stderr)
+    return 0
+
+
+def cmd_draw(args: argparse.Namespace) -> int:
+    from rf100vl_hf.results.draw import draw, pair_of
+
+    pair = pair_of(args.source, args.dataset, args.model, args.split, args.data_dir, args.fewshot_dir)
+    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score):
+        print(f"wrote {path}")
+    return 0
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``results`` and its sub-commands on the ``rf100vl-hf`` parser."""
     from rf100vl_hf.results.tables import FORMATS, METRICS
@@ -221,6 +293,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="md", help="default: md")
     p.add_argument("--metric", choices=list(METRICS), default="ap", help="RF100-VL metric (default: ap = AP50:95)")
     p.add_argument("--per-class", action="store_true", help="add per-class tables (ap or ap50)")
+    p.add_argument("--benchmark", choices=["rf100vl", "uouo"], help="only this benchmark's table (default: both)")
+    p.add_argument("--no-smoke", action="store_true", help="leave out smoke rows (random weights)")
     p.add_argument("--out", type=Path, help="write to this file instead of printing")
     p.set_defaults(func=cmd_table)
 
@@ -253,6 +327,63 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="only write .eval_results/ into this folder, push nothing")
     _hub_options(p)
     p.set_defaults(func=cmd_eval_results)
+
+    _add_compare_parser(commands)
+
+
+def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
+    from rf100vl_hf.arguments import DIRECTORY, FRACTION, INTEGER, POSITIVE_INTEGER
+    from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
+    from rf100vl_hf.results.tables import FORMATS
+
+    p = commands.add_parser("compare", help="per-dataset and per-domain AP differences of two results folders, "
+                            "with bootstrap intervals", description=COMPARE_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", type=Path, metavar="DIR_A", help="results folder A (or its results.jsonl)")
+    p.add_argument("b", type=Path, metavar="DIR_B", help="results folder B; differences are B - A")
+    p.add_argument("--model-a", metavar="SPEC", help="the model of A's rows (needed when A holds several)")
+    p.add_argument("--model-b", metavar="SPEC", help="the model of B's rows (needed when B holds several)")
+    p.add_argument("--data-dir", type=DIRECTORY, help="folder of the full exports the rows were scored on")
+    p.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
+    p.add_argument("--resamples", type=POSITIVE_INTEGER, default=RESAMPLES,
+                   help="bootstrap draws (default %(default)s)")
+    p.add_argument("--confidence", type=FRACTION, default=CONFIDENCE, help="interval level (default %(default)s)")
+    p.add_argument("--seed", type=INTEGER, default=0, help="seed of the draws (default %(default)s)")
+    p.add_argument("--format", choices=[*FORMATS, "json"], default="md", help="default: md")
+    p.set_defaults(func=cmd_compare)
+
+
+DRAW_HELP = """\
+Draw a pair's predictions against the ground truth on a few images of its split, as PNG: green
+ground-truth boxes, and predictions in blue when pycocotools matches them to a box at IoU 0.5,
+orange when they match none (class and score on each). SOURCE is a results folder (its row of
+--dataset: the split, limit and predictions file it records, checked against the export) or
+a COCO results file (scored against --split of --dataset).
+"""
+
+
+def add_draw_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``draw`` on the ``rf100vl-hf`` parser."""
+    import math
+
+    from rf100vl_hf.arguments import DIRECTORY, FOLDER, INTEGER, POSITIVE_INTEGER, checked
+    from rf100vl_hf.results.defaults import MIN_SCORE
+
+    p = subparsers.add_parser("draw", help="draw predictions against ground truth on a few images, as PNG",
+                              description=DRAW_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", type=Path, metavar="SOURCE", help="a results folder, or a COCO results (.json) file")
+    p.add_argument("--dataset", required=True, metavar="NAME", help="the dataset (as --rf100vl-dataset names it)")
+    p.add_argument("--out", type=FOLDER, required=True, help="folder for the PNG files")
+    p.add_argument("--model", metavar="SPEC", help="the model of the row to draw (when the folder holds several)")
+    p.add_argument("--split", default="test", help="split of a results file (default: test; a folder's row says)")
+    p.add_argument("--images", type=POSITIVE_INTEGER, default=8, help="the first N images (default %(default)s)")
+    p.add_argument("--image-id", type=INTEGER, action="append", dest="image_ids", metavar="ID",
+                   help="draw this image instead (repeatable)")
+    p.add_argument("--min-score", type=checked(float, math.isfinite, "a number"), default=MIN_SCORE,
+                   help="draw predictions scoring at least this (default %(default)s)")
+    p.add_argument("--data-dir", type=DIRECTORY, help="folder of the full exports")
+    p.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
+    p.set_defaults(func=cmd_draw)
 
 
 def _hub_options(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ own ``results.jsonl``. Reading several folders and keeping the latest row per *i
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
@@ -30,9 +31,15 @@ IDENTITY: tuple[str, ...] = (
     "prompt",
     "split_parameters",
     "scoring_version",
+    "limit",
 )
 """The keys that say what a row measured; two rows that agree on all of them measured the same
 thing, and the later one replaces the earlier (a key a row lacks counts as None)."""
+
+LIMIT = "limit"
+"""The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,
+a quick check); ``None`` (or absent) for a full run. Part of :data:`IDENTITY`, so a limited
+row never replaces, and is never taken for, a full one."""
 
 
 class SelectionError(Rf100vlError, ValueError):
@@ -41,6 +48,35 @@ class SelectionError(Rf100vlError, ValueError):
 
 class TornLineWarning(UserWarning):
     """The last line of a ``results.jsonl`` was cut short (a run killed while writing it)."""
+
+
+THROUGHPUT: tuple[str, ...] = (
+    "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds",
+    "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms",
+)
+"""What a row measured of speed: a row answered from the answer cache measured none of it."""
+
+
+def measured(row: dict[str, Any]) -> bool:
+    """Whether the row has a throughput of its own (a finite images/s)."""
+    value = row.get("images_per_s")
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def with_measured_throughput(row: dict[str, Any], candidates: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``row``, with the throughput of the latest of ``candidates`` of its identity that
+    measured one when it measured none itself (its answers came from the answer cache), and
+    ``throughput_from`` naming the run that measured it: a missing figure never replaces a
+    measured one."""
+    if measured(row):
+        return row
+    key = _hashable(identity(row))
+    donors = [other for other in candidates if measured(other) and _hashable(identity(other)) == key]
+    if not donors:
+        return row
+    donor = max(donors, key=_when)
+    return {**row, **{name: donor.get(name) for name in THROUGHPUT},
+            "throughput_from": donor.get("throughput_from") or donor.get("run_id")}
 
 
 def identity(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -105,13 +141,14 @@ def _when(row: dict[str, Any]) -> datetime:
 
 def latest(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The latest row of each identity (by timestamp; on a tie, the one read last), in the
-    order the winning rows were read."""
+    order the winning rows were read; a winner answered from the answer cache keeps the
+    throughput an older row of its identity measured (:func:`with_measured_throughput`)."""
     best: dict[tuple[Any, ...], int] = {}
     for index, row in enumerate(rows):
         key = _hashable(identity(row))
         if key not in best or _when(row) >= _when(rows[best[key]]):
             best[key] = index
-    return [rows[index] for index in sorted(best.values())]
+    return [with_measured_throughput(rows[index], rows) for index in sorted(best.values())]
 
 
 def _hashable(values: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -1,7 +1,7 @@
 """A run's summary (``summary.md``) and its table (``results.parquet``), from results rows.
 
 The summary opens with what the rows ran on and how (splits, prompt modes, dates, run ids,
-checkpoints and revisions, command lines, smoke rows), then the tables of
+checkpoints and revisions, command lines, smoke rows, limited rows), then the tables of
 :mod:`.tables`, then what went wrong. The pytest plugin adds its own sections (checks of
 means, pairs that could not run...) through ``extra_sections``.
 """
@@ -12,21 +12,26 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rf100vl_hf import markdown
+from rf100vl_hf.results.names import display_names, spec_of
+from rf100vl_hf.results.rows import LIMIT
 from rf100vl_hf.results.tables import MISSING, ap_table, column_labels, decimal, plain, to_markdown, uouo_table
 
 PARQUET = "results.parquet"
 SUMMARY = "summary.md"
 SMOKE_BANNER = "SMOKE RUN (random weights: scores are meaningless)"
+LIMITED_BANNER = "LIMITED RUN (only the first images of each split were scored: not comparable with full runs)"
 
 Section = tuple[str, Sequence[str]]
 """A summary section: its title and its lines."""
 
 
-def _spec(row: dict[str, Any]) -> str:
-    return str(row.get("spec") or row.get("model"))
+def _namer(rows: Sequence[dict[str, Any]]) -> Callable[[dict[str, Any]], str]:
+    """A row's model by its display name among ``rows`` (:mod:`.names`)."""
+    names = display_names(spec_of(row) for row in rows)
+    return lambda row: names[spec_of(row)]
 
 
 def environment(rows: Sequence[dict[str, Any]]) -> str:
@@ -38,7 +43,17 @@ def environment(rows: Sequence[dict[str, Any]]) -> str:
         for key, value in row.items()
         if key.endswith("_version") and key != "scoring_version" and value
     }
-    return f"Ran on {devices}; " + ", ".join(f"{name} {value}" for name, value in versions.items())
+    hardware = "; ".join(dict.fromkeys(
+        ", ".join(part for part in (
+            f"CPU {row['cpu_model']}" if row.get("cpu_model") else "",
+            f"{row['gpu_count']} x {row['gpu_name']}" if row.get("gpu_name") else "",
+        ) if part)
+        for row in rows if row.get("cpu_model") or row.get("gpu_name")
+    ))
+    commits = _listed([row.get("package_commit") for row in rows])
+    return (f"Ran on {devices}" + (f" [{hardware}]" if hardware else "") + "; "
+            + ", ".join(f"{name} {value}" for name, value in versions.items())
+            + (f" (commit {commits})" if commits != MISSING else ""))
 
 
 def _listed(values: Sequence[Any]) -> str:
@@ -46,7 +61,9 @@ def _listed(values: Sequence[Any]) -> str:
 
 
 def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """What the rows are: splits, prompt modes, dates, runs, checkpoints, commands, smoke rows."""
+    """What the rows are: splits, prompt modes, dates, runs, the models' full specs behind their
+    display names, checkpoints, commands, smoke rows."""
+    name = _namer(rows)
     detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
     dates = sorted(str(row["timestamp"]) for row in rows if row.get("timestamp"))
     lines = [
@@ -56,8 +73,11 @@ def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
         + (f" to {dates[-1][:10]}" if dates and dates[-1][:10] != dates[0][:10] else ""),
         f"- runs: {_listed([row.get('run_id') for row in rows])}",
     ]
+    renamed = dict.fromkeys(f"{name(row)} is `{spec_of(row)}`" for row in rows if name(row) != spec_of(row))
+    if renamed:
+        lines.append("- models: " + "; ".join(renamed))
     checkpoints = dict.fromkeys(
-        f"{_spec(row)}: {row.get('checkpoint') or MISSING}" + (f" @ {row['model_revision']}" if row.get("model_revision") else "")
+        f"{name(row)}: {row.get('checkpoint') or MISSING}" + (f" @ {row['model_revision']}" if row.get("model_revision") else "")
         for row in rows
     )
     lines.append("- checkpoints: " + "; ".join(checkpoints))
@@ -65,12 +85,15 @@ def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"- split parameters: `{params}`")
     for command in dict.fromkeys(row["command"] for row in rows if row.get("command")):
         lines.append(f"- command: `{command}`")
-    smoke = [f"{_spec(row)} on {row.get('dataset')}" for row in rows if row.get("smoke")]
+    smoke = [f"{name(row)} on {row.get('dataset')}" for row in rows if row.get("smoke")]
     if smoke:
         lines.append(f"- smoke rows (random weights or a replay of them): {', '.join(smoke)}")
-    reused = [f"{_spec(row)} on {row.get('dataset')} (from {row['reused_from']})" for row in rows if row.get("reused_from")]
+    reused = [f"{name(row)} on {row.get('dataset')} (from {row['reused_from']})" for row in rows if row.get("reused_from")]
     if reused:
         lines.append(f"- reused from earlier runs: {', '.join(reused)}")
+    limited = [f"{name(row)} on {row.get('dataset')} (first {row[LIMIT]})" for row in rows if row.get(LIMIT)]
+    if limited:
+        lines.append(f"- limited rows (--rf100vl-limit: the first N images of the split): {', '.join(limited)}")
     return lines
 
 
@@ -93,14 +116,14 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 def uouo_runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per UOUO pair: throughput, acc50, unreadable answers, failed mosaics, and the threshold checks."""
     body = []
-    for row in rows:
+    for label, row in zip(column_labels(rows), rows):
         check = str(row.get("check") or MISSING)
         minimums = [f"{label} >= {row[key]:g}" for label, key in (("accuracy", "min_accuracy"), ("mIoU", "min_miou"))
                     if row.get(key) is not None]
         if minimums:
             check += f" ({', '.join(minimums)}; {row.get('threshold_source')})"
         counts = ["box_parse_failures", "quadrant_parse_failures", "failed_images"]
-        body.append([_spec(row), row["dataset"], decimal(row.get("images_per_s"), 2), plain(row.get("n_images")),
+        body.append([label, row["dataset"], decimal(row.get("images_per_s"), 2), plain(row.get("n_images")),
                      decimal(row.get("acc50"), 4), *(plain(row.get(key)) for key in counts), check])
     header = ["Model", "Dataset", "images/s", "mosaics", "acc50", "no box", "no quadrant", "failed", "threshold"]
     return markdown.table(header, body, numeric=range(2, len(header) - 1))
@@ -108,12 +131,12 @@ def uouo_runs_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def answer_counts(rows: Sequence[dict[str, Any]]) -> list[str]:
     """One line per pair whose adapter counted its answers (unknown labels, unparseable text...)."""
-    lines = []
+    lines, name = [], _namer(rows)
     for row in rows:
         counts = row.get("answer_counts") or {}
         if counts:
             listed = ", ".join(f"{name} {count}" for name, count in counts.items())
-            lines.append(f"- {_spec(row)} on {row.get('dataset')}: {listed}")
+            lines.append(f"- {name(row)} on {row.get('dataset')}: {listed}")
     return lines
 
 
@@ -122,6 +145,8 @@ def header(rows: Sequence[dict[str, Any]], title: str = "rf100vl results") -> li
     lines = [f"# {title}", ""]
     if any(row.get("smoke") for row in rows):
         lines += [f"**{SMOKE_BANNER}**", ""]
+    if any(row.get(LIMIT) for row in rows):
+        lines += [f"**{LIMITED_BANNER}**", ""]
     if rows:
         lines += [environment(rows), "", *provenance(rows), ""]
     return lines
@@ -155,7 +180,8 @@ def tail(
     failed_images = [row for row in rows if row.get("first_error")]
     if failed_images:
         lines += ["## Model errors (first of each pair; the full traceback is in results.jsonl)", ""]
-        lines += [f"- {_spec(row)} on {row['dataset']}: {row.get('failed_images')} image(s) failed; "
+        name = _namer(rows)
+        lines += [f"- {name(row)} on {row['dataset']}: {row.get('failed_images')} image(s) failed; "
                   f"{str(row['first_error']).strip().splitlines()[-1]}" for row in failed_images]
         lines += [""]
     if figures:
@@ -179,7 +205,7 @@ def summary(
         own = [row for row in rows if row.get("benchmark") == benchmark]
         if own:
             lines += sections(own)
-    return "\n".join(lines + tail(rows, extra_sections, figures))
+    return markdown.document(lines + tail(rows, extra_sections, figures))
 
 
 # ---------------------------------------------------------------- parquet

@@ -9,8 +9,11 @@
 - :func:`uouo_table`: UOUO's Table 1: one row per model; mIoU and quadrant accuracy
   (fractions) on the hard (``mmd``) and ``random`` mosaics.
 
-A model's column is its spec; when the rows hold several prompt modes or splits, the label
-adds them, so that two ways of running one model never share a cell.
+A model's column is its display name (:mod:`.names`: ``replay(oracle)`` for
+``predictions:/runs/oracle``; the row keeps the full spec); when the rows hold several prompt
+modes or splits, the label adds them, and a row of a limited run (``--rf100vl-limit N``) is
+labelled ``[first N]``, so that two ways of running one model never share a cell. A model with
+a smoke row (random weights) ends its label with :data:`SMOKE_MARK` in every format.
 """
 
 from __future__ import annotations
@@ -23,11 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rf100vl_hf import markdown
+from rf100vl_hf.results.names import display_names, spec_of
+from rf100vl_hf.results.rows import LIMIT
+from rf100vl_hf.controls import one_line
 
 MISSING = "—"
 METRICS: dict[str, str] = {"ap": "AP50:95", "ap50": "AP50", "ap75": "AP75"}
 """Row key -> the name the paper prints (values in percent)."""
 FORMATS = ("md", "csv", "latex")
+SMOKE_MARK = "(smoke)"
+"""Ends the label of a model with a smoke row: random weights (or a replay of them), scores mean nothing."""
+SMOKE_NOTE = f"{SMOKE_MARK}: random weights, scores mean nothing"
 
 UOUO_COLUMNS = (
     ("mIoU mmd", "uouo-mmd", "miou"),
@@ -78,8 +87,8 @@ def to_markdown(table: Table) -> list[str]:
 def to_csv(table: Table) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(table.header)
-    writer.writerows([["" if value == MISSING else value for value in row] for row in _text(table)])
+    writer.writerow([one_line(value) for value in table.header])  # a name from a row cannot act on a terminal
+    writer.writerows([["" if value == MISSING else one_line(value) for value in row] for row in _text(table)])
     return out.getvalue()
 
 
@@ -88,7 +97,9 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+    """``text`` as one line of LaTeX: its special characters escaped, and control characters
+    (which stop LaTeX) written as their escapes (:func:`rf100vl_hf.controls.one_line`)."""
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in one_line(text))
 
 
 def to_latex(table: Table) -> str:
@@ -121,11 +132,20 @@ def render(table: Table, fmt: str) -> str:
 # ---------------------------------------------------------------- layouts
 
 
+def _model_label(row: dict[str, Any], names: dict[str, str]) -> str:
+    """A row's display name, marked when the row scored only the first images of its split."""
+    name = names[spec_of(row)]
+    return f"{name} [first {row[LIMIT]}]" if row.get(LIMIT) else name
+
+
 def column_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Each row's column: its spec, plus its prompt mode and split when the rows hold several."""
+    """Each row's column: its display name (marked when limited), plus its prompt mode and
+    split when the rows hold several, and :data:`SMOKE_MARK` when a row of the column is smoke."""
     varying = [key for key in ("prompt", "split") if len({row.get(key) for row in rows}) > 1]
-    return [" ".join([str(row.get("spec") or row.get("model"))] + [f"[{row.get(key)}]" for key in varying])
-            for row in rows]
+    names = display_names(spec_of(row) for row in rows)
+    labels = [" ".join([_model_label(row, names)] + [f"[{row.get(key)}]" for key in varying]) for row in rows]
+    smoke = {label for label, row in zip(labels, rows) if row.get("smoke")}
+    return [f"{label} {SMOKE_MARK}" if label in smoke else label for label in labels]
 
 
 def _metric(metric: str) -> str:
@@ -225,9 +245,10 @@ def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list
 
 def uouo_table(rows: Sequence[dict[str, Any]]) -> Table:
     """Models against mIoU and quadrant accuracy on ``mmd`` and ``random`` mosaics (fractions)."""
-    specs = list(dict.fromkeys(row.get("spec") or row.get("model") for row in rows))
-    value = {(row.get("spec") or row.get("model"), row["dataset"], key): _value(row, key)
-             for row in rows for key in ("miou", "accuracy")}
-    body = [[spec, *(value.get((spec, dataset, key)) for _, dataset, key in UOUO_COLUMNS)] for spec in specs]
+    labels = column_labels(rows)
+    value = {(label, row["dataset"], key): _value(row, key)
+             for label, row in zip(labels, rows) for key in ("miou", "accuracy")}
+    body = [[label, *(value.get((label, dataset, key)) for _, dataset, key in UOUO_COLUMNS)]
+            for label in dict.fromkeys(labels)]
     return Table(["Model", *(name for name, _, _ in UOUO_COLUMNS)], body, range(1, 1 + len(UOUO_COLUMNS)),
                  digits=4, title="UOUO: mIoU and quadrant accuracy (as in its Table 1)")

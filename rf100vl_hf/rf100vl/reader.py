@@ -21,9 +21,12 @@ Normalisation, as the benchmark's protocol needs it:
 Every problem raises :class:`~rf100vl_hf.errors.DataError` naming the file and the field,
 except the safe repairs listed in :data:`REPAIRS`, which are applied with a warning and
 counted. Hostile input is refused the same way: a file or split folder that links outside
-the export, JSON nested too deeply to parse, a file or class name that is not Unicode text
-(a NUL, a lone surrogate). An export that cannot be scored (no test split, or one without
-a box) is read with a :class:`NotScorableWarning`. ``docs/data.md`` lists every case.
+the export, a FIFO, device or socket in place of a file (refused before it is opened), JSON
+nested too deeply to parse, an id that is a string (:mod:`rf100vl_hf.ids`), two image
+entries naming one file, a file or class name that is not Unicode text (a lone surrogate)
+or holds a control character, and a README holding one (:mod:`rf100vl_hf.controls`). An
+export that cannot be scored (no test split, or one without a box) is read with a
+:class:`NotScorableWarning`. ``docs/data.md`` lists every case.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import json
 import math
 import os
 import posixpath
+import stat
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,10 +44,12 @@ from typing import Any, Iterable, Iterator, Literal
 
 import xxhash
 
+from rf100vl_hf.controls import control_problem
 from rf100vl_hf.errors import DataError, shown
+from rf100vl_hf.ids import read_id
 from rf100vl_hf.images import TRANSPOSING_ORIENTATIONS, ImageProbe, probe_image
 from rf100vl_hf.progress import logger, progress_bar
-from rf100vl_hf.safepaths import resolve_inside, text_problem
+from rf100vl_hf.safepaths import refuse_special, resolve_inside, special_kind, text_problem
 
 ANNOTATIONS_FILE = "_annotations.coco.json"
 SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}
@@ -60,6 +66,7 @@ REPAIRS: dict[str, str] = {
     "area-from-box": "an annotation without area gets the area of its box",
     "duplicate-annotation-id": "repeated annotation ids are harmless (ids are renumbered from 1) and reported",
     "iscrowd-default": "an annotation without iscrowd gets iscrowd 0",
+    "id-from-float": "an id written as a float with an integral value (3.0) is read as that integer",
 }
 """The repairs applied with a warning instead of an error: each is safe because the
 intended value is unambiguous. Everything else that is wrong is an error."""
@@ -142,6 +149,15 @@ class Export:
 # ---------------------------------------------------------------------------- JSON
 
 
+@dataclass
+class ParsedFile:
+    """An annotation file as parsed by :func:`read_classes`, with the repairs its categories needed."""
+
+    data: dict[str, Any]
+    raw: bytes
+    repairs: Counter = field(default_factory=Counter)
+
+
 def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
     try:
         raw = path.read_bytes()
@@ -167,6 +183,14 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
     return data, raw
 
 
+def _id_field(path: Path, where: str, record: dict, key: str, repairs: Counter) -> int:
+    """An id field (:mod:`rf100vl_hf.ids`); one written as an integral float is counted."""
+    value, was_float = read_id(record.get(key), path, f"{where}.{key}")
+    if was_float:
+        repairs["id-from-float"] += 1
+    return value
+
+
 def _int_field(path: Path, where: str, record: dict, key: str) -> int:
     """An integer field that fits the int64 columns it is stored in."""
     value = record.get(key)
@@ -184,13 +208,13 @@ def _object(path: Path, where: str, value: Any) -> dict:
     return value
 
 
-def _parse_categories(path: Path, data: dict) -> list[Category]:
+def _parse_categories(path: Path, data: dict, repairs: Counter) -> list[Category]:
     categories: list[Category] = []
     seen: set[int] = set()
     for i, raw in enumerate(data["categories"]):
         where = f"categories[{i}]"
         cat = _object(path, where, raw)
-        cid = _int_field(path, where, cat, "id")
+        cid = _id_field(path, where, cat, "id", repairs)
         if cid in seen:
             raise DataError(path, f"{where}.id", f"duplicate category id {cid}")
         seen.add(cid)
@@ -233,26 +257,29 @@ def decide_classes(path: Path, categories: list[Category]) -> tuple[list[Categor
 
 def read_classes(
     root: Path, splits: Iterable[str]
-) -> tuple[list[Category], str, str | None, dict[str, tuple[dict, bytes]]]:
+) -> tuple[list[Category], str, str | None, dict[str, ParsedFile]]:
     """Parse the annotation files of ``splits`` and decide the export's classes.
 
     Every split must list the same categories (Roboflow writes the full list into each).
-    A split folder or annotation file that links outside ``root`` is refused.
+    A split folder or annotation file that links outside ``root`` is refused, and so is an
+    annotation file that is a FIFO, a device or a socket.
     """
-    parsed: dict[str, tuple[dict, bytes]] = {}
+    parsed: dict[str, ParsedFile] = {}
     reference: tuple[Path, list[Category]] | None = None
     for split in splits:
         folder = root / SPLIT_FOLDERS[split]
         path = folder / ANNOTATIONS_FILE
         resolve_inside(root, folder, folder, "folder", what=EXPORT)
         resolve_inside(root, path, path, "file", what=EXPORT)
+        refuse_special(path, path, "file")
         data, raw = _load_json(path)
-        categories = _parse_categories(path, data)
+        repairs: Counter = Counter()
+        categories = _parse_categories(path, data, repairs)
         if reference is None:
             reference = (path, categories)
         elif {(c.id, c.name) for c in categories} != {(c.id, c.name) for c in reference[1]}:
             raise DataError(path, "categories", f"differ from those of {reference[0]}")
-        parsed[split] = (data, raw)
+        parsed[split] = ParsedFile(data, raw, repairs)
     if reference is None:
         folders = ", ".join(SPLIT_FOLDERS.values())
         raise DataError(root, "splits", f"no split folder ({folders}) with {ANNOTATIONS_FILE}")
@@ -335,31 +362,50 @@ def _read_ahead(paths: list[Path], depth: int = READ_AHEAD) -> Iterator[bytes | 
         yield _read_or_error(path)
 
 
-def _is_link(path: Path) -> bool:
-    """Whether ``path`` is a symbolic link; a path that cannot be asked is reported when it is read."""
+def _mode(path: Path, follow: bool) -> int | None:
+    """``path``'s ``st_mode`` (of the link itself unless ``follow``); None for a path that cannot
+    be looked at, which is reported when it is read."""
     try:
-        return path.is_symlink()
-    except OSError:
-        return False
+        return path.stat(follow_symlinks=follow).st_mode
+    except (OSError, ValueError):
+        return None
 
 
-def _image_entries(root: Path, folder: Path, json_path: Path, rows: list) -> list[tuple[str, dict, int, Path]]:
+def _image_entries(
+    root: Path, folder: Path, json_path: Path, rows: list, repairs: Counter
+) -> list[tuple[str, dict, int, Path]]:
     """Each image entry with its place, id and file, checked before any file is read.
 
     ``folder`` is known to lie inside ``root``; a file directly in it that is no link does
     too, so only links and names with sub-folders pay for resolving every path component.
+    A file that is a FIFO, a device or a socket is refused here, since even asking the
+    kernel to read a FIFO ahead waits for a writer. Two entries naming one file are refused:
+    the same pixels would be scored twice, under two ids and with each entry's boxes.
     """
     entries, seen = [], set()
+    files: dict[Path, tuple[int, int]] = {}  # file -> (index, id) of the entry that named it first
     for i, raw in enumerate(rows):
         where = f"images[{i}]"
         entry = _object(json_path, where, raw)
-        image_id = _int_field(json_path, where, entry, "id")
+        image_id = _id_field(json_path, where, entry, "id", repairs)
         if image_id in seen:
             raise DataError(json_path, f"{where}.id", f"duplicate image id {image_id}")
         seen.add(image_id)
-        path = _safe_image_path(folder, json_path, where, entry.get("file_name"))
-        if path.parent != folder or _is_link(path):
+        file_name = entry.get("file_name")
+        path = _safe_image_path(folder, json_path, where, file_name)
+        first = files.setdefault(path, (i, image_id))
+        if first[0] != i:
+            raise DataError(
+                json_path, f"{where}.file_name", f"{shown(file_name)} of image id {image_id} is also the file of "
+                f"image id {first[1]} (images[{first[0]}]): one file under two ids would be scored twice",
+            )
+        mode = _mode(path, follow=False)
+        if path.parent != folder or (mode is not None and stat.S_ISLNK(mode)):
             resolve_inside(root, path, json_path, f"{where}.file_name", what=EXPORT)
+            mode = _mode(path, follow=True)
+        kind = special_kind(mode) if mode is not None else None
+        if kind:
+            raise DataError(json_path, f"{where}.file_name", f"{shown(file_name)} is a {kind}, not a regular file")
         entries.append((where, entry, image_id, path))
     return entries
 
@@ -376,7 +422,7 @@ def _read_images(
 ) -> tuple[dict[int, ImageRecord], dict[int, _Frame]]:
     images: dict[int, ImageRecord] = {}
     frames: dict[int, _Frame] = {}
-    entries = _image_entries(root, folder, json_path, rows)
+    entries = _image_entries(root, folder, json_path, rows, repairs)
     bar = progress_bar(entries, f"{folder.parent.name}/{folder.name}", unit="img", disable=not progress)
     for (where, entry, image_id, path), blob in zip(bar, _read_ahead([path for *_, path in entries])):
         file_name = entry["file_name"]
@@ -464,14 +510,14 @@ def _read_annotations(
     for i, raw in enumerate(rows):
         where = f"annotations[{i}]"
         ann = _object(json_path, where, raw)
-        source_id = _int_field(json_path, where, ann, "id")
+        source_id = _id_field(json_path, where, ann, "id", repairs)
         if source_id in seen_ids:
             repairs["duplicate-annotation-id"] += 1
         seen_ids.add(source_id)
-        image_id = _int_field(json_path, where, ann, "image_id")
+        image_id = _id_field(json_path, where, ann, "image_id", repairs)
         if image_id not in images:
             raise DataError(json_path, f"{where}.image_id", f"no image has id {image_id}")
-        category_id = _int_field(json_path, where, ann, "category_id")
+        category_id = _id_field(json_path, where, ann, "category_id", repairs)
         if category_id not in class_of:
             if category_id == dropped_category:
                 reason = f"{category_id} is the export's dataset-level supercategory, not a class"
@@ -515,7 +561,7 @@ def _warn(path: Path, repairs: Counter, details: dict[str, str]) -> None:
 
 def read_split(
     folder: Path,
-    parsed: tuple[dict[str, Any], bytes],
+    parsed: ParsedFile,
     class_of: dict[int, int],
     hasher: Any | None = None,
     verify_images: VerifyImages = "header",
@@ -529,12 +575,12 @@ def read_split(
     the id of a raw export's category 0, named in the error when a box uses it.
     """
     json_path = folder / ANNOTATIONS_FILE
-    data, raw = parsed
+    data = parsed.data
     if hasher is not None:
-        hasher.update(raw)
+        hasher.update(parsed.raw)
     if not data["images"]:
         raise DataError(json_path, "images", "no images: the split is empty")
-    repairs: Counter = Counter()
+    repairs = Counter(parsed.repairs)
     images, frames = _read_images(
         folder.parent, folder, json_path, data["images"], repairs, hasher, verify_images, progress
     )
@@ -549,21 +595,30 @@ def read_split(
 
 
 def _read_text(root: Path, name: str) -> str | None:
+    """A README's text (None when there is none); one holding a control character is refused."""
     path = root / name
     resolve_inside(root, path, path, "file", what=EXPORT)
+    refuse_special(path, path, "file")
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError as exc:
         raise DataError(path, "text", f"not UTF-8 ({exc})") from None
     except OSError as exc:
         raise DataError(path, "file", f"cannot be read ({exc.strerror})") from None
+    problem = control_problem(text, multiline=True)
+    if problem:
+        raise DataError(path, "text", problem)
+    return text
 
 
 def present_splits(root: Path) -> list[str]:
-    """The splits of an export folder that have an annotation file, in train/validation/test order."""
-    return [s for s, folder in SPLIT_FOLDERS.items() if (root / folder / ANNOTATIONS_FILE).is_file()]
+    """The splits of an export folder that have an annotation file, in train/validation/test order.
+
+    Anything by that name counts (a folder, a FIFO), so that reading it names what is wrong.
+    """
+    return [s for s, folder in SPLIT_FOLDERS.items() if (root / folder / ANNOTATIONS_FILE).exists()]
 
 
 def _warn_if_not_scorable(root: Path, splits: dict[str, ExportSplit]) -> None:

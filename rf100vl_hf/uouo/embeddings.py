@@ -17,12 +17,17 @@ model name and the weights, so a rebuild, or another source holding the same fil
 Randomly initialised models (``pretrained=None``) are seeded, so they too are one fixed
 model and can be cached. The device is not part of the key: embeddings computed on a GPU
 and on a CPU differ in their last bits, and whichever was computed first is reused.
+
+Weights that open_clip would download from the Hub are checked first (:func:`require_weights`):
+huggingface_hub retries an unreachable Hub for about a minute per file, so without network
+the build ends within seconds with a :class:`ClipWeightsError` naming the remedies instead.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -33,6 +38,8 @@ from PIL import Image
 
 from rf100vl_hf import paths
 from rf100vl_hf.devices import resolve_device
+from rf100vl_hf.errors import Rf100vlError
+from rf100vl_hf.hub.network import HubError, bounded
 from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo.compose import BACKGROUND
 from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL as DEFAULT_MODEL
@@ -42,6 +49,61 @@ from rf100vl_hf.uouo.sources import Cutout, cutout_crop
 VIEW_VERSION = "square-on-background-1"
 """Changes whenever :func:`embedding_view` changes, so old cache entries stop matching."""
 RANDOM_INIT_SEED = 0
+WEIGHTS_PROBE_TIMEOUT = 10.0
+"""Seconds to wait for the Hub when checking that weights not yet cached can be downloaded."""
+
+
+class ClipWeightsError(Rf100vlError, ConnectionError):
+    """The CLIP weights are not on this machine and cannot be downloaded now."""
+
+    def __init__(self, problem: str):
+        self.problem = problem
+        super().__init__(self.advice("clip_pretrained=None", "clip_pretrained=FILE"))
+
+    def advice(self, random_weights: str, weights_file: str) -> str:
+        """The message, with the remedies spelled the way the caller takes them (options, arguments)."""
+        return (f"{self.problem}; without network use {random_weights} (seeded random weights: a smoke run, "
+                f"scores mean nothing) or {weights_file} (a local copy of the weights file)")
+
+
+def hub_weights(model_name: str, pretrained: str | None) -> tuple[str, str] | None:
+    """The Hub repository and file open_clip downloads for ``model_name`` and ``pretrained``;
+    None when nothing comes from the Hub (random init, a weights file, a local folder, a URL)."""
+    import open_clip
+    from open_clip.constants import HF_CONFIG_NAME, HF_WEIGHTS_NAME
+
+    if model_name.startswith("hf-hub:"):
+        return model_name.removeprefix("hf-hub:"), HF_CONFIG_NAME
+    if pretrained is None or model_name.startswith("local-dir:") or Path(pretrained).is_file():
+        return None
+    hub = (open_clip.get_pretrained_cfg(model_name, pretrained) or {}).get("hf_hub")
+    if not hub:
+        return None
+    repo, filename = os.path.split(hub)  # "org/name/" (the default file) or "org/name/file"
+    return repo, filename or HF_WEIGHTS_NAME
+
+
+def require_weights(model_name: str, pretrained: str | None) -> None:
+    """Raise :class:`ClipWeightsError` within seconds when the weights open_clip needs are not
+    cached and the Hub cannot be reached (offline mode, no network, no answer)."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.errors import HfHubHTTPError
+    from open_clip.constants import HF_SAFE_WEIGHTS_NAME
+
+    source = hub_weights(model_name, pretrained)
+    if source is None:
+        return
+    repo, filename = source
+    if any(isinstance(try_to_load_from_cache(repo, name), str) for name in (filename, HF_SAFE_WEIGHTS_NAME)):
+        return
+    weights = model_name if model_name.startswith("hf-hub:") else f"{pretrained!r} of {model_name}"
+    what = f"downloading the CLIP weights {weights} ({repo}/{filename})"
+    try:
+        with bounded(constants.ENDPOINT, what, WEIGHTS_PROBE_TIMEOUT) as seconds:
+            with suppress(HfHubHTTPError):  # the Hub answered: open_clip downloads, or says what the Hub refused
+                get_hf_file_metadata(hf_hub_url(repo, filename), timeout=seconds)
+    except HubError as exc:
+        raise ClipWeightsError(str(exc)) from None
 
 
 def embedding_view(cutout: Cutout) -> Image.Image:
@@ -93,6 +155,7 @@ class ClipEmbedder:
     def _load(self) -> None:
         import open_clip
 
+        require_weights(self.model_name, self.pretrained)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_INIT_SEED)
             model, _, preprocess = open_clip.create_model_and_transforms(

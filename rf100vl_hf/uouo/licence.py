@@ -20,6 +20,7 @@ from typing import Any
 
 from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.licences import hub_id
+from rf100vl_hf.safepaths import refuse_special
 
 LICENCE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING")
 README_GLOBS = ("README*.txt", "README*.md")
@@ -52,12 +53,14 @@ def source_licence(root: Path, manifest_data: dict[str, Any], manifest: Path) ->
         return _from_text(stated, manifest, stated)
     for filename in LICENCE_FILES:
         path = root / filename
+        refuse_special(path, path, "file")  # a FIFO would block the read, and is no licence
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
             title = next((line.strip() for line in text.splitlines() if line.strip()), "")
             return _from_text(text[:2000], path, title[:120])
     for pattern in README_GLOBS:
         for path in sorted(root.glob(pattern)):
+            refuse_special(path, path, "file")
             match = re.search(r"^\s*licen[cs]e:\s*(.+)$", path.read_text(encoding="utf-8", errors="replace"),
                               re.IGNORECASE | re.MULTILINE)
             if match:

@@ -37,8 +37,12 @@ alpha above 0 is much larger than the alpha box (by :data:`HAZE_AREA_RATIO` in a
 - a mask must have the size of its image;
 - a category needs at least ``min_images`` images (default :data:`MIN_IMAGES`), and a
   source at least four categories, because a mosaic shows four different ones;
-- no path may lead outside the root (``..`` in a manifest, a symbolic link);
-- every manifest field has its documented type (a category name is a non-empty string).
+- no path may lead outside the root (``..`` in a manifest, a symbolic link), and none may be
+  a FIFO, a device or a socket (refused by name before it is opened, which could block);
+- every manifest field has its documented type (a category name is a non-empty string);
+- a category name, a folder name and a file name hold no control character
+  (:mod:`rf100vl_hf.controls`) and are Unicode text: a category name reaches prompts,
+  terminals and cards, a file name the metadata.
 
 Byte-identical cut-outs (same image and mask bytes) are one object: the first in sorted
 order is used, each other one is left out with a :class:`DuplicateCutoutWarning` naming
@@ -67,7 +71,7 @@ from PIL import Image, ImageOps
 from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.images import probe_image
 from rf100vl_hf.progress import logger, progress_bar
-from rf100vl_hf.safepaths import resolve_inside
+from rf100vl_hf.safepaths import refuse_special, resolve_inside, text_problem
 from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
 from rf100vl_hf.uouo.licence import Licence, source_licence
 
@@ -243,6 +247,14 @@ def read_cutout(
     return cutout, hazy
 
 
+def _entry_name(folder: Path, entry: Path) -> None:
+    """An error naming ``folder`` when the name of ``entry`` in it holds a control character or
+    bytes that are not text."""
+    problem = text_problem(entry.name)
+    if problem:
+        raise DataError(folder, "names", f"{shown(entry.name)} {problem}")
+
+
 def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
     """(image, mask) pairs of a category folder."""
     images: dict[str, Path] = {}
@@ -251,7 +263,9 @@ def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
+        _entry_name(folder, entry)
         path = _inside(root, entry, entry, "path")
+        refuse_special(path, entry, "file")
         if entry.name.lower().endswith(MASK_SUFFIX):
             masks[entry.name[: -len(MASK_SUFFIX)]] = path
         elif entry.is_file() and entry.suffix.lower() in IMAGE_EXTENSIONS:
@@ -270,9 +284,12 @@ def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
 
 
 def _name(value: Any, manifest: Path, field: str) -> str:
-    """A category name from the manifest: a non-empty string, or an error naming the field."""
+    """A category name or a path from the manifest: a non-empty string of text, or an error naming the field."""
     if not isinstance(value, str) or not value.strip():
         raise DataError(manifest, field, f"must be a non-empty string (the category name), got {shown(value)}")
+    problem = text_problem(value)
+    if problem:
+        raise DataError(manifest, field, f"{shown(value)} {problem}")
     return value
 
 
@@ -291,8 +308,10 @@ def _manifest_items(root: Path, manifest: Path, data: dict[str, Any]) -> dict[st
         path = _inside(root, root / item["cutout"], manifest, f"{field}.cutout")
         mask = _inside(root, root / item["mask"], manifest, f"{field}.mask") if item.get("mask") else None
         for file, key in ((path, "cutout"), (mask, "mask")):
-            if file is not None and not file.is_file():
-                raise DataError(manifest, f"{field}.{key}", f"{file} does not exist")
+            if file is not None:
+                refuse_special(file, manifest, f"{field}.{key}")
+                if not file.is_file():
+                    raise DataError(manifest, f"{field}.{key}", f"{file} does not exist")
         groups.setdefault(item["category"], []).append((path, mask))
     listed = data.get("categories")
     if listed is not None:
@@ -314,6 +333,7 @@ def _folder_groups(root: Path, manifest: Path, data: dict[str, Any]) -> dict[str
     groups: dict[str, list[tuple[Path, Path | None]]] = {}
     folders = {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        _entry_name(root, folder)
         _inside(root, folder, folder, "path")
         name = names.get(folder.name, folder.name)
         if name in folders:
@@ -327,6 +347,7 @@ def _folder_groups(root: Path, manifest: Path, data: dict[str, Any]) -> dict[str
 
 
 def _read_manifest(manifest: Path) -> dict[str, Any]:
+    refuse_special(manifest, manifest, "file")
     if not manifest.is_file():
         return {}
     try:

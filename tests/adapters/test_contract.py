@@ -6,6 +6,8 @@ adapter (``test_owl.py``, ...) keep only what is specific to that model."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +16,16 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.registry import BUILTIN, create
+from tests.support.model_servers import Received, serve_gemini, serve_openai
 
 CLASSES = ["red square", "blue circle"]
 SIZES = [(160, 96), (96, 160), (128, 128)]
 """Three images of different shapes: boxes must be in each one's own pixels."""
 EXTERNAL = {"oracle", "predictions"}
 """Adapters that answer from the task or a file rather than a model: no ``:tiny`` variant."""
+SERVED = {"openai": (serve_openai, "normalized"), "gemini": (serve_gemini, "gemini")}
+"""Adapters of models behind a server, built against a stand-in that answers each image's
+truth in the adapter's convention (no ``:tiny`` variant either)."""
 
 
 def images() -> list[ImageItem]:
@@ -38,8 +44,40 @@ def truth() -> dict[int, Detections]:
     }
 
 
-def build(name: str, tmp_path: Path) -> Adapter:
-    """The adapter ``name`` as a smoke run builds it (tiny model offline, or its own inputs)."""
+def written(convention: str, box: list[float], size: tuple[int, int]) -> list[float]:
+    """A pixel box in the numbers of ``convention`` (normalized, or Gemini's y-first 0..1000)."""
+    (x1, y1, x2, y2), (w, h) = box, size
+    if convention == "gemini":
+        return [y1 * 1000 / h, x1 * 1000 / w, y2 * 1000 / h, x2 * 1000 / w]
+    return [x1 / w, y1 / h, x2 / w, y2 / h]
+
+
+def stand_in_answer(convention: str):
+    """Each image's truth (found by its size), and a box and a quadrant for UOUO questions."""
+    by_size = {size: truth()[i] for i, size in enumerate(SIZES)}
+
+    def answer(received: Received) -> str:
+        size = received.image.size
+        detections = by_size[size]
+        if "quadrant" in received.question.lower():
+            return "top-left"
+        if received.question.startswith("Where is"):
+            return json.dumps(written("qwen3" if convention == "gemini" else convention, detections.boxes[0].tolist(),
+                                      size))
+        key = "box_2d" if convention == "gemini" else "bbox_2d"
+        return json.dumps([{key: written(convention, box.tolist(), size), "label": CLASSES[label]}
+                           for box, label in zip(detections.boxes, detections.labels)])
+
+    return answer
+
+
+def build(name: str, tmp_path: Path, stack: ExitStack) -> Adapter:
+    """The adapter ``name`` as a smoke run builds it (tiny model offline, its own inputs, or a stand-in server)."""
+    if name in SERVED:
+        serve, convention = SERVED[name]
+        server = stack.enter_context(serve(answer=stand_in_answer(convention)))
+        family = "generic" if name == "openai" else "gemini"
+        return create(f"{name}:stand-in", base_url=server.url, family=family, retry_base_delay=0.001)
     if name == "predictions":
         records = [{"image_id": i, "category_id": 11 + label, "bbox": [x0, y0, x1 - x0, y1 - y0], "score": 0.9}
                    for i, detections in truth().items()
@@ -58,16 +96,20 @@ def task(classes: list[str] = CLASSES) -> DetectionTask:
 
 
 @pytest.fixture(scope="module", params=sorted(BUILTIN))
-def adapter(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Adapter:
-    built = build(request.param, tmp_path_factory.mktemp("contract"))
-    yield built
-    built.close()
+def adapter(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adapter]:
+    with ExitStack() as stack:
+        built = build(request.param, tmp_path_factory.mktemp("contract"), stack)
+        yield built
+        built.close()
 
 
 def test_the_tiny_variant_builds_offline_and_says_it_is_a_smoke_run(adapter: Adapter) -> None:
     described = adapter.describe()
     assert described["model"] == adapter.name
-    if adapter.name not in EXTERNAL:
+    if adapter.name in SERVED:  # a real model behind a server: its scores mean something
+        assert adapter.checkpoint == "stand-in" and described["smoke"] is False
+        assert described["base_url"].startswith("http://127.0.0.1:")
+    elif adapter.name not in EXTERNAL:
         assert adapter.checkpoint == "tiny" and described["smoke"] is True
         assert described["revision"]  # a content hash of the built weights: results say exactly what ran
 
@@ -104,12 +146,12 @@ def test_detections_are_well_formed_pixels_in_order_and_batch_independent(adapte
 
 
 def test_known_answers_come_back_exactly_in_pixels(adapter: Adapter) -> None:
-    """Adapters that answer from the task or a file return it unchanged, in the image's pixels."""
-    if adapter.name not in EXTERNAL:
+    """Adapters that answer from the task, a file or a stand-in's truth return it, in the image's pixels."""
+    if adapter.name not in EXTERNAL | set(SERVED):
         pytest.skip("a model's answers are not known in advance")
     adapter.set_task(task())
     for detections, expected in zip(adapter.predict(images()), truth().values()):
-        np.testing.assert_allclose(detections.boxes, expected.boxes)
+        np.testing.assert_allclose(detections.boxes, expected.boxes, atol=1e-9)
         np.testing.assert_array_equal(detections.labels, expected.labels)
 
 

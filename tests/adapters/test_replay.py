@@ -126,6 +126,8 @@ def bad(**change) -> list[dict]:
         (["not a record"], "[0]", "expected an object"),
         (bad(score=None), "[1]", "missing score"),
         (bad(category_id="1"), "[1].category_id", "expected an integer"),
+        (bad(image_id="3"), "[1].image_id", "a string: pycocotools takes"),
+        (bad(image_id=3.5), "[1].image_id", "expected an integer id"),
         (bad(image_id=True), "[1].image_id", "expected an integer"),
         (bad(image_id=4), "[1].image_id", "4 is not an image of this split"),
         (bad(bbox=[1, 2, 3]), "[1].bbox", "expected [x, y, w, h]"),
@@ -140,6 +142,21 @@ def test_each_malformed_record_names_the_file_and_the_entry(tmp_path: Path, cont
         create(f"predictions:{path}").set_task(task())
     assert caught.value.path == str(path) and caught.value.field == field
     assert reason in caught.value.reason
+
+
+def test_ids_written_as_floats_replay_as_the_integers_and_are_counted(tmp_path: Path) -> None:
+    """As a file written from numpy arrays has them; pycocotools reads 3.0 as the image 3."""
+    as_floats = [{**r, "image_id": float(r["image_id"]), "category_id": float(r["category_id"])} for r in RECORDS]
+    adapter = create(f"predictions:{write(tmp_path / 'floats.json', as_floats)}")
+    with pytest.warns(UserWarning, match=r"floats\.json: 6 id\(s\) written as floats \(3\.0\) read as integers"):
+        adapter.set_task(task())
+    as_integers = create(f"predictions:{write(tmp_path / 'integers.json', RECORDS)}")
+    as_integers.set_task(task())
+    for got, expected in zip(adapter.predict(items(0, 3, 8)), as_integers.predict(items(0, 3, 8))):
+        for name in ("boxes", "scores", "labels"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(expected, name))
+    assert adapter.float_ids == 6 and adapter.answer_counts() == {"ignored_records": 0, "float_ids": 6}
+    assert as_integers.answer_counts() == {"ignored_records": 0}
 
 
 def test_a_file_that_is_not_json_is_a_data_error(tmp_path: Path) -> None:

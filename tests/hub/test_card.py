@@ -88,6 +88,20 @@ def test_read_card_gives_back_what_was_written(sample_repo, tmp_path):
     assert read_card(copy) == configs
 
 
+def test_control_characters_in_a_card_are_escaped_in_the_body_and_round_trip_in_the_yaml(sample_repo, tmp_path):
+    """Text from metadata read back from an earlier card reaches the body; the YAML header quotes
+    what it carries. Neither may act on a terminal that shows the card."""
+    copy = _copy(sample_repo, tmp_path / "repo")
+    hostile = "bees\x1b[2J\x1b]0;owned\x07\x00\u202e"
+    write_card(copy, read_card(sample_repo), {"license": "apache-2.0", "pretty_name": hostile},
+               f"# body\n\nInstructions:\t{hostile}\n")
+    front, body = _front_matter(copy)
+    assert front["pretty_name"] == hostile
+    assert body.strip() == "# body\n\nInstructions:\tbees\\x1b[2J\\x1b]0;owned\\x07\\x00\\u202e"
+    yaml_text = (copy / "README.md").read_text(encoding="utf-8").split("\n---\n")[0]
+    assert not any(char in yaml_text for char in "\x1b\x07\x00")
+
+
 def test_a_config_that_lost_its_shards_is_left_out_with_a_warning(sample_repo, tmp_path):
     copy = _copy(sample_repo, tmp_path / "repo")
     for shard in copy.glob("sample/test-*.parquet"):
@@ -156,3 +170,17 @@ def test_the_generic_notes_name_no_class_of_any_dataset(real_repo):
     notes = body.split("## Protocol notes", 1)[1].split("## Annotator instructions", 1)[0]
     names = [name for config in read_card(real_repo) for name in config.features["objects"]["category"].feature.names]
     assert names and not [name for name in names if name.lower() in notes.lower()]
+
+
+@pytest.mark.parametrize("package", ["rf100vl_hf.rf100vl", "rf100vl_hf.uouo"])
+def test_a_push_names_its_repository_in_either_benchmarks_card(package, tmp_path):
+    from importlib import resources
+    from string import Template
+
+    from rf100vl_hf.hub.card import name_repository
+
+    template = Template(resources.files(package).joinpath("templates/card.md").read_text(encoding="utf-8"))
+    (tmp_path / "README.md").write_text(template.safe_substitute(repo="ORG/NAME", example="x", fewshot_split="s"))
+    assert name_repository(tmp_path, "me/data") and not name_repository(tmp_path, "me/data")
+    text = (tmp_path / "README.md").read_text()
+    assert 'ds = load_dataset("me/data", "x", split=' in text and "ORG/NAME" not in text

@@ -64,3 +64,60 @@ def test_a_push_to_a_branch_creates_it_and_leaves_main(small_repo, hub_server):
     assert set(hub_server.files("org/branches", "v1")) > {"README.md"}
     assert set(hub_server.files("org/branches", "main")) == {".gitattributes"}
     assert repo.branches["v1"] != repo.branches["main"]
+
+
+def test_a_server_without_xet_gets_the_upload_through_lfs(small_repo, hub_server, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)  # hf_xet is installed: huggingface_hub would use it
+    start = len(hub_server.requests)
+    push_repository(small_repo[1], "org/no-xet", token=hub_server.token)
+    asked = [(method, path, status) for method, path, status in hub_server.requests[start:]]
+    assert ("GET", "/api/datasets/org/no-xet/xet-write-token/main", 404) in asked
+    assert any(path.endswith(".git/info/lfs/objects/batch") and status == 200 for _, path, status in asked)
+    assert set(hub_server.files("org/no-xet")) > {"README.md"}
+    assert constants.HF_HUB_DISABLE_XET is False  # restored after the upload
+
+
+@pytest.mark.parametrize(("status", "meaning"), [
+    (404, "has no such repository, revision or file"),
+    (413, "refused the upload as too large"),
+    (500, "failed on its side: retry later"),
+])
+def test_an_error_status_says_what_it_means(small_repo, hub_server, status, meaning):
+    from rf100vl_hf.hub.network import HubError
+
+    hub_server.fail("commit", status)
+    try:
+        with pytest.raises(HubError) as caught:
+            push_repository(small_repo[1], f"org/status-{status}", token=hub_server.token)
+    finally:
+        hub_server.clear_faults()
+    assert f"{hub_server.url} answered {status} ({meaning}): injected fault: POST" in str(caught.value)
+
+
+def test_every_status_has_words():
+    from rf100vl_hf.hub.network import meaning
+
+    assert meaning(429) == "is limiting the request rate: wait a minute and retry"
+    assert meaning(502) == "failed on its side: retry later" and meaning(418) == "refused the request"
+
+
+@pytest.mark.parametrize(("raised", "expected"), [
+    (ConnectionError("Network error: Request error: HTTP status client error (404 Not Found), domain: "
+                     "http://hub/api/datasets/org/x/xet-write-token/main"),
+     "http://hub answered 404 (has no such repository, revision or file): Network error"),
+    (ConnectionError("Name or service not known"), "cannot reach http://hub (ConnectionError: Name or service"),
+    (PermissionError(13, "Permission denied"), None),  # a local file: not a Hub error
+])
+def test_errors_without_an_http_response_are_told_apart(raised, expected):
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    from rf100vl_hf.hub.network import HubError, bounded
+
+    with pytest.raises(HubError if expected else PermissionError) as caught, bounded("http://hub", "pushing", 5):
+        raise raised
+    assert expected is None or str(caught.value).startswith(f"pushing: {expected}")
+    with pytest.raises(HubError, match=r"^pushing: HF_HUB_OFFLINE is set, so nothing is sent to http://hub"), \
+            bounded("http://hub", "pushing", 5):
+        raise OfflineModeIsEnabled("offline")

@@ -4,6 +4,7 @@ folder left behind by a killed export; and ``push`` failing clearly when the Hub
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -43,10 +44,11 @@ def test_staging_left_by_a_killed_process_is_removed_by_the_next(tmp_path):
 
 
 @pytest.mark.parametrize("fault", ["down", "500"])
-def test_push_command_fails_in_one_line_with_exit_2(sample_repo, hub_server, capsys, fault):
+def test_push_command_fails_in_one_line_with_exit_2(sample_repo, hub_server, capsys, fault, tmp_path):
     from rf100vl_hf.cli import main
 
-    argv = ["push", str(sample_repo), "--repo-id", f"org/push-{fault}", "--token", hub_server.token]
+    repo = shutil.copytree(sample_repo, tmp_path / "repo")  # a push names its repository in the card
+    argv = ["push", str(repo), "--repo-id", f"org/push-{fault}", "--token", hub_server.token]
     if fault == "down":
         with hub_server.down():
             assert main(argv) == 2

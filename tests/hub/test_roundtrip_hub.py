@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import datasets
@@ -15,17 +16,19 @@ from tests.hub.source import actual_rows, assert_derived_from_train, classes, ex
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's LFS upload
 
 @pytest.fixture(scope="module")
-def pushed(hub_server):
-    """Push each session export once per module; returns the repo id of an ``Exported``."""
-    done: dict[str, str] = {}
+def pushed(hub_server, tmp_path_factory):
+    """Push a copy of each session export once per module (a push names its repository in the
+    card); returns the repo id of an ``Exported`` and the folder pushed."""
+    done: dict[str, Path] = {}
 
-    def push(exported) -> str:
+    def push(exported) -> tuple[str, Path]:
         repo_id = f"org/rf100vl-{exported.key}"
         if repo_id not in done:
-            url = push_repository(exported.repo, repo_id, token=hub_server.token)
+            folder = Path(shutil.copytree(exported.repo, tmp_path_factory.mktemp("pushed") / "repo"))
+            url = push_repository(folder, repo_id, token=hub_server.token)
             assert url.startswith(f"{hub_server.url}/datasets/{repo_id}/commit/")
-            done[repo_id] = url
-        return repo_id
+            done[repo_id] = folder
+        return repo_id, done[repo_id]
 
     return push
 
@@ -34,22 +37,25 @@ def _local_files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_the_hub_holds_exactly_the_folder(exported, pushed, hub_server):
-    repo_id = pushed(exported)
+def test_the_hub_holds_exactly_the_folder_its_card_naming_the_repository(exported, pushed, hub_server):
+    repo_id, folder = pushed(exported)
     remote = hub_server.files(repo_id)
     remote.pop(".gitattributes")  # the Hub writes it when it creates a repository
-    assert remote == _local_files(exported.repo)
+    assert remote == _local_files(folder)
+    card = remote["README.md"].decode()
+    assert f'ds = load_dataset("{repo_id}", ' in card and "ORG/NAME" not in card
+    assert 'load_dataset("ORG/NAME", ' in (exported.repo / "README.md").read_text()  # exported without a repo id
 
 
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
 def test_source_splits_come_back_unchanged(exported, pushed, split):
-    loaded = datasets.load_dataset(pushed(exported), exported.name, split=split)
+    loaded = datasets.load_dataset(pushed(exported)[0], exported.name, split=split)
     assert actual_rows(loaded) == expected_rows(exported.export, split)
     assert loaded.features["objects"]["category"].feature.names == classes(exported.export)
 
 
 def test_derived_splits_and_metadata_come_back(exported, pushed, hub_server):
-    repo_id = pushed(exported)
+    repo_id, _ = pushed(exported)
     loaded = datasets.load_dataset(repo_id, exported.name)
     served = {path for method, path, status in hub_server.requests if method == "GET" and status == 200}
     assert any(f"/datasets/{repo_id}/resolve/" in p and f"/{exported.name}/test-" in p for p in served)

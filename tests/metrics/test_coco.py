@@ -230,3 +230,115 @@ def test_bad_ground_truth_is_named(clean_ground_truth):
         evaluate(broken, [])
     with pytest.raises(DataError, match="ground truth: categories: missing, or not a list"):
         evaluate({"images": [], "annotations": []}, [])
+
+
+# ---------------------------------------------------------------- ids and peer-style inputs: one answer per input
+
+
+def _map_ids(ground_truth: dict, predictions: list[dict], image=lambda i: i, category=lambda c: c) -> tuple[dict, list]:
+    """Copies with every image and category id mapped, wherever it appears."""
+    gt = copy.deepcopy(ground_truth)
+    for entry in gt["images"]:
+        entry["id"] = image(entry["id"])
+    for entry in gt["categories"]:
+        entry["id"] = category(entry["id"])
+    records = [*gt["annotations"], *copy.deepcopy(predictions)]
+    for record in records:
+        record["image_id"], record["category_id"] = image(record["image_id"]), category(record["category_id"])
+    return gt, records[len(gt["annotations"]):]
+
+
+def _ignore_flags(ground_truth: dict, predictions: list[dict]) -> tuple[dict, list]:
+    """faster-coco-eval's gt_ignore_test.json carries an ``ignore`` key; pycocotools reads ``iscrowd`` only."""
+    gt = copy.deepcopy(ground_truth)
+    for i, ann in enumerate(gt["annotations"]):
+        ann["ignore"] = i % 3 == 0
+    return gt, predictions
+
+
+ACCEPTED = {  # peer-style inputs both backends accept: each must score what pycocotools gives the input itself
+    "ids written as floats": lambda gt, p: _map_ids(gt, p, float, float),
+    "ids beyond 2**53 (a float64 would merge them)": lambda gt, p: _map_ids(gt, p, lambda i: 2**62 + i),
+    "negative ids": lambda gt, p: _map_ids(gt, p, lambda i: -i, lambda c: c - 10),
+    "annotations with an ignore key": _ignore_flags,
+}
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+@pytest.mark.parametrize("case", list(ACCEPTED))
+def test_accepted_peer_style_input_scores_what_pycocotools_gives_it(case, case_ids_floats, backend):
+    ground_truth, predictions = ACCEPTED[case](*case_ids_floats)
+    scores = evaluate(ground_truth, predictions, backend=backend)
+    reference = pycocotools_eval(ground_truth, predictions)
+    assert 0.05 < scores.ap < 0.95
+    assert scores.ap == pytest.approx(precision_ap(reference), abs=1e-12)
+    assert scores.ap50 == pytest.approx(summarize(reference)[1], abs=1e-12)
+    written_as_floats = case == "ids written as floats"
+    expected = len(ground_truth["images"]) + len(ground_truth["categories"]) + 2 * (
+        len(ground_truth["annotations"]) + len(predictions))
+    assert scores.float_ids == (expected if written_as_floats else 0)
+
+
+@pytest.fixture(scope="module")
+def case_ids_floats() -> tuple[dict, list[dict]]:
+    rng = np.random.default_rng(5)
+    ground_truth = synthetic_ground_truth(rng, n_images=12, boxes_per_image=5, category_ids=[1, 2, 3])
+    return ground_truth, noisy_predictions(rng, ground_truth)
+
+
+def _peer_file() -> tuple[dict, list[dict]]:
+    """The shape of faster-coco-eval's gt_ignore_test.json: the image's id is the string "2299",
+    one annotation says "2299" and the others 2299, as do the detections."""
+    boxes = [[70.0, 190.0, 64.0, 112.0], [140.0, 190.0, 72.0, 108.0], [204.0, 187.0, 66.0, 101.0]]
+    ground_truth = {
+        "images": [{"id": "2299", "width": 500, "height": 302, "file_name": "000000002299.jpg"}],
+        "categories": [{"id": 1, "name": "person"}],
+        "annotations": [{"id": 10 + i, "image_id": "2299" if i == 0 else 2299, "category_id": 1, "bbox": box,
+                         "area": box[2] * box[3], "iscrowd": 0, "ignore": 0} for i, box in enumerate(boxes)],
+    }
+    return ground_truth, [{"image_id": 2299, "category_id": 1, "bbox": box, "score": 0.9} for box in boxes]
+
+
+def _one_image(image: object = 1, ann: dict | None = None, **prediction: object) -> tuple[dict, list[dict]]:
+    """One image (id ``image``) with two boxes of image id 1, both predicted exactly; ``ann``
+    changes the first annotation and ``prediction`` the second prediction."""
+    boxes = [[10.0, 10.0, 30.0, 30.0], [50.0, 50.0, 30.0, 20.0]]
+    annotations = [{"id": i, "image_id": 1, "category_id": 1, "bbox": box, "area": box[2] * box[3], "iscrowd": 0}
+                   for i, box in enumerate(boxes, start=1)]
+    annotations[0].update(ann or {})
+    ground_truth = {"images": [{"id": image, "width": 100, "height": 100}], "categories": [{"id": 1, "name": "a"}],
+                    "annotations": annotations}
+    predictions = [{"image_id": 1, "category_id": 1, "bbox": box, "score": 0.9} for box in boxes]
+    predictions[1].update(prediction)
+    return ground_truth, predictions
+
+
+REFUSED = {  # inputs on which the backends disagreed (or one raised from inside): (input, source, field, words)
+    "image id given as a string, as the issue shows it": (
+        _one_image("1"), "ground truth", "images[0].id", "a string"),
+    "faster-coco-eval's gt_ignore_test.json": (_peer_file(), "ground truth", "images[0].id", "a string"),
+    "category id given as a string": (
+        _one_image(ann={"category_id": "1"}), "ground truth", "annotations[0].category_id", "a string"),
+    "prediction's image id given as a string": (_one_image(image_id="1"), "predictions", "[1].image_id", "a string"),
+    "ids given as strings everywhere": (
+        _one_image("1", {"image_id": "1"}, image_id="1"), "ground truth", "images[0].id", "a string"),
+    "image id that is a boolean": (_one_image(True), "ground truth", "images[0].id", "True"),
+    "image id beyond 64 bits": (_one_image(2**70), "ground truth", "images[0].id", "64 bits"),
+    "iscrowd given as the string '0'": (
+        _one_image(ann={"iscrowd": "0"}), "ground truth", "annotations[0].iscrowd", "expected 0 or 1"),
+    "iscrowd of 0.5": (_one_image(ann={"iscrowd": 0.5}), "ground truth", "annotations[0].iscrowd", "expected 0 or 1"),
+    "iscrowd of null": (_one_image(ann={"iscrowd": None}), "ground truth", "annotations[0].iscrowd", "0 or 1"),
+    "box given as strings": (
+        _one_image(ann={"bbox": ["10", "10", "30", "30"]}), "ground truth", "annotations[0].bbox", "4 numbers"),
+    "area given as a string": (_one_image(ann={"area": "900"}), "ground truth", "annotations[0].area", "a number"),
+}
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_input_the_backends_would_score_differently_is_refused_naming_the_field(case, backend):
+    (ground_truth, predictions), source, field, words = REFUSED[case]
+    with pytest.raises(DataError) as caught:
+        evaluate(ground_truth, predictions, backend=backend)
+    assert (caught.value.path, caught.value.field) == (source, field)
+    assert words in caught.value.reason

@@ -25,8 +25,12 @@ NUM_MOSAICS = 8
 def _heavy_modules_loaded_once() -> None:
     """Import what pairs load before any in-process run: pytester removes the modules a run
     imported when its test ends, and datasets cannot be imported twice (pyarrow refuses to
-    register its extension types again)."""
+    register its extension types again; matplotlib, which figures of pushed results import,
+    and torch, which model adapters import, crash the interpreter when imported again)."""
     import datasets  # noqa: F401
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import torch  # noqa: F401
 
     import rf100vl_hf.metrics  # noqa: F401
 
@@ -56,7 +60,7 @@ def fakes(pytester: pytest.Pytester) -> pytest.Pytester:
 def uouo(tiny_clip: str) -> list[str]:
     """Options that build small UOUO datasets from the embedded cut-outs with the tiny CLIP
     (no download); built once per test session, as every run shares the datasets cache."""
-    return ["--uouo-clip-model", tiny_clip, "--uouo-clip-pretrained", "none", "--uouo-num-mosaics", str(NUM_MOSAICS),
+    return ["--uouo-clip-model", tiny_clip, "--uouo-clip-pretrained", "none", f"--uouo-num-mosaics={NUM_MOSAICS}",
             "--rf100vl-device", "cpu"]
 
 

@@ -23,6 +23,7 @@ ASKED = [0]
 
 class Counter(Adapter):
     name = "counter"
+    repeatable = False  # the log counts the images asked for answers; timing rounds would add to it
 
     def answer_key_parts(self, query=None):
         # the dataset is part of what it is sent: the tests' datasets share their images

@@ -56,7 +56,7 @@ def test_custom_domain_selects_the_other_exports_of_the_data_dir(
     for name in ("bees", "my-shapes", "more-shapes"):
         link(data_dir, name, small_sample)
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "oracle", "--rf100vl-domain", "custom", "--rf100vl-data-dir", str(data_dir), "--co", "-q"
+        "--rf100vl-model", "oracle", "--rf100vl-domain", "custom", f"--rf100vl-data-dir={data_dir}", "--co", "-q"
     )
     assert collected(result) == matrix_ids("oracle", ["more-shapes", "my-shapes"])
 
@@ -132,3 +132,36 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, options: list[s
     result = pytester.runpytest_inprocess(*options, "--co")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_a_matrix_run_in_which_no_pair_ran_exits_non_zero_saying_why(
+    pytester: pytest.Pytester, data_dir: "Path"
+) -> None:
+    args = ("--rf100vl-model", "oracle", "--rf100vl-dataset", "bees,actions", f"--rf100vl-data-dir={data_dir}",
+            "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(*args)
+    result.assert_outcomes(skipped=2)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*rf100vl: no pair ran: 2 dataset(s) not on disk (actions, bees): exit status 5*"])
+    allowed = pytester.runpytest_inprocess(*args, "--rf100vl-allow-empty")
+    allowed.assert_outcomes(skipped=2)
+    assert allowed.ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize("option", ["--rf100vl-data-dir", "--rf100vl-results", "--rf100vl-thresholds"])
+def test_a_path_option_never_moves_the_rootdir_in_either_form(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, option: str
+) -> None:
+    outside = tmp_path_factory.mktemp("elsewhere")
+    target = outside / "thresholds.csv" if option == "--rf100vl-thresholds" else outside
+    if option == "--rf100vl-thresholds":
+        target.write_text("model,target,min_ap\n", encoding="utf-8")
+    pytester.makeini("[pytest]\n")
+    base = ("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", "--co", "-p", "no:cacheprovider")
+    joined = pytester.runpytest_inprocess(*base, f"{option}={target}")
+    assert joined.ret == pytest.ExitCode.OK
+    joined.stdout.fnmatch_lines([f"rootdir: {pytester.path}*"])
+    apart = pytester.runpytest_inprocess(*base, option, str(target))
+    assert apart.ret == pytest.ExitCode.USAGE_ERROR  # pytest would take the path for the rootdir: refused, saying how
+    apart.stderr.fnmatch_lines([f"*{option} {target}: pytest took the path for a test path*write {option}={target}*"])
+    assert not (outside / ".pytest_cache").exists()

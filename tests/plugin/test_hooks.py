@@ -61,3 +61,54 @@ def test_a_failing_publisher_is_a_warning_and_the_results_stay_as_written(pytest
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["rf100vl: warning: *ConnectionError: hub unreachable"])
     assert (pytester.path / ".rf100vl" / "results" / "summary.md").is_file()
+
+
+PAIR_COLUMNS = '''
+import numpy as np
+from pytest_rf100vl.adapters.base import Adapter, Detections
+
+
+class Metered(Adapter):
+    """Counts its calls per pair, as a served model counts its requests."""
+
+    name = "metered"
+    option_defaults = {"base_url": "", "concurrency": 1}
+    transport_options = frozenset({"concurrency"})
+    repeatable = False  # billed per request, as a served model: never timed again
+
+    def start_pair(self):
+        self.calls = 0
+
+    def predict(self, batch):
+        self.calls += len(batch)
+        return [Detections.empty() for _ in batch]
+
+    def pair_columns(self):
+        return {"requests": self.calls}
+
+
+def pytest_rf100vl_make_adapter(config, spec, device, dtype, options):
+    if spec == "metered":
+        return Metered(None, device, dtype, **options)
+'''
+
+
+def test_an_adapter_adds_its_pair_columns_and_urls_are_recorded_without_credentials(
+    pytester: pytest.Pytester,
+) -> None:
+    import json
+
+    pytester.makeconftest(PAIR_COLUMNS)
+    url = "http://user:s3cret@127.0.0.1:9/v1?key=AIza-not-a-key"
+    result = pytester.runpytest_inprocess(
+        "--rf100vl-model", "metered", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
+        "--rf100vl-adapter-option", f"metered.base_url={url}", "--rf100vl-adapter-option", "metered.concurrency=4",
+    )
+    result.assert_outcomes(passed=1)
+    folder = pytester.path / ".rf100vl" / "results"
+    (row,) = results(folder)
+    assert row["requests"] == row["n_images"] > 0
+    assert json.loads(row["adapter_options"]) == {"base_url": "http://127.0.0.1:9/v1"}  # concurrency: transport
+    assert json.loads(row["requested_options"])["base_url"] == "http://127.0.0.1:9/v1"
+    written = "".join(path.read_text(errors="replace") for path in folder.rglob("*") if path.is_file())
+    assert "s3cret" not in written + result.stdout.str() and "AIza" not in written + result.stdout.str()

@@ -27,7 +27,7 @@ def snapshot(folder: Path) -> dict[str, str]:
 def two_datasets(data_dir: Path, small_sample: Path, shared_data: Path) -> list[str]:
     link(data_dir, "sample", small_sample)
     link(data_dir, "microcontroller", shared_data / "microcontroller")
-    return ["--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample,microcontroller",
+    return [f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample,microcontroller",
             "--rf100vl-device", "cpu"]
 
 
@@ -46,7 +46,7 @@ def test_rows_are_complete(fakes: pytest.Pytester, two_datasets: list[str]) -> N
 
 def test_a_replayed_smoke_run_is_a_smoke_run(fakes: pytest.Pytester, data_dir: Path, small_sample: Path) -> None:
     link(data_dir, "sample", small_sample)
-    common = ["--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu"]
+    common = [f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu"]
     fakes.runpytest_inprocess("--rf100vl-model", "owlv2:tiny", *common).assert_outcomes(passed=1)
     folder = fakes.path / ".rf100vl" / "results"
     replay = f"predictions:{folder / 'predictions' / 'owlv2_tiny'}"
@@ -64,7 +64,7 @@ def test_two_machines_runs_pushed_at_once_give_one_repository(
 
     monkeypatch.setenv("HF_TOKEN", hub_server.token)
     first, second = tmp_path / "machine-a", tmp_path / "machine-b"
-    fakes.runpytest_inprocess("--rf100vl-model", "oracle", *two_datasets, "--rf100vl-results", str(first),
+    fakes.runpytest_inprocess("--rf100vl-model", "oracle", *two_datasets, f"--rf100vl-results={first}",
                               "--rf100vl-push-results", "tester/leaderboard").assert_outcomes(passed=2)
     fakes.runpytest_inprocess("--rf100vl-model", "nothing", *two_datasets, "--rf100vl-results",
                               str(second)).assert_outcomes(passed=2)
@@ -101,8 +101,8 @@ def test_a_failed_push_is_a_warning_with_the_retry_command(
     folder = fakes.path / "results"
     with hub_server.down():
         result = fakes.runpytest_inprocess(
-            "--rf100vl-model", "oracle", "--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample",
-            "--rf100vl-results", str(folder), "--rf100vl-push-results", "tester/unreachable",
+            "--rf100vl-model", "oracle", f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample",
+            f"--rf100vl-results={folder}", "--rf100vl-push-results", "tester/unreachable",
         )
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
@@ -133,7 +133,7 @@ def test_results_summary_over_two_sessions_equals_one_session_that_ran_both(
                                   str(folder)).assert_outcomes(passed=2)
     both = tmp_path / "one-session"
     fakes.runpytest_inprocess("--rf100vl-model", "oracle", "--rf100vl-model", "nothing", *two_datasets,
-                              "--rf100vl-results", str(both)).assert_outcomes(passed=4)
+                              f"--rf100vl-results={both}").assert_outcomes(passed=4)
     merged = tmp_path / "merged"
     assert main(["results", "summary", *map(str, split), "--out", str(merged)]) == 0
     assert tables(merged) == tables(both)

@@ -39,7 +39,7 @@ def scale(pytester: pytest.Pytester, small_sample: Path, data_dir: Path, monkeyp
 def matrix_args(data_dir: Path, results_dir: Path, *extra: str) -> list[str]:
     return [
         *(arg for model in MODELS for arg in ("--rf100vl-model", model)), "--rf100vl-dataset", ",".join(DATASETS),
-        "--rf100vl-data-dir", str(data_dir), "--rf100vl-results", str(results_dir), "--rf100vl-device", "cpu",
+        f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={results_dir}", "--rf100vl-device", "cpu",
         "-p", "no:cacheprovider", "--benchmark-disable", *extra,
     ]
 
@@ -106,7 +106,7 @@ def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
 ) -> None:
     folder = pytester.path / "results"
     one = ["--rf100vl-model", "counter:a", "--rf100vl-model", "oracle", "--rf100vl-dataset", "alpha",
-           "--rf100vl-data-dir", str(data_dir), "--rf100vl-results", str(folder), "--rf100vl-cache", "off",
+           f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={folder}", "--rf100vl-cache", "off",
            "--rf100vl-device", "cpu", "-p", "no:cacheprovider", "--benchmark-disable"]
     pytester.runpytest(*one).assert_outcomes(passed=2)
     assert len(asked(scale)) == 8
@@ -133,7 +133,7 @@ def test_an_interrupted_session_says_which_pairs_did_not_finish(
     folder = fakes.path / "results"
     result = fakes.runpytest_inprocess(
         "--rf100vl-model", "interrupt", "--rf100vl-model", "nothing", "--rf100vl-dataset", "alpha,beta",
-        "--rf100vl-data-dir", str(data_dir), "--rf100vl-results", str(folder), "--rf100vl-device", "cpu",
+        f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={folder}", "--rf100vl-device", "cpu",
         "-p", "no:cacheprovider", no_reraise_ctrlc=True,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -196,7 +196,27 @@ def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
     assert len({pid for *_, pid in log}) == 2
     parquet = pytest.importorskip("pyarrow.parquet").read_table(folder / "results.parquet").to_pylist()
     assert [(row["spec"], row["dataset"]) for row in parquet] == [(m, d) for m in MODELS for d in DATASETS]
-    assert "counter:b" in (folder / "summary.md").read_text(encoding="utf-8")
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "## Interrupted" not in summary  # every pair finished, though the controller ran none itself
+    assert comparable(summary) == comparable((pytester.path / "single" / "summary.md").read_text(encoding="utf-8"))
+    (command,) = {row["command"] for row in rows}  # the command as typed, in every worker's rows
+    assert command.startswith("pytest ") and "--rf100vl-model counter:a --rf100vl-model counter:b" in command
+    assert command.endswith(" -n 2")
+    assert f"- command: `{command}`" in summary
+
+
+def comparable(summary: str) -> list[str]:
+    """A summary without what differs between two runs of the same matrix: run ids, dates,
+    commands, timings (the images/s column of the runs table)."""
+    kept = []
+    for line in summary.splitlines():
+        if line.startswith(("- runs:", "- date:", "- command:")):
+            continue
+        cells = line.split("|")
+        if line.startswith("| counter:") and len(cells) > 3:
+            cells[3] = " ~ "
+        kept.append("|".join(cells))
+    return kept
 
 
 def test_benchmark_json_carries_the_warmup_and_the_steady_state_rate(
@@ -204,7 +224,7 @@ def test_benchmark_json_carries_the_warmup_and_the_steady_state_rate(
 ) -> None:
     monkeypatch.setenv("SCALE_SLEEP", "0.02")
     pytester.runpytest(
-        "--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", "--rf100vl-data-dir", str(data_dir),
+        "--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}",
         "--rf100vl-device", "cpu", "--rf100vl-warmup-batches", "3", "--benchmark-json", "benchmark.json", "-p", "no:cacheprovider",
     ).assert_outcomes(passed=1)
     (benchmark,) = json.loads((pytester.path / "benchmark.json").read_text(encoding="utf-8"))["benchmarks"]
@@ -217,7 +237,7 @@ def test_a_device_map_reaches_the_model_and_its_row(pytester: pytest.Pytester, s
                                                     data_dir: Path) -> None:
     link(data_dir, "sample", small_sample)
     result = pytester.runpytest_subprocess(
-        "--rf100vl-model", "owlv2:tiny", "--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample",
+        "--rf100vl-model", "owlv2:tiny", f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample",
         "--rf100vl-device-map", "auto", "--rf100vl-cache", "off", timeout=300,
     )
     result.assert_outcomes(passed=1)
@@ -226,3 +246,37 @@ def test_a_device_map_reaches_the_model_and_its_row(pytester: pytest.Pytester, s
     bad = pytester.runpytest_subprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample",
                                         "--rf100vl-device-map", "all")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_rerun_answered_from_the_cache_keeps_the_measured_throughput(
+    pytester: pytest.Pytester, scale: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALE_SLEEP", "0.01")
+    folder = pytester.path / "results"
+    one = ["--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}",
+           f"--rf100vl-results={folder}", "--rf100vl-device", "cpu", "-p", "no:cacheprovider",
+           "--benchmark-disable"]
+    pytester.runpytest(*one).assert_outcomes(passed=1)
+    (measured,) = run_rows(folder)
+    assert measured["images_per_s"] > 0 and measured["answers_from_cache"] is False
+    pytester.runpytest(*one, "--rf100vl-rerun").assert_outcomes(passed=1)
+    assert len(asked(scale)) == 8  # every answer came from the cache
+    (cached,) = run_rows(folder)
+    assert cached["answers_from_cache"] is True and cached["cached_images"] == 8
+    assert cached["images_per_s"] == measured["images_per_s"] and cached["throughput_from"] == measured["run_id"]
+    from rf100vl_hf.results.rows import latest, read_results
+
+    (merged,) = latest(read_results([folder]))
+    assert merged["run_id"] == cached["run_id"] and merged["images_per_s"] == measured["images_per_s"]
+
+
+def test_merging_never_replaces_a_measured_throughput_with_a_missing_one() -> None:
+    from rf100vl_hf.results.rows import latest
+
+    older = {"model": "m", "dataset": "d", "run_id": "r1", "timestamp": "2026-01-01T00:00:00+00:00",
+             "images_per_s": 12.5, "images_per_s_min": 11.0, "images_per_s_max": 14.0, "throughput_rounds": 3}
+    newer = {**older, "run_id": "r2", "timestamp": "2026-01-02T00:00:00+00:00", "images_per_s": float("nan"),
+             "images_per_s_min": None, "images_per_s_max": None, "throughput_rounds": 0, "ap": 50.0}
+    (merged,) = latest([older, newer])
+    assert (merged["run_id"], merged["ap"], merged["images_per_s"], merged["throughput_from"]) == ("r2", 50.0, 12.5, "r1")
+    assert latest([{**newer, "images_per_s": 3.0}, older])[0]["images_per_s"] == 3.0  # a measured one stays

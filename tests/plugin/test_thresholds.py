@@ -15,7 +15,7 @@ from tests.plugin.helpers import link, results
 def two_datasets(data_dir: Path, small_sample: Path) -> list[str]:
     for name in ("sample", "second"):
         link(data_dir, name, small_sample)
-    return ["--rf100vl-data-dir", str(data_dir), "--rf100vl-dataset", "sample,second", "--rf100vl-device", "cpu"]
+    return [f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample,second", "--rf100vl-device", "cpu"]
 
 
 def test_min_ap_fails_a_pair_and_a_file_row_overrides_it(fakes: pytest.Pytester, two_datasets: list[str]) -> None:
@@ -85,7 +85,7 @@ def test_a_complete_domain_is_compared_with_the_paper(
         link(data_dir, name, small_sample)
     run = [
         "--rf100vl-model", "nothing", "--rf100vl-domain", "Sports", "--rf100vl-dataset", "aerial-airport",
-        "--rf100vl-data-dir", str(data_dir), "--rf100vl-device", "cpu", "--rf100vl-reference", "paper",
+        f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu", "--rf100vl-reference", "paper",
         "--rf100vl-reference-method", "nothing=GroundingDINO",
     ]
     result = fakes.runpytest_inprocess(*run)

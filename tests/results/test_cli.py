@@ -34,10 +34,41 @@ def test_table_prints_table_2_and_table_1(folders, capsys):
     assert main(["results", "table", *map(str, folders), "--format", "md"]) == 0
     out = capsys.readouterr().out
     assert "## AP50:95 (%)" in out and "| bees | Flora & Fauna | 40.0 | 10.0 |" in out
-    assert "| oracle | 1.0000 | — | 1.0000 | — |" in out
-    assert main(["results", "table", *map(str, folders), "--format", "csv", "--per-class", "--latest"]) == 0
+    assert "| oracle (smoke) | 1.0000 | — | 1.0000 | — |" in out
+    assert main(["results", "table", *map(str, folders), "--format", "csv", "--per-class", "--latest",
+                 "--benchmark", "rf100vl"]) == 0
     out = capsys.readouterr().out
-    assert "Dataset,Class,Instances,Model,AP50:95 per class (%)\nbees,x,7,gdino,10.0\n" in out
+    assert out.startswith("Dataset,Class,Instances,Model,AP50:95 per class (%)\nbees,x,7,gdino,10.0\n")
+
+
+def test_csv_is_one_table_of_one_benchmark(folders, capsys):
+    import csv
+    import io
+
+    argv = ["results", "table", *map(str, folders), "--format", "csv"]
+    assert main([*argv, "--per-class", "--benchmark", "rf100vl"]) == 0
+    parsed = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert parsed[0] == ["Dataset", "Class", "Instances", "Model", "AP50:95 per class (%)"]
+    assert all(len(row) == 5 for row in parsed[1:]) and ["bees", "x", "7", "owlv2", "40.0"] in parsed
+    assert main([*argv, "--benchmark", "uouo"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "Model,mIoU mmd,mIoU random,accuracy mmd,accuracy random"
+    assert main(argv) == 2
+    assert "choose one with --benchmark rf100vl or --benchmark uouo" in capsys.readouterr().err
+
+
+def test_smoke_rows_are_marked_in_every_format_and_no_smoke_leaves_them_out(tmp_path, capsys):
+    folder = write_jsonl(tmp_path / "r", [detection_row("owlv2", "bees", 40.0),
+                                          detection_row("predictions:/runs/2025/oracle", "bees", 99.0, smoke=True)])
+    for fmt, header in [("md", "| Dataset | Domain | owlv2 | replay(oracle) (smoke) |"),
+                        ("csv", "Dataset,Domain,owlv2,replay(oracle) (smoke)"),
+                        ("latex", "Dataset & Domain & owlv2 & replay(oracle) (smoke) \\\\")]:
+        assert main(["results", "table", str(folder), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert header in out.splitlines()
+        assert ("(smoke): random weights, scores mean nothing" in out) == (fmt != "csv")
+    assert main(["results", "table", str(folder), "--format", "csv", "--no-smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "Dataset,Domain,owlv2" and "99.0" not in out
 
 
 def test_plot_writes_the_figures(folders, tmp_path, capsys):

@@ -130,7 +130,7 @@ def test_a_failed_push_is_one_clear_line_in_bounded_time_and_a_retry_works(hub_s
     before = snapshot(folder)
     repo = f"org/fault-{fault}"
     expected = {"down": r"cannot reach http://127\.0\.0\.1:\d+ \(ConnectError",
-                "500": r"answered 500: injected fault: POST /api/datasets/org/fault-500/commit/main answers 500",
+                "500": r"answered 500 \(failed on its side: retry later\): injected fault: POST /api/datasets/org/fault-500/commit/main answers 500",
                 "hang": r"did not answer within 1 s \(set \$RF100VL_HUB_TIMEOUT to wait longer\)",
                 "token": r"rejected the token \(401"}[fault]
     start = time.monotonic()
@@ -160,6 +160,16 @@ def test_with_predictions_uploads_the_files(hub_server, tmp_path):
     path = "predictions/run-a/owlv2/bees/test.json"
     assert hub_server.files("org/with-predictions")[path] == b"[]"
     assert loaded("org/with-predictions")[0]["predictions_file"] == path
+
+
+def test_a_server_without_xet_gets_the_results_through_lfs(hub_server, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)  # hf_xet is installed: huggingface_hub would use it
+    folder = machine(tmp_path, "a", "owlv2", {"bees": 40.0})
+    assert push_results([folder], "org/no-xet", token=hub_server.token).rows == 1
+    assert ("GET", "/api/datasets/org/no-xet/xet-write-token/main", 404) in hub_server.requests
+    assert "rf100vl/results.parquet" in hub_server.files("org/no-xet")
 
 
 # ---------------------------------------------------------------- evaluation results
@@ -219,3 +229,18 @@ def check_eval_file_bytes(data: bytes, tmp_path: Path):
     path = tmp_path / "entries.yaml"
     path.write_bytes(data)
     return check_eval_file(path)
+
+
+def test_the_leaderboard_and_the_evaluation_results_mark_smoke_rows():
+    rows = [detection_row("owlv2", "bees", 40.0), detection_row("owlv2:tiny", "bees", 1.0, smoke=True),
+            uouo_row("oracle", "uouo-mmd", 1.0, 1.0)]
+    card = results_repo.card_text("org/results", rows, [])
+    assert "**Models marked (smoke): random weights, scores mean nothing.**" in card
+    board = card.split("## Leaderboard", 1)[1]
+    assert "| owlv2:tiny (smoke) |" in board and "| owlv2 |" in board and "| oracle (smoke) |" in board
+    (smoke,) = eval_files(rows[1:2], "org/rf100vl", partial=True)
+    assert all(e.notes.startswith("smoke run: random weights, the score means nothing") for e in smoke.entries)
+    (real,) = eval_files(rows[:1], "org/rf100vl", partial=True)
+    assert all("smoke" not in e.notes for e in real.entries)
+    uouo = eval_files(rows[2:], "org/uouo")[-1]
+    assert uouo.entries and all(e.notes == "smoke run: random weights, the score means nothing" for e in uouo.entries)

@@ -63,7 +63,8 @@ def test_per_class_tables_escape_and_count_instances(rows):
 def test_uouo_table_1(rows):
     grounding = [uouo_row("oracle", "uouo-mmd", 1.0, 1.0), uouo_row("clip", "uouo-random", 0.5, 0.25)]
     lines = render(uouo_table(grounding), "md").splitlines()
-    assert lines[2:] == ["| oracle | 1.0000 | — | 1.0000 | — |", "| clip | — | 0.5000 | — | 0.2500 |"]
+    assert lines[2:] == ["| oracle (smoke) | 1.0000 | — | 1.0000 | — |",  # the factory's UOUO rows are smoke
+                         "| clip (smoke) | — | 0.5000 | — | 0.2500 |"]
 
 
 def test_two_sessions_give_the_table_of_one_session_that_ran_both(tmp_path, rows):

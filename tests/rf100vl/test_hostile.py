@@ -4,13 +4,15 @@ a clean read. A traceback, a silent acceptance or a hang fails the row.
 
 Each row builds a small bad export from the generated sample and prepares it the way
 ``rf100vl-hf prepare`` does (constructing the builder reads and validates the export
-before anything is written), or lists the data folder the way ``rf100vl-hf list`` does.
+before anything is written), or lists the data folder the way ``rf100vl-hf list`` does,
+under a deadline of :data:`DEADLINE_S` seconds (a row takes a fraction of one).
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
 import shutil
 import struct
 import warnings
@@ -28,11 +30,13 @@ from rf100vl_hf.rf100vl.builder import rf100vl_builder
 from rf100vl_hf.rf100vl.reader import NotScorableWarning, RepairWarning
 from rf100vl_hf.rf100vl.sources import UnusableExportWarning, custom_exports
 from tests.rf100vl.exports import annotation_file, copy_export, edit, load
+from tests.support.deadline import within
 
 NAME = "shapes"
 TRAIN_JSON = "train/_annotations.coco.json"
 TEST_JSON = "test/_annotations.coco.json"
 OUR_WARNINGS = (RepairWarning, NotScorableWarning, UnusableExportWarning)
+DEADLINE_S = 20
 
 Where = str | Callable[[Path], Path]  # relative to the export root, or a function of the root
 
@@ -179,6 +183,45 @@ def _link_loop(root: Path) -> None:
     image.symlink_to(image.name)
 
 
+def _fifo_instead_of(file: Callable[[Path], Path]) -> Callable[[Path], None]:
+    """Put a FIFO (which blocks whoever opens it to read) in place of a file of the export."""
+
+    def make(root: Path) -> None:
+        path = file(root)
+        path.unlink()
+        os.mkfifo(path)
+
+    return make
+
+
+def _readme(name: str, line: int, text: str) -> Callable[[Path], None]:
+    """Put ``text`` at the start of line ``line`` of a README."""
+
+    def make(root: Path) -> None:
+        path = root / name
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines[line - 1] = text + lines[line - 1]
+        path.unlink()  # the copy may share the file with the original
+        path.write_text("".join(lines), encoding="utf-8")
+
+    return make
+
+
+def _windows_readme_with_tabs(root: Path) -> None:
+    path = root / "README.dataset.txt"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n").replace(b"- ", b"-\t"))
+
+
+def _same_file_as_first(prefix: str = "") -> Callable[[dict], None]:
+    return lambda d: d["images"][1].update(
+        file_name=prefix + d["images"][0]["file_name"], width=d["images"][0]["width"], height=d["images"][0]["height"]
+    )
+
+
+def _class_name(name: str) -> Callable[[Path], None]:
+    return _set(lambda d: d["categories"][1].update(name=name), ("train", "valid", "test"))
+
+
 def _image(suffix: str) -> Callable[[Path], Path]:
     return lambda root: _first(root, suffix)[1]
 
@@ -249,6 +292,67 @@ ROWS: dict[str, Row] = {
     "class name with a lone surrogate": Row(
         NOT_UNICODE_CLASS, Refused(TRAIN_JSON, "categories[1].name", "lone surrogate")
     ),
+    # ---- ids: one rule (rf100vl_hf.ids), the metric's and replayed files' too
+    "image id given as the string '0'": Row(
+        _set(lambda d: d["images"][0].update(id="0")), Refused(TRAIN_JSON, "images[0].id", "a string")
+    ),
+    "category id given as the string '1'": Row(
+        _set(lambda d: d["categories"][1].update(id="1")), Refused(TRAIN_JSON, "categories[1].id", "a string")
+    ),
+    "image id written as a float": Row(
+        _set(lambda d: d["images"][3].update(id=3.0)),
+        Warned(RepairWarning, "id-from-float", {"train": {"id-from-float": 1}}),
+    ),
+    "annotation ids written as floats": Row(
+        _set(lambda d: d["annotations"][0].update(image_id=float(d["annotations"][0]["image_id"]), category_id=1.0)),
+        Warned(RepairWarning, "2 x id-from-float", {"train": {"id-from-float": 2}}),
+    ),
+    # ---- one file under two ids: the same pixels would be scored twice
+    "two image entries naming one file": Row(
+        _set(_same_file_as_first()),
+        Refused(TRAIN_JSON, "images[1].file_name", "of image id 1 is also the file of image id 0 (images[0])"),
+    ),
+    "two image entries naming one file, one of them as ./name": Row(
+        _set(_same_file_as_first("./")), Refused(TRAIN_JSON, "images[1].file_name", "is also the file of image id 0")
+    ),
+    # ---- characters that act instead of printing (rf100vl_hf.controls)
+    "class name with an ANSI escape": Row(
+        _class_name("circle\x1b[2J\x1b[H"), Refused(TRAIN_JSON, "categories[1].name", "\\x1b (ESC)")
+    ),
+    "class name with a right-to-left override": Row(
+        _class_name("circle\u202egnp.exe"),
+        Refused(TRAIN_JSON, "categories[1].name", "\\u202e (RIGHT-TO-LEFT OVERRIDE)"),
+    ),
+    "class name with a NUL": Row(_class_name("circ\x00le"), Refused(TRAIN_JSON, "categories[1].name", "NUL")),
+    "class name with a line break": Row(
+        _class_name("circle\nsquare"), Refused(TRAIN_JSON, "categories[1].name", "\\x0a")
+    ),
+    "file_name with an ANSI escape": Row(
+        _set(lambda d: d["images"][0].update(file_name="\x1b]0;owned\x07a.jpg")),
+        Refused(TRAIN_JSON, "images[0].file_name", "\\x1b (ESC)"),
+    ),
+    "annotator instructions with an ANSI escape": Row(
+        _readme("README.dataset.txt", 20, "\x1b[31m"), Refused("README.dataset.txt", "text", "\\x1b (ESC) on line 20")
+    ),
+    "README.roboflow.txt with a bidi isolate": Row(
+        _readme("README.roboflow.txt", 1, "\u2067"),
+        Refused("README.roboflow.txt", "text", "\\u2067 (RIGHT-TO-LEFT ISOLATE)"),
+    ),
+    "control: README with tabs and Windows line ends": Row(_windows_readme_with_tabs, Accepted()),
+    "control: class name in Persian, with a zero-width non-joiner": Row(
+        _class_name("\u0645\u06cc\u200c\u0634\u0648\u062f"), Accepted()
+    ),
+    # ---- files that are no regular files: refused by name before they are opened (opening a FIFO blocks)
+    "image that is a FIFO": Row(
+        _fifo_instead_of(_image(".jpg")), Refused(TRAIN_JSON, "images[0].file_name", "is a FIFO (named pipe)")
+    ),
+    "annotation file that is a FIFO": Row(
+        _fifo_instead_of(annotation_file), Refused(TRAIN_JSON, "file", "is a FIFO (named pipe)")
+    ),
+    "README that is a FIFO": Row(
+        _fifo_instead_of(lambda root: root / "README.dataset.txt"),
+        Refused("README.dataset.txt", "file", "is a FIFO (named pipe)"),
+    ),
     # ---- damage that only decoding every pixel row shows
     "JPEG with 4,000 zeroed bytes in the middle": Row(
         _replace_image(".jpg", _zeroed_jpeg), Refused(_image(".jpg"), "image", "Corrupt JPEG data"), verify="full"
@@ -307,7 +411,7 @@ def test_hostile_export(case: str, sample_root: Path, tmp_path: Path) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = _run(row, root.parent, name)
+            result = within(DEADLINE_S, lambda: _run(row, root.parent, name), fifos_under=root)
         except DataError as exc:  # anything else is a traceback, and fails the row
             error = exc
     ours = [w for w in caught if issubclass(w.category, OUR_WARNINGS)]

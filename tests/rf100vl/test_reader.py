@@ -366,6 +366,13 @@ REPAIR_CASES: dict[str, tuple[Callable[[Path], None], Callable[[Export, dict], b
         _set("train", lambda d: d["annotations"][0].pop("iscrowd")),
         lambda e, d: all(a.iscrowd == 0 for i in e.splits["train"].images for a in i.annotations),
     ),
+    "id-from-float": (
+        _set("train", lambda d: d["images"][0].update(id=float(d["images"][0]["id"]))),
+        lambda e, d: type(e.splits["train"].images[0].image_id) is int
+        and e.splits["train"].images[0].image_id == d["images"][0]["id"]
+        and len(e.splits["train"].images[0].annotations)
+        == sum(a["image_id"] == d["images"][0]["id"] for a in d["annotations"]) > 0,
+    ),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -90,3 +91,51 @@ def test_default_device_is_the_project_resolver(monkeypatch: pytest.MonkeyPatch)
     assert ClipEmbedder(device="auto").device == "mps" and ClipEmbedder(device="cpu").device == "cpu"
     with pytest.raises(RuntimeError, match="CUDA is not available"):
         ClipEmbedder(device="cuda")
+
+
+DEFAULT_WEIGHTS = ("ViT-B-32", "laion2b_s34b_b79k")
+"""open_clip's default model and tag here: downloaded from the Hub repository their config names."""
+
+
+def test_weights_the_hub_cannot_give_fail_within_seconds_naming_the_remedies(hub_server) -> None:
+    from rf100vl_hf.uouo.embeddings import ClipWeightsError
+
+    embedder = ClipEmbedder(*DEFAULT_WEIGHTS, device="cpu")
+    started = time.perf_counter()
+    with hub_server.down(), pytest.raises(ClipWeightsError) as caught:
+        embedder.encode([Image.new("RGB", (8, 8))])
+    assert time.perf_counter() - started < 5  # huggingface_hub alone retries for about a minute
+    message = str(caught.value)
+    assert "\n" not in message and "cannot reach http://127.0.0.1" in message
+    assert "clip_pretrained=None (seeded random weights" in message and "clip_pretrained=FILE" in message
+    assert caught.value.advice("--x none", "--x FILE").endswith("use --x none (seeded random weights: a smoke run, "
+                                                               "scores mean nothing) or --x FILE (a local copy of "
+                                                               "the weights file)")
+
+
+def test_offline_mode_fails_at_once_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from rf100vl_hf.uouo.embeddings import ClipWeightsError, require_weights
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ClipWeightsError, match=r"'laion2b_s34b_b79k' of ViT-B-32 \(laion/.*\): HF_HUB_OFFLINE is set"):
+        require_weights(*DEFAULT_WEIGHTS)
+
+
+@pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's upload of bytes
+def test_cached_weights_need_no_network(hub_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import HfApi, hf_hub_download
+
+    from rf100vl_hf.uouo.embeddings import hub_weights, require_weights
+
+    repo, filename = hub_weights(*DEFAULT_WEIGHTS)
+    monkeypatch.setattr(hub_server, "orgs", [*hub_server.orgs, repo.split("/")[0]])  # the stand-in token may write
+    api = HfApi()
+    api.create_repo(repo, token=hub_server.token, exist_ok=True)
+    api.upload_file(path_or_fileobj=b"weights", path_in_repo=filename, repo_id=repo, token=hub_server.token)
+    hf_hub_download(repo, filename)
+    with hub_server.down():
+        require_weights(*DEFAULT_WEIGHTS)  # no probe, no error
+    assert hub_weights(DEFAULT_WEIGHTS[0], None) is None and hub_weights("hf-hub:org/clip", None) == (
+        "org/clip", "open_clip_config.json")

@@ -7,6 +7,7 @@ import os
 import shutil
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from rf100vl_hf.uouo.sources import (
     cutout_crop,
     read_source,
 )
+from tests.support.deadline import within
 
 
 def test_manifest_items_give_display_names(iotkits: Path) -> None:
@@ -350,3 +352,90 @@ def test_real_cutouts_with_haze_and_a_duplicate(iotkits: Path, cutouts_copy: Pat
     for cutout in source.cutouts():
         box = np.array(cutout.alpha_box)
         assert np.abs(box - polygon_boxes[cutout.source_id]).max() <= 2.5, cutout.source_id
+
+
+# ------------------------------------------------------------ files that are no regular files
+
+
+def _fifo(path: Path) -> Path:
+    """A FIFO at ``path`` (in place of what was there): opening it to read blocks until a writer comes."""
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def _list_sample_items(root: Path, category: Callable[[str], str] = str) -> list[dict]:
+    """Write a manifest listing two cut-outs of four of the sample's categories; return its items."""
+    items = [{"cutout": f"{name}/{name}_0{i}.png", "category": category(name)}
+             for name in list(CATEGORIES)[:4] for i in (1, 2)]
+    (root / "manifest.json").write_text(json.dumps({"items": items}))
+    return items
+
+
+def _listing_a_fifo(root: Path) -> tuple[Path, str]:
+    items = _list_sample_items(root)
+    _fifo(root / items[0]["cutout"])
+    return root / "manifest.json", "items[0].cutout"
+
+
+def _without_manifest(make: Callable[[Path], Path]) -> Callable[[Path], tuple[Path, str]]:
+    """Remove the manifest (which states the licence), then make a FIFO where a licence is looked for."""
+    def place(root: Path) -> tuple[Path, str]:
+        (root / "manifest.json").unlink()
+        return make(root), "file"
+
+    return place
+
+
+FIFOS: dict[str, Callable[[Path], tuple[Path, str]]] = {  # put a FIFO in the source; return the file and field named
+    "cut-out": lambda root: (_fifo(root / "bolt" / "bolt_02.png"), "file"),
+    "mask": lambda root: (_fifo(root / "bolt" / "bolt_01.mask.png"), "file"),
+    "manifest": lambda root: (_fifo(root / "manifest.json"), "file"),
+    "cut-out listed by the manifest": _listing_a_fifo,
+    "licence file": _without_manifest(lambda root: _fifo(root / "LICENSE")),
+    "README read for a licence": _without_manifest(lambda root: _fifo(root / "README.dataset.txt")),
+}
+
+
+@pytest.mark.parametrize("case", list(FIFOS))
+def test_a_fifo_is_refused_by_name_before_it_is_opened(tmp_path: Path, case: str) -> None:
+    root = write_sample_source(tmp_path / "src")
+    named, field = FIFOS[case](root)
+    with pytest.raises(DataError) as error:
+        within(20, lambda: read_source(root, progress=False), fifos_under=root)
+    assert (error.value.path, error.value.field) == (str(named), field), str(error.value)
+    assert "is a FIFO (named pipe), not a regular file" in str(error.value)
+
+
+# ------------------------------------------------------------ control characters in names
+
+CONTROL_NAMES: dict[str, tuple[Callable[[Path], object], Callable[[Path], tuple[Path, str]]]] = {
+    # case: (put the name in the source, the file and field named)
+    "category renamed with an ANSI escape": (
+        lambda root: (root / "manifest.json").write_text(json.dumps({"categories": {"bolt": "Bolt\x1b[2J"}})),
+        lambda root: (root / "manifest.json", "categories.bolt"),
+    ),
+    "listed category with a right-to-left override": (
+        lambda root: _list_sample_items(root, lambda name: f"\u202e{name}"),
+        lambda root: (root / "manifest.json", "items[0].category"),
+    ),
+    "category folder named with an escape": (
+        lambda root: (root / "bolt").rename(root / "bo\x1blt"), lambda root: (root, "names")
+    ),
+    "cut-out named with a bell": (
+        lambda root: (root / "bolt" / "bolt_02.png").rename(root / "bolt" / "bolt\x07.png"),
+        lambda root: (root / "bolt", "names"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROL_NAMES))
+def test_a_name_with_a_control_character_is_refused(tmp_path: Path, case: str) -> None:
+    root = write_sample_source(tmp_path / "src")
+    make, named = CONTROL_NAMES[case]
+    make(root)
+    with pytest.raises(DataError) as error:
+        read_source(root, progress=False)
+    path, field = named(root)
+    assert (error.value.path, error.value.field) == (str(path), field), str(error.value)
+    assert "which acts on a terminal or a document instead of printing" in str(error.value)

@@ -11,7 +11,7 @@ from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
 
 from pytest_rf100vl.adapters.base import Adapter
 from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.run.runner import InferenceResult, LoopOptions, run_inference, run_once
+from pytest_rf100vl.run.runner import InferenceResult, LoopOptions, run_inference, run_rounds
 from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
 
 if TYPE_CHECKING:
@@ -59,9 +59,12 @@ def run_pair(
         adapter.set_task(task)
     label = f"{adapter.name} on {metadata['name']}"
 
-    inference = run_once(
-        lambda: run_inference(adapter, dataset, batch_size, progress=False, description=label, loop=loop), benchmark
+    inference, rounds = run_rounds(
+        lambda options, round_label: run_inference(adapter, dataset, batch_size, progress=False,
+                                                   description=label + round_label, loop=options),
+        loop, benchmark, adapter.repeatable,
     )
+    inference.rounds = rounds
     category_ids = list(metadata["category_ids"])
     predictions = coco_predictions(inference.detections, category_ids)
     scores = evaluate(coco_ground_truth(dataset, category_ids), predictions)

@@ -128,13 +128,15 @@ class Rf100vlKind(BenchmarkKind):
         )
 
     def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
-        split = split or self.split_name
-        if split not in loaded:
-            raise ValueError(f"dataset {dataset!r} has no split {split!r} (it has: {', '.join(loaded)})")
-        return loaded[split]
+        """A split by name, whole; the pair's own split (``None``) cut to ``--rf100vl-limit``."""
+        name = split or self.split_name
+        if name not in loaded:
+            raise ValueError(f"dataset {dataset!r} has no split {name!r} (it has: {', '.join(loaded)})")
+        return loaded[name] if split else self.first_images(loaded[name])
 
     def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
         from rf100vl_hf.metadata import read_metadata
+        from rf100vl_hf.results.rows import LIMIT
 
         from pytest_rf100vl.kinds.rf100vl.evaluate import run_pair
         from pytest_rf100vl.kinds.rf100vl.rows import detection_row
@@ -149,12 +151,13 @@ class Rf100vlKind(BenchmarkKind):
         thresholds = self.thresholds(pair, session)
         described = adapter.describe()
         path = session.writer.write_predictions(
-            pair.model, pair.dataset, self.split_name, evaluation.predictions, described
+            pair.model, pair.dataset, self.output_name(self.split_name), evaluation.predictions, described
         )
         row = detection_row(
-            pair, described, adapter.options, metadata, self.split_name, self.prompt,
+            pair, described, adapter.identity_options(adapter.options), metadata, self.split_name, self.prompt,
             settings.batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
         )
+        row[LIMIT] = self.limit
         return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
 
     def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_rf100vl.report.rows import common_columns
 from pytest_rf100vl.report.thresholds import Threshold, check_status
 
+SCORING_BACKEND = "faster-coco-eval"
+"""The backend ``rf100vl_hf.metrics.evaluate`` scores with by default, as the plugin calls it
+(its precision arrays equal pycocotools' to 1e-9; the version is in ``faster_coco_eval_version``)."""
+
 if TYPE_CHECKING:
     from pytest_rf100vl.collect.selection import Pair
     from pytest_rf100vl.kinds.rf100vl.evaluate import Evaluation
@@ -49,9 +53,11 @@ def detection_row(
     scores, inference = evaluation.scores, evaluation.inference
     ap = percent(scores.ap)
     return {
-        **common_columns(pair, described, options, split, batch_size, inference.timing, inference.counts, run_id),
+        **common_columns(pair, described, options, split, batch_size, inference.timing, inference.counts, run_id,
+                         inference.rounds),
         "domain": metadata["domain"],
         "prompt": prompt,
+        "scoring_backend": SCORING_BACKEND,
         "ap": ap,
         **{name: percent(getattr(scores, name)) for name in
            ("ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")},

@@ -60,18 +60,20 @@ def detection_task(
     prompt: str,
     load_split: Callable[[str], "datasets.Dataset"],
 ) -> DetectionTask:
-    """The task for ``adapter`` on ``dataset``; ``load_split`` fetches the few-shot split when needed."""
+    """The task for ``adapter`` on ``dataset`` (the images it runs on: the first N under
+    ``--rf100vl-limit``); ``load_split`` fetches a whole split by name: the few-shot split when
+    needed, and ``split`` for its image ids, so a replayed file may hold the images left out."""
     fewshot: tuple[FewShotExample, ...] = ()
-    if prompt == "fewshot":
+    if "fewshot" in prompt:
         fewshot = fewshot_examples(load_split(metadata["fewshot"]["split"]))
     return DetectionTask(
         dataset=metadata["name"],
         classes=list(metadata["classes"]),
         split=split,
         prompt=prompt,
-        instructions=instruction_texts(metadata) if prompt in ("instructions", "fewshot") else {},
+        instructions=instruction_texts(metadata) if prompt != "names" else {},
         fewshot=fewshot,
         category_ids=tuple(metadata["category_ids"]),
         ground_truth=ground_truth(dataset) if adapter.needs_ground_truth else None,
-        image_ids=tuple(int(image_id) for image_id in dataset["image_id"]),
+        image_ids=tuple(int(image_id) for image_id in load_split(split)["image_id"]),
     )

@@ -25,7 +25,7 @@ from rf100vl_hf.metrics.grounding import GroundingScores, GroundingTarget, score
 
 from pytest_rf100vl.adapters.base import Adapter, GroundingAnswer
 from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.run.runner import GroundingResult, LoopOptions, run_grounding, run_once
+from pytest_rf100vl.run.runner import GroundingResult, LoopOptions, run_grounding, run_rounds
 from pytest_rf100vl.kinds.uouo.tasks import grounding_queries, grounding_task
 
 if TYPE_CHECKING:
@@ -113,9 +113,12 @@ def run_grounding_pair(
             adapter.set_task(task)
     queries = grounding_queries(dataset)
     label = f"{adapter.name} on {name}"
-    inference = run_once(
-        lambda: run_grounding(adapter, dataset, queries, batch_size, progress=False, description=label, loop=loop), benchmark
+    inference, rounds = run_rounds(
+        lambda options, round_label: run_grounding(adapter, dataset, queries, batch_size, progress=False,
+                                                   description=label + round_label, loop=options),
+        loop, benchmark, adapter.repeatable,
     )
+    inference.rounds = rounds
     targets = grounding_targets(dataset, canvas)
     scores = score_grounding([scored_answer(answer) for answer in inference.answers], targets)
     mosaic_ids = [int(i) for i in dataset["mosaic_id"]]

@@ -27,10 +27,6 @@ METRICS = {
     "accuracy": Metric("accuracy", "quadrant accuracy", 4, kind="uouo", fraction=TABLE_1),
     "miou": Metric("miou", "mIoU", 4, kind="uouo", fraction=TABLE_1),
 }
-CLIP_HINT = (
-    "UOUO mosaics embed the cut-outs with CLIP: download its weights once, or point --uouo-clip-pretrained "
-    "at a local weights file (or --uouo-clip-model at local-dir:DIR)"
-)
 
 
 def _fraction(value: float) -> float:
@@ -108,20 +104,26 @@ class UouoKind(BenchmarkKind):
 
         from rf100vl_hf.uouo.builder import load_uouo
         from rf100vl_hf.uouo.defaults import default_num_proc
+        from rf100vl_hf.uouo.embeddings import ClipWeightsError
 
         config = dataset.removeprefix("uouo-")
         try:
             return load_uouo(config, split="test", device=session.device, progress=False,
                              num_proc=self.settings.value("uouo_num_proc") or default_num_proc(), **self.parameters())
+        except ClipWeightsError as exc:  # no network: say which options build the mosaics without it
+            remedies = exc.advice("--uouo-clip-pretrained none", "--uouo-clip-pretrained FILE")
+            raise RuntimeError(f"building the {dataset} mosaics failed: {remedies}") from None
         except DatasetGenerationError as exc:  # datasets wraps what failed while the mosaics were made
             cause = exc.__cause__ or exc
-            hint = f"; {CLIP_HINT}" if "weights" in str(cause) else ""
-            raise RuntimeError(
-                f"building the {dataset} mosaics failed: {type(cause).__name__}: {cause}{hint}"
-            ) from exc
+            raise RuntimeError(f"building the {dataset} mosaics failed: {type(cause).__name__}: {cause}") from exc
+
+    def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
+        """The mosaics (UOUO has one split), cut to ``--rf100vl-limit``."""
+        return self.first_images(loaded)
 
     def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
         from rf100vl_hf.metadata import read_metadata
+        from rf100vl_hf.results.rows import LIMIT
 
         from pytest_rf100vl.kinds.uouo.evaluate import run_grounding_pair
         from pytest_rf100vl.kinds.uouo.rows import grounding_row
@@ -132,11 +134,12 @@ class UouoKind(BenchmarkKind):
             adapter, dataset, pair.dataset, metadata["canvas"], self.settings.batch_size, benchmark, session.loop
         )
         thresholds = self.thresholds(pair, session)
-        path = session.writer.write_records(pair.model, pair.dataset, "test", evaluation.records)
+        path = session.writer.write_records(pair.model, pair.dataset, self.output_name("test"), evaluation.records)
         row = grounding_row(
-            pair, adapter.describe(), adapter.options, metadata, self.settings.batch_size, evaluation,
+            pair, adapter.describe(), adapter.identity_options(adapter.options), metadata, self.settings.batch_size, evaluation,
             session.writer.run_id, thresholds, path,
         )
+        row[LIMIT] = self.limit
         return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
 
     def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:

@@ -38,7 +38,8 @@ def grounding_row(
     values = {"accuracy": scores.quadrant_accuracy, "miou": scores.miou}
     sources = dict.fromkeys(threshold.source for threshold in thresholds.values())
     return {
-        **common_columns(pair, described, options, "test", batch_size, inference.timing, inference.counts, run_id),
+        **common_columns(pair, described, options, "test", batch_size, inference.timing, inference.counts, run_id,
+                         inference.rounds),
         "accuracy": values["accuracy"],
         "miou": values["miou"],
         "acc50": scores.acc50,

@@ -1,0 +1,228 @@
+"""What chat models are asked, defined once for every chat adapter (local or served).
+
+Two styles (adapter option ``prompt_style``):
+
+- ``paper`` (the default): the RF100-VL authors' prompts, as their published evaluation
+  scripts send them (the code behind the paper's Tables 2 and 3), per model family;
+- ``cookbook``: the prompt the Qwen adapters used before (the Qwen cookbook's wording with the
+  answer format spelled out), kept so older rows can be reproduced.
+
+Per family (``qwen2.5``, ``qwen3``, ``gemini``, ``generic``), ``paper`` style:
+
+- a system prompt;
+- the detection prompt with every class (multi-class, the default) or one prompt per class
+  (``per_class=true``);
+- in ``instructions`` mode, :data:`INSTRUCTIONS_SUFFIX` and the annotator instructions of every
+  class (multi-class) or of the class asked about (single-class);
+- in ``fewshot`` mode, few-shot examples one image per turn, each answered by its ground-truth
+  boxes in the family's own format and coordinates; Gemini gets every few-shot image, Qwen
+  three, as the authors ran them; in ``instructions+fewshot`` mode the instructions go with the
+  first example's question (Qwen's wording there is the authors' shorter one,
+  :data:`QWEN_COMBINED_SUFFIX`).
+
+``generic`` is ours (the paper ran no other family): the Qwen wording with the coordinate
+convention spelled out, since a model of unknown training cannot be assumed to know one.
+``docs/prompts.md`` prints every prompt. UOUO questions are sent as the benchmark writes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample
+from pytest_rf100vl.adapters.coordinates import BoxConvention
+
+FAMILIES: tuple[str, ...] = ("qwen2.5", "qwen3", "gemini", "generic")
+PROMPT_STYLES: tuple[str, ...] = ("paper", "cookbook")
+
+QWEN_SYSTEM = "You are a helpful assistant capable of object detection."
+GEMINI_SYSTEM = "Return bounding boxes as a JSON array with labels. Never return masks or code fencing."
+SYSTEM_PROMPTS = {"qwen2.5": QWEN_SYSTEM, "qwen3": QWEN_SYSTEM, "gemini": GEMINI_SYSTEM, "generic": QWEN_SYSTEM}
+
+INSTRUCTIONS_SUFFIX = "\n\nUse the following annotator instructions to improve detection accuracy:\n{instructions}\n"
+QWEN_COMBINED_SUFFIX = "\n\nUse the following annotator instructions:\n{instructions}\n"
+"""What the authors' Qwen script appends to the first few-shot question in instructions + images mode."""
+
+FEWSHOT_IMAGES = {"qwen2.5": 3, "qwen3": 3, "gemini": None, "generic": 3}
+"""Few-shot images sent per family by default (``None``: all of the few-shot split)."""
+
+IMAGE_FIRST = {"qwen2.5": True, "qwen3": True, "gemini": False, "generic": True}
+"""Whether a user turn sends its image before its text (Qwen's scripts) or after (Gemini's)."""
+
+GENERIC_FRAMES = {
+    "qwen2.5": "pixels of the image",
+    "qwen3": "integers from 0 to 1000, relative to the image width and height",
+    "gemini": "integers from 0 to 1000, relative to the image height and width, as [ymin, xmin, ymax, xmax]",
+    "normalized": "fractions from 0 to 1 of the image width and height",
+    "pixels": "pixels of the image",
+    "square": "fractions from 0 to 1 of the image padded to a square",
+}
+
+
+@dataclass(frozen=True)
+class Example:
+    """One few-shot turn: an annotated image, the question asked of it, the answer given."""
+
+    image: Image.Image
+    text: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Everything a chat model is sent about one image besides that image: an optional system
+    prompt, few-shot turns, and the final question (sent with the image)."""
+
+    system: str | None
+    examples: tuple[Example, ...]
+    text: str
+    image_first: bool = True
+
+    def texts(self) -> tuple[str, ...]:
+        """Every text sent, in order, with a content hash of each example image: what an answer
+        depends on besides the image asked about (cache keys, the row's prompt hash)."""
+        parts = [f"system:{self.system}" if self.system is not None else "system:none"]
+        for example in self.examples:
+            parts += [f"example-image:{image_hash(example.image)}", example.text, example.answer]
+        return (*parts, self.text)
+
+
+def image_hash(image: Image.Image) -> str:
+    return hashlib.sha256(f"{image.mode}{image.size}".encode() + image.tobytes()).hexdigest()[:16]
+
+
+def prompt_hash(texts: Iterable[str]) -> str:
+    """A short hash of the exact prompts of a task, given as every text sent in order
+    (:meth:`Conversation.texts` of each question): recorded in the row beside the style."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode() + b"\0")
+    return f"sha256:{digest.hexdigest()[:16]}"
+
+
+def instructions_text(instructions: dict[str, str], names: Sequence[str]) -> str:
+    """The annotator instructions of ``names``, one ``name: text`` line each (classes without any are left out)."""
+    return "\n".join(f"{name}: {instructions[name]}" for name in names if instructions.get(name))
+
+
+def detection_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool) -> str:
+    """The paper's detection question for ``names`` (one class when ``single``)."""
+    listed = ", ".join(names)
+    if family == "gemini":
+        return f"Detect the 2d bounding boxes of the following objects: {listed}."
+    if family == "generic":
+        return (f"Locate all of the following objects: {listed} in the image and output the coordinates in JSON "
+                f'format like {{"bbox_2d":[x1,y1,x2,y2],"label":"class_name"}}, with coordinates in '
+                f"{GENERIC_FRAMES[convention.name]}.")
+    if single:
+        return (f"Locate all of the following objects: {listed} in the image and output the coordinates in JSON "
+                f'format like {{"bbox_2d":[x1,y1,x2,y2],"label":"class_name"}}.')
+    return f"Locate all of the following objects: {listed} in the image and output the coordinates in JSON format."
+
+
+def example_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool) -> str:
+    """The question of a few-shot turn (Qwen's scripts add that each name is a separate class)."""
+    if family in ("qwen2.5", "qwen3") and not single:
+        return (f"Locate all of the following objects: {', '.join(names)} (each of those is a separate class) "
+                "in the image and output the coordinates in JSON format.")
+    return detection_text(family, names, convention, single)
+
+
+def example_answer(
+    family: str, example: FewShotExample, classes: Sequence[str], keep: Sequence[int], convention: BoxConvention
+) -> str:
+    """The ground truth of a few-shot image as the family answers: Gemini's fenced
+    ``box_2d`` list, or a ``bbox_2d`` list, in ``convention``'s numbers; only the classes ``keep``."""
+    width, height = example.image.size
+    key = "box_2d" if family == "gemini" else "bbox_2d"
+    boxes = [
+        {"label": classes[int(label)], key: convention.from_pixels(tuple(box), width, height)}
+        for box, label in zip(np.asarray(example.boxes, dtype=np.float64).reshape(-1, 4).tolist(),
+                              np.asarray(example.labels).reshape(-1).tolist())
+        if int(label) in keep
+    ]
+    text = json.dumps(boxes, indent=2)
+    return f"```json\n{text}\n```" if family == "gemini" else text
+
+
+def detection_conversation(
+    family: str,
+    task: DetectionTask,
+    names: Sequence[str],
+    convention: BoxConvention,
+    single: bool = False,
+    fewshot_images: int | None = None,
+) -> Conversation:
+    """The paper-style conversation asking for ``names`` (all the task's classes, or the one
+    class of a ``single``-class prompt) in the task's prompt mode; ``fewshot_images`` overrides
+    the family's number of examples."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r} (use one of {', '.join(FAMILIES)})")
+    mode = task.prompt
+    instructions = instructions_text(task.instructions, names) if "instructions" in mode else ""
+    text = detection_text(family, names, convention, single)
+    examples: tuple[Example, ...] = ()
+    if "fewshot" in mode:
+        if not task.fewshot:
+            raise ValueError(f"prompt mode {mode!r} on {task.dataset!r}: the task has no few-shot examples")
+        keep = [task.classes.index(name) for name in names]
+        limit = FEWSHOT_IMAGES[family] if fewshot_images is None else fewshot_images
+        chosen = task.fewshot if limit is None else task.fewshot[:limit]
+        question = example_text(family, names, convention, single)
+        examples = tuple(
+            Example(example.image, question, example_answer(family, example, task.classes, keep, convention))
+            for example in chosen
+        )
+        if instructions and examples:
+            suffix = QWEN_COMBINED_SUFFIX if family in ("qwen2.5", "qwen3") else INSTRUCTIONS_SUFFIX
+            first = examples[0]
+            examples = (Example(first.image, first.text + suffix.format(instructions=instructions), first.answer),
+                        *examples[1:])
+            instructions = ""
+    if instructions:
+        text += INSTRUCTIONS_SUFFIX.format(instructions=instructions)
+    return Conversation(SYSTEM_PROMPTS[family], examples, text, IMAGE_FIRST[family])
+
+
+def cookbook_text(names: Sequence[str], instructions: dict[str, str]) -> str:
+    """The ``cookbook`` style question (one user turn, no system prompt)."""
+    categories = ", ".join(f'"{name}"' for name in names)
+    text = (
+        f"Locate every instance that belongs to the following categories: {categories}. "
+        "Report bbox coordinates in JSON format, as a list of "
+        '{"bbox_2d": [x1, y1, x2, y2], "label": "<category>"}, using the category names exactly as given.'
+    )
+    lines = [f"- {name}: {instructions[name]}" for name in names if instructions.get(name)]
+    if lines:
+        text += "\n\nThe annotators labelled these objects following these instructions:\n" + "\n".join(lines)
+    return text
+
+
+def task_conversations(
+    style: str,
+    family: str,
+    task: DetectionTask,
+    per_class: bool,
+    convention: BoxConvention,
+    fewshot_images: int | None = None,
+) -> list[tuple[Conversation, int | None]]:
+    """Every conversation of a task with the class index it asks for (``None``: all classes,
+    each box labelled by the model): one with every class, or one per class."""
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r} (use one of {', '.join(PROMPT_STYLES)})")
+    if style == "cookbook" and "fewshot" in task.prompt:
+        raise ValueError("prompt_style=cookbook has no few-shot prompt; use prompt_style=paper")
+    groups: list[tuple[list[str], int | None]] = (
+        [([name], index) for index, name in enumerate(task.classes)] if per_class else [(list(task.classes), None)]
+    )
+    if style == "cookbook":
+        instructions = task.instructions if "instructions" in task.prompt else {}
+        return [(Conversation(None, (), cookbook_text(names, instructions)), index) for names, index in groups]
+    return [(detection_conversation(family, task, names, convention, per_class, fewshot_images), index)
+            for names, index in groups]

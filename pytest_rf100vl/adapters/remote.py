@@ -1,0 +1,324 @@
+"""Calls to a model behind a server, bounded in time and money, retried, counted, and kept
+free of secrets; one implementation for every served adapter (``openai``, ``gemini``).
+
+- **In flight**: at most ``concurrency`` requests at once (a semaphore held only while a
+  request is on the wire, not while it waits to be retried).
+- **Time**: every attempt is bounded by ``timeout`` seconds (the client's own time-out, its
+  own retries off); a question is given up after ``max_retries`` retries.
+- **Retries**: 408, 409, 429, 5xx, time-outs, connection errors and unreadable responses
+  (not JSON, cut short) are retried with exponential backoff and jitter
+  (``retry_base_delay * 2**n``, at most ``retry_max_delay``, the wait drawn from its upper
+  half), or after exactly the ``Retry-After`` the server asked for (seconds or an HTTP date);
+  a server asking for more than ``retry_max_delay`` is not waited for. Other 4xx answers are
+  not retried; 401, 403 and 404 (bad key, no access, no such model) stop every later request
+  of the adapter at once, with the same message, rather than failing image by image.
+- **Spend**: ``max_requests`` caps the requests sent (every attempt counts, retries too) over
+  the adapter's life; ``max_cost`` the estimated cost (tokens the server reported, times
+  ``input_price``/``output_price`` per million tokens). Requests in flight when the cost cap
+  is reached still finish. A question refused by a cap fails with a message that says so.
+- **Failures**: a question that gets no answer raises :class:`RequestFailed`; the runner
+  counts its image as failed (no detections) and never caches it.
+- **Secrets**: every message that leaves this module (errors, logs, warnings) has the key and
+  any credentials of the base URL replaced by ``***`` (:meth:`RemoteCalls.scrub`), and is
+  raised without its cause, so no library's traceback can carry them.
+
+Per-pair columns (:meth:`RemoteCalls.pair_columns`): ``api_requests``, ``api_retries``,
+``api_failed_requests``, ``api_unreadable_responses``, ``api_input_tokens``,
+``api_output_tokens``, ``api_requests_without_usage``, ``api_latency_p50_ms`` and
+``api_latency_p95_ms`` (of the attempts that were answered, from send to answer) and
+``api_cost_estimate`` (``None`` without prices).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+RETRIED_STATUS = frozenset({408, 409, 429})
+"""Client-error statuses worth another try (time-out, conflict, rate limit); every 5xx is too."""
+FATAL_STATUS = frozenset({401, 403, 404})
+"""Statuses that no later request will escape (bad key, no access, unknown model)."""
+MASK = "***"
+
+
+class Fault(Exception):
+    """One attempt that got no usable answer: why (already scrubbed), whether to try again,
+    how long the server asked to wait, and whether the body could not be read."""
+
+    def __init__(self, reason: str, *, retry: bool, retry_after: float | None = None, fatal: bool = False,
+                 unreadable: bool = False):
+        super().__init__(reason)
+        self.reason, self.retry, self.retry_after, self.fatal, self.unreadable = (
+            reason, retry, retry_after, fatal, unreadable)
+
+
+class RequestFailed(RuntimeError):
+    """A question that got no answer (retries spent, refused by the server or by a cap)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a server answered to one request: the text, the tokens it reported (``None``
+    when it reported none), whether the answer stopped at the token limit, and the model
+    the server says answered."""
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    truncated: bool = False
+    model: str | None = None
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` header as seconds from ``now``: a number, or an HTTP date; ``None``
+    when absent or unreadable (the backoff decides then)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+
+
+def status_fault(status: int, detail: str, headers: Mapping[str, str] | None = None) -> Fault:
+    """The :class:`Fault` of an HTTP error answer (``detail``: the server's message, scrubbed)."""
+    retry_after = retry_after_seconds((headers or {}).get("retry-after"))
+    reason = f"HTTP {status}: {detail}".rstrip(": ")
+    return Fault(reason, retry=status in RETRIED_STATUS or status >= 500, retry_after=retry_after,
+                 fatal=status in FATAL_STATUS)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of ``url`` that may be credentials: user, password and query values."""
+    parts = urlsplit(url)
+    found = [parts.username, parts.password, *(value for _, value in parse_qsl(parts.query))]
+    return [value for value in found if value]
+
+
+def pause(seconds: float) -> None:
+    """Wait before a retry (a function of its own, so tests can record the waits instead)."""
+    time.sleep(seconds)
+
+
+@dataclass
+class Tally:
+    """Counts of requests and tokens (for the adapter's life, or for one pair)."""
+
+    requests: int = 0
+    retries: int = 0
+    failed_requests: int = 0
+    unreadable_responses: int = 0
+    requests_without_usage: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How requests are made: see the module docstring for each field."""
+
+    concurrency: int = 4
+    timeout: float = 120.0
+    max_retries: int = 4
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 60.0
+    max_requests: int | None = None
+    max_cost: float | None = None
+    input_price: float | None = None
+    output_price: float | None = None
+
+    OPTIONS = ("concurrency", "timeout", "max_retries", "retry_base_delay", "retry_max_delay", "max_requests",
+               "max_cost", "input_price", "output_price")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], where: str) -> CallPolicy:
+        """The policy of an adapter's options, each checked (``where`` names the adapter in errors)."""
+
+        def number(key: str, minimum: float, whole: bool = False, positive: bool = False) -> Any:
+            value = options[key]
+            if value is None:
+                return None
+            try:
+                amount = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: option {key}={value!r} is not a number") from None
+            if not np.isfinite(amount) or amount < minimum or (positive and amount == 0) or (
+                    whole and amount != int(amount)):
+                kind = "a whole number" if whole else "a number"
+                bound = f"above {minimum:g}" if positive else f"at least {minimum:g}"
+                raise ValueError(f"{where}: option {key}={value!r} must be {kind} {bound}")
+            return int(amount) if whole else amount
+
+        policy = cls(
+            concurrency=number("concurrency", 1, whole=True),
+            timeout=number("timeout", 0, positive=True),
+            max_retries=number("max_retries", 0, whole=True),
+            retry_base_delay=number("retry_base_delay", 0),
+            retry_max_delay=number("retry_max_delay", 0),
+            max_requests=number("max_requests", 0, whole=True),
+            max_cost=number("max_cost", 0),
+            input_price=number("input_price", 0),
+            output_price=number("output_price", 0),
+        )
+        if None in (policy.concurrency, policy.timeout, policy.max_retries, policy.retry_base_delay,
+                    policy.retry_max_delay):
+            raise ValueError(f"{where}: concurrency, timeout, max_retries and the retry delays need values")
+        if (policy.input_price is None) != (policy.output_price is None):
+            raise ValueError(f"{where}: give both input_price and output_price (per million tokens), or neither")
+        if policy.max_cost is not None and policy.input_price is None:
+            raise ValueError(f"{where}: max_cost needs input_price and output_price (per million tokens)")
+        return policy
+
+    @property
+    def priced(self) -> bool:
+        return self.input_price is not None and self.output_price is not None
+
+    def cost(self, tally: Tally) -> float | None:
+        """The estimated cost of ``tally``'s tokens; ``None`` without prices."""
+        if not self.priced:
+            return None
+        spent = tally.input_tokens * self.input_price + tally.output_tokens * self.output_price  # type: ignore[operator]
+        return spent / 1e6
+
+
+class RemoteCalls:
+    """Every request of one served adapter goes through :meth:`call` (thread-safe)."""
+
+    def __init__(self, policy: CallPolicy, label: str, secrets: Iterable[str] = ()):
+        self.policy = policy
+        self.label = label
+        self.secrets = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+        self.total = Tally()
+        self.pair = Tally()
+        self._latencies: list[float] = []
+        self._models: set[str] = set()
+        self._fatal: str | None = None
+        self._slots = threading.BoundedSemaphore(policy.concurrency)
+        self._lock = threading.Lock()
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def call(self, attempt: Callable[[], Answer]) -> Answer:
+        """``attempt()`` until it answers, within the policy; :class:`RequestFailed` when it
+        cannot. ``attempt`` raises :class:`Fault` for a failed attempt (anything else it
+        raises is a failure too, never retried)."""
+        for tries in range(self.policy.max_retries + 1):
+            self._admit(retry=tries > 0)
+            try:
+                with self._slots:
+                    began = time.perf_counter()
+                    answer = attempt()
+            except Fault as fault:
+                self._faulted(fault, tries)
+                continue
+            except Exception as error:  # a bug or an unforeseen client error: not retried
+                self._fail(f"{type(error).__name__}: {error}")
+            self._answered(answer, time.perf_counter() - began)
+            return answer
+        raise AssertionError("unreachable: the last attempt's fault raises")  # pragma: no cover
+
+    def _admit(self, retry: bool) -> None:
+        """Count one more request, or refuse it (a cap reached, or a fatal answer before)."""
+        with self._lock:
+            refusal = self._fatal
+            if refusal is None and self.policy.max_requests is not None and (
+                    self.total.requests >= self.policy.max_requests):
+                refusal = (f"max_requests={self.policy.max_requests} reached: request not sent "
+                           f"(raise it with --rf100vl-max-requests or the adapter option max_requests)")
+            spent = self.policy.cost(self.total)
+            if refusal is None and self.policy.max_cost is not None and spent is not None and (
+                    spent >= self.policy.max_cost):
+                refusal = f"max_cost={self.policy.max_cost:g} reached (estimated {spent:.4f}): request not sent"
+            if refusal is None:
+                for tally in (self.total, self.pair):
+                    tally.requests += 1
+                    tally.retries += int(retry)
+        if refusal is not None:
+            self._fail(refusal)
+
+    def _faulted(self, fault: Fault, tries: int) -> None:
+        """After a failed attempt: wait and let the loop try again, or fail the question."""
+        reason = self.scrub(fault.reason)
+        if fault.unreadable:
+            with self._lock:
+                self.total.unreadable_responses += 1
+                self.pair.unreadable_responses += 1
+        if fault.fatal:
+            with self._lock:
+                self._fatal = f"the server refused an earlier request ({reason}); no further requests are sent"
+            self._fail(reason)
+        if not fault.retry:
+            self._fail(reason)
+        if tries >= self.policy.max_retries:
+            self._fail(f"{reason} (gave up after {tries + 1} attempt{'s' if tries else ''})")
+        delay = self.backoff(tries)
+        if fault.retry_after is not None:
+            if fault.retry_after > self.policy.retry_max_delay:
+                self._fail(f"{reason}; the server asked to wait {fault.retry_after:g} s, more than "
+                           f"retry_max_delay={self.policy.retry_max_delay:g}")
+            delay = fault.retry_after
+        log.info("%s: %s; retrying in %.2f s", self.label, reason, delay)
+        pause(delay)
+
+    def backoff(self, tries: int) -> float:
+        """The wait after the ``tries``-th failed retry: exponential, from the upper half of its step."""
+        step = min(self.policy.retry_max_delay, self.policy.retry_base_delay * 2**tries)
+        return step / 2 + random.uniform(0, step / 2)
+
+    def _fail(self, reason: str) -> None:
+        with self._lock:
+            self.total.failed_requests += 1
+            self.pair.failed_requests += 1
+        raise RequestFailed(f"{self.label}: {self.scrub(reason)}") from None
+
+    def _answered(self, answer: Answer, seconds: float) -> None:
+        with self._lock:
+            for tally in (self.total, self.pair):
+                if answer.input_tokens is None and answer.output_tokens is None:
+                    tally.requests_without_usage += 1
+                tally.input_tokens += answer.input_tokens or 0
+                tally.output_tokens += answer.output_tokens or 0
+            self._latencies.append(seconds * 1000)
+            if answer.model:
+                self._models.add(answer.model)
+
+    def start_pair(self) -> None:
+        with self._lock:
+            self.pair = Tally()
+            self._latencies = []
+            self._models = set()
+
+    def pair_columns(self) -> dict[str, Any]:
+        """The pair's counts since :meth:`start_pair` (see the module docstring)."""
+        with self._lock:
+            latencies = np.asarray(self._latencies)
+            columns: dict[str, Any] = {f"api_{field.name}": getattr(self.pair, field.name) for field in fields(Tally)}
+            columns["api_latency_p50_ms"] = float(np.percentile(latencies, 50)) if latencies.size else None
+            columns["api_latency_p95_ms"] = float(np.percentile(latencies, 95)) if latencies.size else None
+            columns["api_cost_estimate"] = self.policy.cost(self.pair)
+            columns["api_served_model"] = ", ".join(sorted(self._models)) or None
+        return columns

@@ -1,0 +1,285 @@
+"""What the adapters of chat models behind a server share (``openai``, ``gemini``): the
+papers' prompts per model family, images as stored, boxes read in the family's coordinate
+convention, and every request bounded, retried and counted by :mod:`.remote`.
+
+- **Family** (option ``family``): ``qwen2.5``, ``qwen3``, ``gemini`` or ``generic``; ``auto``
+  (the default) guesses it from the model name when exactly one family's name is in it
+  (``Qwen/Qwen2.5-VL-72B-Instruct``: ``qwen2.5``), else ``generic``. It chooses the prompts
+  (:mod:`.prompts`) and the default coordinates.
+- **Coordinates** (option ``coordinates``, :mod:`.coordinates`): ``auto`` is the family's
+  own (``qwen2.5``: pixels of the ``smart_resize``\\ d image, with ``qwen_min_pixels`` and
+  ``qwen_max_pixels`` as the server's processor has them; ``qwen3``: 0..1000; ``gemini``:
+  ``[ymin, xmin, ymax, xmax]`` over 0..1000; ``generic``: ``normalized``). Boxes are read
+  against the size of the image that was sent and scaled back to the image's own pixels
+  when ``max_pixels`` downscaled it; nothing is clipped here (the runner clips and counts).
+  A UOUO box question asks for ``[x_min, y_min, x_max, y_max]``, so under the ``gemini``
+  convention its answer is read x first on the same 0..1000 scale.
+- **One request per image and question**: the runner calls ``predict``/``ground`` with one
+  image from ``concurrency`` threads; ``per_class`` asks one question per class, UOUO two.
+- **Cache**: :meth:`answer_key_parts` covers the model, family, conventions, ``max_pixels``,
+  every prompt text and each few-shot image's content hash, so a rerun is answered from the
+  answer cache without a request.
+
+Secrets: the key is read from the environment variable named by ``api_key_env`` and is
+held by the client only; options, ``describe()``, rows and messages name the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from abc import abstractmethod
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.redact import public_url
+
+from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.coordinates import QWEN25_MAX_PIXELS, QWEN25_MIN_PIXELS, BoxConvention
+from pytest_rf100vl.adapters.image_payload import SentImage, sent_example, sent_image, shown_example
+from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
+from pytest_rf100vl.adapters.prompts import FAMILIES, IMAGE_FIRST, PROMPT_STYLES, Conversation, task_conversations
+from pytest_rf100vl.adapters.remote import Answer, CallPolicy, RemoteCalls, url_secrets
+from pytest_rf100vl.adapters.text_answers import Reply, TextAnswerBase
+
+FAMILY_CONVENTIONS = {"qwen2.5": "qwen2.5", "qwen3": "qwen3", "gemini": "gemini", "generic": "normalized"}
+FAMILY_NAMES = {"qwen2.5": re.compile(r"qwen2\.5"), "qwen3": re.compile(r"qwen3"), "gemini": re.compile(r"gemini")}
+ENVIRONMENT_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+NO_KEY = "EMPTY"
+"""What the client is given for a server without authentication (vLLM's convention)."""
+
+SERVED_OPTIONS: dict[str, Any] = {
+    "family": "auto",
+    "coordinates": "auto",
+    "qwen_min_pixels": QWEN25_MIN_PIXELS,
+    "qwen_max_pixels": QWEN25_MAX_PIXELS,
+    "prompt_style": "paper",
+    "per_class": False,
+    "fewshot_images": None,
+    "max_pixels": None,
+    "temperature": 0.0,
+    **{field: getattr(CallPolicy, field) for field in CallPolicy.OPTIONS},
+}
+"""The options every served adapter takes (each adds its base URL, key variable and own settings)."""
+
+
+def guess_family(model: str) -> str:
+    """The family whose name is in ``model`` (``-`` and ``_`` read as ``.``), when exactly one is."""
+    name = model.lower().replace("-", ".").replace("_", ".")
+    found = [family for family, pattern in FAMILY_NAMES.items() if pattern.search(name)]
+    return found[0] if len(found) == 1 else "generic"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question as sent: the conversation, the convention its boxes are read in, and
+    whether it asks for boxes in the task's format (structured output applies to those)."""
+
+    conversation: Conversation
+    convention: BoxConvention
+    detection: bool = True
+
+    def texts(self) -> tuple[str, ...]:
+        return self.conversation.texts()
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An image asked about: the item (its pixels are the ground truth's frame) and what was sent."""
+
+    item: ImageItem
+    sent: SentImage
+
+
+@dataclass(frozen=True)
+class ServedReply(Reply):
+    """A reply with the convention its boxes are read in (``frame``: the size of the image sent)."""
+
+    convention: BoxConvention
+
+
+class ServedChatAdapter(TextAnswerBase[Shown, Question]):
+    """A chat model behind a server. Subclasses build the client (:meth:`connect`) and make
+    one request (:meth:`attempt`), turning the client's errors into
+    :class:`~pytest_rf100vl.adapters.remote.Fault`."""
+
+    prompt_modes = PROMPT_MODES
+    repeatable = False  # billed per request: never re-run for throughput
+    transport_options = frozenset({*CallPolicy.OPTIONS, "api_key_env"})
+    official_hosts: ClassVar[frozenset[str]]
+    """Hosts that need a key (any other server may run without authentication)."""
+    accepted_formats: ClassVar[frozenset[str]]
+    """Image formats the API takes as they are (PIL's names); others are re-encoded."""
+    also_keys: ClassVar[tuple[str, ...]] = ()
+    """Variables read for the key after the default ``api_key_env``, when that is not set."""
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        where = f"adapter {self.name!r}"
+        if not self.checkpoint:
+            raise ValueError(f"{where} needs a model name: {self.name}:MODEL")
+        family = str(self.options["family"])
+        self.family = guess_family(self.checkpoint) if family == "auto" else family
+        if self.family not in FAMILIES:
+            raise ValueError(f"{where}: option family={family!r} (use auto or one of {', '.join(FAMILIES)})")
+        coordinates = str(self.options["coordinates"])
+        name = FAMILY_CONVENTIONS[self.family] if coordinates == "auto" else coordinates
+        self.convention = BoxConvention(name, min_pixels=self._whole("qwen_min_pixels", 1),
+                                        max_pixels=self._whole("qwen_max_pixels", 1))
+        self.grounding_convention = BoxConvention("qwen3") if name == "gemini" else self.convention
+        self.prompt_style = str(self.options["prompt_style"])
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"{where}: option prompt_style={self.prompt_style!r} "
+                             f"(use one of {', '.join(PROMPT_STYLES)})")
+        self.fewshot_images = self._whole("fewshot_images", 1)
+        self.max_pixels = self._whole("max_pixels", 1)
+        self.temperature = float(self.options["temperature"])
+        self.base_url = str(self.options["base_url"]).rstrip("/")
+        if urlsplit(self.base_url).scheme not in ("http", "https") or not urlsplit(self.base_url).hostname:
+            raise ValueError(f"{where}: option base_url={public_url(self.base_url)!r} is not an http(s) URL")
+        key = self._key()
+        policy = CallPolicy.from_options(self.options, where)
+        self.calls = RemoteCalls(policy, f"{self.name}:{self.checkpoint}", [key or "", *url_secrets(self.base_url)])
+        self.concurrency = policy.concurrency
+        self._examples: dict[int, SentImage] = {}  # id of a shown few-shot image -> what is sent
+        self.client = self.connect(key)
+
+    def _whole(self, key: str, minimum: int) -> int | None:
+        """Option ``key`` as a whole number of at least ``minimum`` (``None`` stays ``None``)."""
+        value = self.options[key]
+        if value is None:
+            return None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not float(value).is_integer() or (
+                value < minimum):
+            raise ValueError(f"adapter {self.name!r}: option {key}={value!r} must be a whole number >= {minimum}")
+        return int(value)
+
+    def _key(self) -> str | None:
+        """The key, from the environment; ``None`` for a server that may need none."""
+        variable = str(self.options["api_key_env"])
+        if not ENVIRONMENT_NAME.fullmatch(variable):
+            raise ValueError(f"adapter {self.name!r}: option api_key_env must name an environment variable "
+                             "(capitals, digits and underscores), not hold the key itself")
+        default = type(self).option_defaults["api_key_env"]  # type: ignore[index]
+        for name in (variable, *(self.also_keys if variable == default else ())):
+            if os.environ.get(name, "").strip():
+                return os.environ[name].strip()
+        if urlsplit(self.base_url).hostname in self.official_hosts:
+            raise ValueError(f"adapter {self.name!r}: no API key for {public_url(self.base_url)}: set {variable} "
+                             "(or name another variable with the adapter option api_key_env)")
+        return None
+
+    # ------------------------------------------------------------------ the API
+
+    @abstractmethod
+    def connect(self, key: str | None) -> Any:
+        """The API client, its own retries off and its time-out the policy's (``key`` ``None``:
+        a server without authentication)."""
+
+    @abstractmethod
+    def attempt(self, question: Question, examples: list[SentImage], image: SentImage) -> Answer:
+        """One request: the question's conversation with its few-shot images and the image
+        asked about. Raises :class:`~pytest_rf100vl.adapters.remote.Fault` (its message
+        scrubbed with ``self.calls.scrub``) for a failed attempt."""
+
+    # ------------------------------------------------------------------ questions
+
+    def task_prompts(self, task: DetectionTask) -> list[tuple[Question, int | None]]:
+        """The task's conversations (few-shot images downscaled as the image asked about
+        would be, each encoded once)."""
+        shown = replace(task, fewshot=tuple(shown_example(example, self.max_pixels) for example in task.fewshot))
+        conversations = task_conversations(self.prompt_style, self.family, shown, self.per_class, self.convention,
+                                           self.fewshot_images)
+        images = {id(shot.image): shot.image for conversation, _ in conversations for shot in conversation.examples}
+        self._examples = {key: sent_example(image) for key, image in images.items()}
+        return [(Question(conversation, self.convention), index) for conversation, index in conversations]
+
+    def box_prompt(self, query: GroundingQuery) -> Question:
+        return Question(Conversation(None, (), query.box_prompt, IMAGE_FIRST[self.family]), self.grounding_convention,
+                        detection=False)
+
+    def quadrant_prompt(self, query: GroundingQuery) -> Question:
+        return Question(Conversation(None, (), query.quadrant_prompt, IMAGE_FIRST[self.family]), self.convention,
+                        detection=False)
+
+    def parse(self, text: str) -> BoxParse:
+        return parse_json_boxes(text)
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        """The prompts and classes, with the model and how its boxes are read."""
+        return (*super().answer_key_parts(query), f"model:{self.checkpoint}", f"family:{self.family}",
+                f"coordinates:{self.convention!r}", f"grounding-coordinates:{self.grounding_convention!r}",
+                f"max_pixels:{self.max_pixels}")
+
+    # ------------------------------------------------------------------ answering
+
+    def shown(self, item: ImageItem) -> Shown:
+        """``item`` with what is sent for it (a re-encoding counted)."""
+        sent = sent_image(item, self.accepted_formats, self.max_pixels)
+        if sent.reencoded is not None:
+            with self._lock:
+                self.stats["reencoded_images"] += 1
+                self.stats["downscaled_images"] += int(sent.downscaled)
+        return Shown(item, sent)
+
+    def generate(self, images: list[Shown], prompts: list[Question]) -> list[Reply]:
+        """One request per (image, question), in order, each through the call policy."""
+        return [self._ask(shown, question) for shown, question in zip(images, prompts)]
+
+    def _ask(self, shown: Shown, question: Question) -> Reply:
+        examples = [self._examples[id(example.image)] for example in question.conversation.examples]
+        answer = self.calls.call(lambda: self.attempt(question, examples, shown.sent))
+        with self._lock:
+            self.stats["truncated_answers"] += int(answer.truncated)
+            self.stats["empty_answers"] += int(not answer.text.strip())
+        return ServedReply(answer.text, shown.sent.size, question.convention)
+
+    def to_pixels(self, box: tuple[float, float, float, float], reply: Reply, image: Shown) -> tuple[float, ...]:
+        """A box in the reply's convention over the image sent, as pixels of the item's image."""
+        assert isinstance(reply, ServedReply)
+        sent_w, sent_h = image.sent.size
+        x1, y1, x2, y2 = reply.convention.to_pixels(box, sent_w, sent_h)
+        scale_x, scale_y = image.item.image.width / sent_w, image.item.image.height / sent_h
+        return (x1 * scale_x, y1 * scale_y, x2 * scale_x, y2 * scale_y)
+
+    def predict(self, batch: list[ImageItem]) -> list[Detections]:
+        if self.task is None:
+            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before predict")
+        return self.detect([self.shown(item) for item in batch])
+
+    def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
+        return self.answer_grounding([self.shown(item) for item in batch], queries)
+
+    # ------------------------------------------------------------------ reporting
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "family": self.family,
+            "coordinates": self.convention.name,
+            "prompt_style": self.prompt_style,
+            "base_url": public_url(self.base_url),
+            "api_key_env": str(self.options["api_key_env"]),
+            "concurrency": self.concurrency,
+        }
+
+    def start_pair(self) -> None:
+        super().start_pair()
+        self.calls.start_pair()
+
+    def pair_columns(self) -> dict[str, Any]:
+        """Requests, retries, failures, tokens, latency and cost of the pair; its prompt style
+        and prompt hash; the server (without credentials)."""
+        return {
+            **self.calls.pair_columns(),
+            "prompt_style": self.prompt_style,
+            "prompt_hash": self.pair_prompt_hash(),
+            "api_base_url": public_url(self.base_url),
+        }
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if callable(close):
+            close()

@@ -1,0 +1,216 @@
+"""Two results folders compared: the AP difference (B - A, in AP points) on each dataset both
+scored, and on each domain mean and ``All``, with percentile bootstrap confidence intervals.
+
+- A dataset's interval resamples its images: each resample draws as many images as the split
+  has, with replacement, and both folders' predictions are scored on the same draw
+  (:mod:`rf100vl_hf.metrics.resample`: exactly pycocotools on the resampled images), so the
+  interval is that of a paired difference.
+- A mean's interval resamples the datasets of the mean (the domain's, or all of them) with
+  replacement; a mean over one dataset has none.
+
+Draws are seeded by ``seed`` and the dataset's (or domain's) name, so an interval does not
+change with the other datasets compared. :data:`RESAMPLES` draws by default.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
+from rf100vl_hf.results.pairs import located_rows, row_matches, row_split
+from rf100vl_hf.results.rows import LIMIT
+from rf100vl_hf.results.tables import Table, _domain, column_labels
+
+COMPARABLE = ("split", "dataset_fingerprint", "split_parameters", LIMIT)
+"""Columns two rows of a dataset must share to have been scored on the same images."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """B - A on one dataset (``images`` its images) or one mean (``datasets`` it covers), in AP
+    points, with the interval's bounds (``None`` for a mean over one dataset)."""
+
+    name: str
+    domain: str
+    ap_a: float
+    ap_b: float
+    difference: float
+    low: float | None
+    high: float | None
+    images: int | None = None
+    datasets: int | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What ``results compare`` prints."""
+
+    a: str
+    b: str
+    datasets: list[Difference]
+    means: list[Difference]
+    skipped: dict[str, str] = field(default_factory=dict)  # dataset -> why it was not compared
+    resamples: int = RESAMPLES
+    confidence: float = CONFIDENCE
+    seed: int = 0
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+
+
+def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    low, high = np.quantile(values, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(low), float(high)
+
+
+def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """A folder's rows by dataset (of ``model`` when given: a spec or an adapter name)."""
+    root, rows = located_rows(folder)
+    if not rows:
+        raise DataError(folder, "rows", "no RF100-VL rows to compare (UOUO rows are not compared)")
+    if model is not None:
+        chosen = [row for row in rows if model in (row.get("spec"), row.get("model"))]
+        if not chosen:
+            models = ", ".join(dict.fromkeys(str(row.get("spec")) for row in rows)) or "none"
+            raise DataError(folder, option, f"no RF100-VL rows of model {model!r} (models: {models})")
+        rows = chosen
+    by_dataset: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_dataset.setdefault(str(row["dataset"]), []).append(row)
+    for dataset, several in by_dataset.items():
+        if len(several) > 1:
+            raise DataError(folder, f"rows of {dataset}", f"{len(several)} of them ({', '.join(column_labels(several))}"
+                            f"): choose one model with {option}, or compare folders holding one row per dataset")
+    return root, {dataset: several[0] for dataset, several in by_dataset.items()}
+
+
+def _label(folder: Path, rows: dict[str, dict[str, Any]]) -> str:
+    specs = ", ".join(dict.fromkeys(str(row.get("spec") or row.get("model")) for row in rows.values()))
+    return f"{folder} ({specs})" if specs else str(folder)
+
+
+def _not_comparable(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    differ = [f"{key} {a.get(key)} vs {b.get(key)}" for key in COMPARABLE if a.get(key) != b.get(key)]
+    if differ:
+        return "scored on different images: " + "; ".join(differ)
+    if not all(isinstance(row.get("ap"), (int, float)) for row in (a, b)):
+        return "AP is undefined (the split has no ground-truth box)"
+    return None
+
+
+def compare(
+    folder_a: Path,
+    folder_b: Path,
+    model_a: str | None = None,
+    model_b: str | None = None,
+    data_dir: Path | None = None,
+    fewshot_dir: Path | None = None,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    progress: bool = True,
+) -> Comparison:
+    """Compare the RF100-VL rows of two results folders dataset by dataset (see module docs).
+    The datasets are read from ``data_dir`` (the exports the rows were scored on) and each
+    row's predictions must still give its AP."""
+    from rf100vl_hf.metrics.aggregate import ORDER
+    from rf100vl_hf.progress import progress_bar
+
+    if resamples < 1 or not 0 < confidence <= 1:
+        raise ValueError(f"need at least one resample and a confidence in (0, 1], got {resamples}, {confidence}")
+    root_a, rows_a = _side(folder_a, model_a, "--model-a")
+    root_b, rows_b = _side(folder_b, model_b, "--model-b")
+    skipped = {name: f"only in {which}" for which, mine, other in (("A", rows_a, rows_b), ("B", rows_b, rows_a))
+               for name in mine if name not in other}
+    common = [name for name in rows_a if name in rows_b]
+    for name in common:
+        reason = _not_comparable(rows_a[name], rows_b[name])
+        if reason:
+            skipped[name] = reason
+    compared = sorted((name for name in common if name not in skipped),
+                      key=lambda name: (ORDER.index(_domain(rows_a[name])), name))  # as Table 2 orders them
+    differences = []
+    with progress_bar(total=len(compared) * resamples, desc="bootstrap over images", disable=not progress) as bar:
+        for name in compared:
+            differences.append(_dataset_difference(rows_a[name], root_a, rows_b[name], root_b, data_dir, fewshot_dir,
+                                                   resamples, confidence, seed, bar.update))
+    return Comparison(_label(folder_a, rows_a), _label(folder_b, rows_b), differences,
+                      _mean_differences(differences, resamples, confidence, seed), skipped, resamples, confidence, seed)
+
+
+def _dataset_difference(
+    a: dict[str, Any], root_a: Path, b: dict[str, Any], root_b: Path, data_dir: Path | None,
+    fewshot_dir: Path | None, resamples: int, confidence: float, seed: int, advance: Callable[[int], Any],
+) -> Difference:
+    """B - A on one dataset, with its interval over resampled images (the same draws for both)."""
+    split = row_split(a, data_dir, fewshot_dir)
+    matches_a, matches_b = row_matches(a, root_a, split), row_matches(b, root_b, split)
+    images = len(matches_a.image_ids)
+    draws = _rng(seed, str(a["dataset"])).integers(0, images, size=(resamples, images))
+    resampled = np.empty(resamples)
+    for index, draw in enumerate(draws):
+        counts = np.bincount(draw, minlength=images)
+        resampled[index] = 100 * (matches_b.ap(counts) - matches_a.ap(counts))
+        advance(1)
+    ap_a, ap_b = 100 * matches_a.ap(), 100 * matches_b.ap()
+    low, high = _interval(resampled, confidence)
+    return Difference(str(a["dataset"]), _domain(a), ap_a, ap_b, ap_b - ap_a, low, high, images=images)
+
+
+def _mean_differences(differences: Sequence[Difference], resamples: int, confidence: float,
+                      seed: int) -> list[Difference]:
+    """Per domain (in the paper's order) and ``All``: the mean difference, with its interval over
+    resampled datasets."""
+    from rf100vl_hf.metrics.aggregate import ALL, ORDER
+
+    groups = {domain: [d for d in differences if d.domain == domain] for domain in ORDER}
+    groups = {domain: members for domain, members in groups.items() if members}
+    if differences:
+        groups[ALL] = list(differences)
+    means = []
+    for target, members in groups.items():
+        values = np.array([d.difference for d in members])
+        low = high = None
+        if len(members) > 1:
+            picks = _rng(seed, target).integers(0, len(members), size=(resamples, len(members)))
+            low, high = _interval(values[picks].mean(axis=1), confidence)
+        means.append(Difference(target, target, float(np.mean([d.ap_a for d in members])),
+                                float(np.mean([d.ap_b for d in members])), float(values.mean()), low, high,
+                                datasets=len(members)))
+    return means
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """Datasets, then the domain means and ``All``: AP of A and B, B - A and its interval."""
+    percent = round(100 * comparison.confidence)
+    header = ["Dataset", "Domain", "n", "AP A", "AP B", "B - A", f"{percent}% CI low", f"{percent}% CI high"]
+    body: list[list[Any]] = [
+        [d.name, d.domain, d.images, d.ap_a, d.ap_b, d.difference, d.low, d.high] for d in comparison.datasets
+    ]
+    first_mean = len(body)
+    body += [[m.name, "mean", m.datasets, m.ap_a, m.ap_b, m.difference, m.low, m.high] for m in comparison.means]
+    return Table(header, body, range(3, len(header)), digits=2, emphasis=set(range(first_mean, len(body))),
+                 title="AP50:95 difference (B - A, AP points)")
+
+
+def notes(comparison: Comparison) -> list[str]:
+    """What the table's reader must know: the two sides, the method, and what was left out (as
+    single lines whose control characters are escaped: specs and names come from the rows)."""
+    from rf100vl_hf.controls import one_line
+
+    percent = round(100 * comparison.confidence)
+    lines = [f"A: {comparison.a}", f"B: {comparison.b}",
+             f"{percent}% percentile bootstrap intervals, {comparison.resamples} resamples (seed {comparison.seed}): "
+             "over images for a dataset (paired), over datasets for a mean; n is the images of a dataset, the "
+             "datasets of a mean"]
+    lines += [f"not compared: {name}: {why}" for name, why in comparison.skipped.items()]
+    return [one_line(line) for line in lines]
+

@@ -1,0 +1,128 @@
+"""A results row read back as the pair it measured: its split of the dataset on disk (checked
+to be the one the row was scored on) and its predictions file, matched image by image.
+
+``results compare`` and ``draw`` start here. A row names its predictions file by the path the
+run wrote; a results folder that was moved or copied is still read, from ``predictions/``
+inside it. A file that no longer gives the row's AP (a later run of the same model, dataset
+and split wrote over it) is an error, never a silent mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.metrics.resample import ImageMatches
+from rf100vl_hf.results.rows import LIMIT
+
+AP_TOLERANCE = 1e-6
+"""How far (AP points) the AP recomputed from a predictions file may be from its row's."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """The images a row was scored on, with what scoring them needs."""
+
+    dataset: Any  # datasets.Dataset: the split, cut to the row's limit
+    ground_truth: dict[str, Any]  # COCO ground truth, the export's own ids
+    classes: list[str]
+    category_ids: list[int]
+
+
+def located_rows(folder: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The results folder of ``folder`` (a folder, or its ``results.jsonl``) and its RF100-VL
+    rows, the latest of each identity."""
+    from rf100vl_hf.results.rows import read_jsonl, results_file, select
+
+    path = results_file(Path(folder))
+    return path.parent, [row for row in select(read_jsonl(path)) if row.get("benchmark") == "rf100vl"]
+
+
+def describe(row: dict[str, Any]) -> str:
+    """A row as a person names it: ``spec on dataset (split)``."""
+    return f"{row.get('spec') or row.get('model')} on {row.get('dataset')} ({row.get('split')})"
+
+
+def predictions_path(row: dict[str, Any], folder: Path) -> Path:
+    """The predictions file a row points at: as recorded, else relative to its results folder,
+    else at its place under ``predictions/`` of the folder (which was moved)."""
+    named = row.get("predictions_file")
+    if not named:
+        raise DataError(folder, describe(row), "the row names no predictions file")
+    recorded = Path(named)
+    candidates = [recorded if recorded.is_absolute() else folder / recorded,
+                  folder.joinpath("predictions", *recorded.parts[-3:])]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise DataError(candidates[0], "predictions_file", f"missing (the file of {describe(row)}; looked for "
+                    f"{' and '.join(str(c) for c in dict.fromkeys(candidates))})")
+
+
+def read_predictions(path: Path, category_ids: list[int]) -> tuple[list[dict[str, Any]], int]:
+    """The COCO results records of a file, less those of a category that is not a class (as
+    pycocotools ignores them), and how many those were."""
+    try:
+        records = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise DataError(path, "file", f"cannot be read as JSON ({exc})") from None
+    if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+        raise DataError(path, "file", "expected a JSON list of COCO results records")
+    classes = set(category_ids)
+    kept = [record for record in records if record.get("category_id") in classes]
+    return kept, len(records) - len(kept)
+
+
+def load_split(dataset: str, split: str, data_dir: Path | None = None, fewshot_dir: Path | None = None,
+               limit: int | None = None, fingerprint: str | None = None) -> Split:
+    """``split`` of ``dataset`` as prepared from the exports (its first ``limit`` images when
+    given); with ``fingerprint``, the exports must be the ones a row was scored on."""
+    from rf100vl_hf.metadata import read_metadata
+    from rf100vl_hf.metrics import coco_ground_truth
+    from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+    splits = load_rf100vl(dataset, data_dir=data_dir, fewshot_dir=fewshot_dir, progress=False)
+    if split not in splits:
+        raise DataError(dataset, "split", f"no split {split!r} (it has: {', '.join(splits)})")
+    chosen = splits[split] if limit is None else splits[split].select(range(min(limit, len(splits[split]))))
+    metadata = read_metadata(chosen)
+    if fingerprint is not None and metadata.get("fingerprint") != fingerprint:
+        raise DataError(dataset, "dataset_fingerprint", f"the export on disk ({metadata.get('fingerprint')}) is not "
+                        f"the one the results were scored on ({fingerprint}); point --data-dir at that export")
+    category_ids = [int(c) for c in metadata["category_ids"]]
+    return Split(chosen, coco_ground_truth(chosen, category_ids), list(metadata["classes"]), category_ids)
+
+
+def row_split(row: dict[str, Any], data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Split:
+    """The images ``row`` was scored on."""
+    return load_split(row["dataset"], row.get("split") or "test", data_dir, fewshot_dir, row.get(LIMIT),
+                      row.get("dataset_fingerprint"))
+
+
+def matched(path: Path, split: Split) -> tuple[ImageMatches, list[dict[str, Any]]]:
+    """The predictions of ``path`` matched to ``split``'s ground truth, and the records matched
+    (errors in a record name the file)."""
+    from rf100vl_hf.metrics.resample import match_images
+
+    records, _ = read_predictions(path, split.category_ids)
+    try:
+        return match_images(split.ground_truth, records), records
+    except DataError as exc:
+        raise DataError(path, exc.field, exc.reason) from None
+
+
+def row_matches(row: dict[str, Any], folder: Path, split: Split) -> ImageMatches:
+    """A row's predictions matched to its split, checked to give the row's AP."""
+    path = predictions_path(row, folder)
+    matches, _ = matched(path, split)
+    recorded = row.get("ap")
+    if isinstance(recorded, (int, float)):
+        recomputed = 100 * matches.ap()
+        if abs(recomputed - recorded) > AP_TOLERANCE:
+            raise DataError(path, "ap", f"scores {recomputed:.4f} on the dataset on disk, but the row of "
+                            f"{describe(row)} says {recorded:.4f}: a later run wrote over the file, or the "
+                            "export changed")
+    return matches

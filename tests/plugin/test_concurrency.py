@@ -1,0 +1,123 @@
+"""The inference loop for models behind a server (``Adapter.concurrency`` above 1): one call per
+image from a pool of threads, answers settled as they complete, so a slow request holds back no
+other; at most ``concurrency`` calls in flight; failures cost their image and are never cached;
+a rerun is answered from the cache without a call; UOUO answers keep the split's order."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+
+import datasets
+import numpy as np
+from PIL import Image
+
+from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery
+from pytest_rf100vl.run.runner import LoopOptions, run_grounding, run_inference
+
+N = 12
+SLOW = 0  # the image whose call takes long
+SLOW_S, FAST_S = 0.6, 0.05
+
+
+def png(seed: int) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 255, (20 + seed, 30, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def split(id_column: str = "image_id") -> datasets.Dataset:
+    rows = {"image": [{"bytes": png(i), "path": None} for i in range(N)], id_column: list(range(N)),
+            "file_name": [f"{i}.png" for i in range(N)]}
+    return datasets.Dataset.from_dict(rows).cast_column("image", datasets.Image())
+
+
+class Served(Adapter):
+    """Answers image ``i`` with one box ``[i, i, i + 5, i + 5]`` after a delay, like a server;
+    image 3 fails. Records how many calls are in flight at once and which images it was asked."""
+
+    name = "served"
+
+    def __init__(self, concurrency: int, fail: int | None = 3):
+        super().__init__("stand-in")
+        self.concurrency = concurrency
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.in_flight = self.most_in_flight = 0
+        self.asked: list[int] = []
+        self.got_bytes: list[bool] = []
+
+    def call(self, image_id: int) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.asked.append(image_id)
+        time.sleep(SLOW_S if image_id == SLOW else FAST_S)
+        with self.lock:
+            self.in_flight -= 1
+        if image_id == self.fail:
+            raise ConnectionError("the server went away")
+
+    def predict(self, batch):
+        answers = []
+        for item in batch:
+            self.call(item.image_id)
+            self.got_bytes.append(item.data is not None and item.data[:4] == b"\x89PNG")
+            i = float(item.image_id)
+            answers.append(Detections(np.array([[i, i, i + 5, i + 5]]), np.ones(1), np.zeros(1, dtype=np.int64)))
+        return answers
+
+    def ground(self, batch, queries):
+        for item in batch:
+            self.call(item.image_id)
+        return [GroundingAnswer((0.0, 0.0, 1.0, 1.0), query.target) for query in queries]
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        return ("served", query.target if query else "detect")
+
+
+def detect(adapter: Served, cache: Path | None = None):
+    adapter.set_task(DetectionTask("served", ["thing"]))
+    return run_inference(adapter, split(), batch_size=4, progress=False, loop=LoopOptions(0, cache))
+
+
+def test_concurrent_calls_return_every_answer_with_no_head_of_line_blocking() -> None:
+    adapter = Served(concurrency=4)
+    began = time.perf_counter()
+    result = detect(adapter)
+    wall = time.perf_counter() - began
+    assert sorted(adapter.asked) == list(range(N)) and adapter.most_in_flight == 4
+    assert all(adapter.got_bytes)  # the original file bytes travel with each image
+    for image_id in range(N):
+        boxes = result.detections[image_id].boxes
+        expected = np.zeros((0, 4)) if image_id == 3 else np.array([[image_id, image_id, image_id + 5, image_id + 5]])
+        np.testing.assert_array_equal(boxes, expected)
+    assert result.counts.failed_images == 1 and "the server went away" in result.counts.first_error
+    # Serially: 0.6 + 11 x 0.05 = 1.15 s. Batched by 4 with a wait for the slowest of each batch:
+    # at least 0.6 + 2 x 0.05. Free of head-of-line blocking: the other 11 run beside the slow one.
+    assert wall < SLOW_S + 2 * FAST_S, wall
+    assert result.timing.n_images == N and len(result.timing.batch_seconds) == N
+    assert max(result.timing.batch_seconds) >= SLOW_S  # each call timed from its own start
+
+
+def test_a_rerun_is_answered_from_the_cache_except_the_failed_image(tmp_path: Path) -> None:
+    first = Served(concurrency=3)
+    detect(first, tmp_path)
+    second = Served(concurrency=3, fail=None)
+    result = detect(second, tmp_path)
+    assert second.asked == [3]  # the failure was never stored; every answer was
+    assert result.counts.failed_images == 0 and result.timing.cached_images == N - 1
+    np.testing.assert_array_equal(result.detections[3].boxes, [[3, 3, 8, 8]])
+
+
+def test_grounding_answers_keep_the_split_order_whatever_order_they_complete_in() -> None:
+    adapter = Served(concurrency=4, fail=5)
+    queries = [GroundingQuery(f"object {i}", "where?", "which quadrant?") for i in range(N)]
+    result = run_grounding(adapter, split("mosaic_id"), queries, progress=False, loop=LoopOptions(0, None))
+    assert [answer.quadrant for answer in result.answers] == [
+        None if i == 5 else f"object {i}" for i in range(N)
+    ]
+    assert list(result.errors) == [5] and "ConnectionError" in result.errors[5]

@@ -1,0 +1,146 @@
+"""``rf100vl-hf models``: every registered adapter with the default checkpoint, prompt modes and
+tasks its class has, read from source without importing a model library; the command reaches
+the library's command line through the ``rf100vl.commands`` entry-point group."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_rf100vl.adapters import registry
+from pytest_rf100vl.commands.models import adapters
+from rf100vl_hf.cli import main
+
+THIRD_PARTY = {
+    "third_adapter.py": '''
+        from pytest_rf100vl.adapters.base import Adapter
+
+        BASE = "org/third"
+
+
+        class ThirdAdapter(Adapter):
+            default_checkpoint = f"{BASE}-base"
+            prompt_modes = ("names", "instructions")
+            tasks = ("rf100vl",)
+
+            def predict(self, batch):
+                return []
+    ''',
+    "computed_adapter.py": '''
+        from pytest_rf100vl.adapters.base import Adapter
+
+
+        class ComputedAdapter(Adapter):
+            default_checkpoint = "org/computed".upper()  # only an import can tell
+
+            def predict(self, batch):
+                return []
+    ''',
+    "thirdparty-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: thirdparty\nVersion: 1.0\n",
+    "thirdparty-1.0.dist-info/entry_points.txt": '''
+        [rf100vl.adapters]
+        third = third_adapter:ThirdAdapter
+        computed = computed_adapter:ComputedAdapter
+        missing = no_such_module:Nope
+
+        [rf100vl.commands]
+        broken = no_such_module:add_parser
+        list = third_adapter:ThirdAdapter
+    ''',
+}
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A folder that installs the package ``thirdparty`` when put on ``PYTHONPATH``."""
+    for name, text in THIRD_PARTY.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return tmp_path
+
+
+def fresh(code: str, site: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter (with ``site`` installed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site or ""), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_every_built_in_is_listed_with_the_attributes_its_class_has() -> None:
+    listed = {info.name: info for info in adapters()}
+    assert list(listed) == list(registry.BUILTIN)
+    for name, info in listed.items():
+        cls = registry.adapter_class(name)  # imports the model libraries: the reference
+        assert (info.default_checkpoint, info.prompt_modes, info.tasks, info.source, info.problem) == (
+            cls.default_checkpoint, tuple(cls.prompt_modes), tuple(cls.tasks), "built-in", None
+        ), name
+    assert listed["clip-quadrant"].tasks == ("uouo",) and listed["predictions"].tasks == ("rf100vl",)
+
+
+def test_the_listing_imports_no_model_library_and_starts_fast() -> None:
+    code = textwrap.dedent("""
+        import sys, time
+        start = time.perf_counter()
+        from rf100vl_hf.cli import main
+        main(["models"])
+        heavy = [name for name in ("torch", "transformers", "open_clip", "datasets") if name in sys.modules]
+        print("SECONDS", time.perf_counter() - start, "HEAVY", heavy)
+    """)
+    result = fresh(code)
+    assert result.returncode == 0, result.stderr
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["name", "default", "checkpoint", "prompt", "modes", "tasks", "from"]
+    owlv2 = next(line for line in lines if line.startswith("owlv2 "))
+    assert owlv2.split() == ["owlv2", "google/owlv2-base-patch16-ensemble", "names,", "instructions,", "fewshot",
+                             "rf100vl,", "uouo", "built-in"]
+    seconds, heavy = lines[-1].split(" HEAVY ")
+    assert heavy == "[]" and float(seconds.split()[1]) < 3.0
+
+
+def test_installed_adapters_are_listed_with_their_package_and_broken_ones_with_the_reason(site: Path) -> None:
+    code = textwrap.dedent("""
+        import sys
+        from rf100vl_hf.cli import main
+        main(["models", "--format", "json"])
+        print("IMPORTED", sorted(name for name in ("third_adapter", "computed_adapter") if name in sys.modules))
+    """)
+    result = fresh(code, site)
+    assert result.returncode == 0, result.stderr
+    listing, imported = result.stdout.rsplit("IMPORTED ", 1)
+    listed = {info["name"]: info for info in json.loads(listing)}
+    assert listed["third"] == {"name": "third", "target": "third_adapter:ThirdAdapter", "source": "thirdparty",
+                               "default_checkpoint": "org/third-base", "prompt_modes": ["names", "instructions"],
+                               "tasks": ["rf100vl"], "problem": None}
+    assert listed["computed"]["default_checkpoint"] == "ORG/COMPUTED"
+    assert listed["computed"]["tasks"] == ["rf100vl", "uouo"]  # inherited from Adapter
+    assert "ModuleNotFoundError: No module named 'no_such_module'" in listed["missing"]["problem"]
+    assert imported.strip() == "['computed_adapter']"  # read from source, except what only an import can tell
+    assert "command 'broken' of entry point no_such_module:add_parser (package thirdparty) could not be added" \
+        in result.stderr
+    assert "command 'list' of entry point third_adapter:ThirdAdapter (package thirdparty) is already a command" \
+        in result.stderr
+
+
+def test_a_name_registered_twice_is_a_one_line_error(site: Path) -> None:
+    entry_points = site / "thirdparty-1.0.dist-info" / "entry_points.txt"
+    entry_points.write_text(entry_points.read_text(encoding="utf-8").replace("third =", "owlv2 ="), encoding="utf-8")
+    result = fresh("from rf100vl_hf.cli import main; raise SystemExit(main(['models']))", site)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith("rf100vl-hf: error: entry points: rf100vl.adapters: model "
+                                                     "adapter 'owlv2' is registered twice")
+
+
+def test_the_table_and_json_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    start = time.perf_counter()
+    assert main(["models", "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert main(["models"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in table[1:]] == [info["name"] for info in listed]
+    assert time.perf_counter() - start < 5.0

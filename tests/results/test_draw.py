@@ -1,0 +1,113 @@
+"""``draw``: a pair's predictions against the ground truth as PNG, boxes where the files put them,
+coloured by pycocotools' matching at IoU 0.5, from a results folder or a predictions file."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from rf100vl_hf.cli import main
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.results.draw import COLOURS, GROUND_TRUTH, MIN_SIDE, UNMATCHED_COLOUR, draw, pair_of
+from rf100vl_hf.metrics.resample import MATCHED
+from tests.results.scored import write_exports, write_folder
+
+MATCHED_COLOUR = COLOURS[MATCHED]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The bees export, and a folder whose predictions on its first image are: one ground-truth
+    box exactly (matched), one box far from every ground-truth box (matched to none), and one
+    box scoring too little to be drawn by default."""
+    root = tmp_path_factory.mktemp("draw")
+    exported = write_exports(root / "data", ("bees",))
+    truth = exported["bees"].truth
+    first = truth["images"][0]
+    boxes = [ann for ann in truth["annotations"] if ann["image_id"] == first["id"]]
+    hit = max(boxes, key=lambda ann: ann["bbox"][2] * ann["bbox"][3])
+    lonely = free_spot(boxes, first["width"], first["height"])
+    predictions = [
+        {"image_id": first["id"], "category_id": hit["category_id"], "bbox": hit["bbox"], "score": 0.9},
+        {"image_id": first["id"], "category_id": hit["category_id"], "bbox": lonely, "score": 0.8},
+        {"image_id": first["id"], "category_id": hit["category_id"], "bbox": [2.0, 2.0, 6.0, 6.0], "score": 0.1},
+    ]
+    write_folder(root / "run", "owlv2", exported, {"bees": predictions})
+    return {"root": root, "data": root / "data", "truth": truth, "first": first, "hit": hit, "lonely": lonely}
+
+
+def free_spot(boxes: list[dict[str, Any]], width: int, height: int, size: float = 40.0) -> list[float]:
+    """A square far from every box (the drawn tags included)."""
+    for x in np.arange(5, width - size - 5, 10.0):
+        for y in np.arange(30, height - size - 5, 10.0):
+            if all(x + size + 20 < bx or bx + bw + 20 < x or y + size + 20 < by or by + bh + 20 < y
+                   for bx, by, bw, bh in (ann["bbox"] for ann in boxes)):
+                return [float(x), float(y), size, size]
+    raise AssertionError("no free spot")
+
+
+def edge_colour(picture: Image.Image, bbox: list[float], scale: float) -> tuple[int, int, int]:
+    """The colour of a box's left edge, halfway down (below any tag)."""
+    x, y, _, h = bbox
+    return picture.getpixel((round(x * scale) + 1, round((y + h * 0.6) * scale)))
+
+
+def colour_count(picture: Image.Image, colour: tuple[int, int, int]) -> int:
+    return int((np.asarray(picture) == colour).all(axis=-1).sum())
+
+
+def test_boxes_are_drawn_where_they_are_coloured_by_their_match(world, tmp_path) -> None:
+    (path,) = draw(pair_of(world["root"] / "run", "bees", data_dir=world["data"]), tmp_path,
+                   image_ids=[world["first"]["id"]], progress=False)
+    assert path == tmp_path / f"bees-{world['first']['id']}.png"
+    picture = Image.open(path).convert("RGB")
+    scale = MIN_SIDE / max(world["first"]["width"], world["first"]["height"])
+    assert picture.width == MIN_SIDE and picture.height > world["first"]["height"] * scale  # enlarged, captioned
+    assert edge_colour(picture, world["hit"]["bbox"], scale) == MATCHED_COLOUR  # drawn over its ground truth
+    assert edge_colour(picture, world["lonely"], scale) == UNMATCHED_COLOUR
+    others = [ann for ann in world["truth"]["annotations"]
+              if ann["image_id"] == world["first"]["id"] and ann is not world["hit"] and ann["bbox"][2] > 2]
+    assert all(edge_colour(picture, ann["bbox"], scale) == GROUND_TRUTH for ann in others)
+    assert colour_count(picture, GROUND_TRUTH) > 0
+
+    (everything,) = draw(pair_of(world["root"] / "run", "bees", data_dir=world["data"]), tmp_path / "all",
+                         image_ids=[world["first"]["id"]], min_score=0.0, progress=False)
+    assert edge_colour(Image.open(everything).convert("RGB"), [2.0, 2.0, 6.0, 6.0], scale) == UNMATCHED_COLOUR
+    assert edge_colour(picture, [2.0, 2.0, 6.0, 6.0], scale) != UNMATCHED_COLOUR  # below the default score
+
+
+def test_a_predictions_file_is_drawn_on_the_first_images_of_a_split(world, tmp_path) -> None:
+    file = world["root"] / "run" / "predictions" / "owlv2" / "bees" / "test.json"
+    paths = draw(pair_of(file, "bees", split="test", data_dir=world["data"]), tmp_path, images=3, progress=False)
+    assert [p.name for p in paths] == [f"bees-{image['id']}.png" for image in world["truth"]["images"][:3]]
+    assert all(Image.open(p).width == MIN_SIDE for p in paths)
+
+
+def test_the_command_writes_the_pictures(world, tmp_path, capsys) -> None:
+    assert main(["draw", str(world["root"] / "run"), "--dataset", "bees", "--out", str(tmp_path), "--images", "2",
+                 "--data-dir", str(world["data"])]) == 0
+    assert capsys.readouterr().out.count("wrote ") == 2 and len(list(tmp_path.glob("bees-*.png"))) == 2
+
+
+def test_what_cannot_be_drawn_is_a_clear_error(world, tmp_path, capsys) -> None:
+    with pytest.raises(DataError, match=r"--dataset: 0 rows of fish-market-ggjso \(RF100-VL rows found: owlv2 on bees"):
+        pair_of(world["root"] / "run", "fish-market-ggjso", data_dir=world["data"])
+    pair = pair_of(world["root"] / "run", "bees", data_dir=world["data"])
+    with pytest.raises(DataError, match=r"--image-id: 999 is not an image of the split \(its first ids: 0, 1, 2"):
+        draw(pair, tmp_path, image_ids=[999], progress=False)
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps([{"image_id": 0, "category_id": 1, "bbox": [1, 2, 3], "score": 0.5}]))
+    with pytest.raises(DataError, match=r"broken\.json: \[0\]\.bbox: expected 4 numbers"):
+        draw(pair_of(broken, "bees", data_dir=world["data"]), tmp_path, progress=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["draw", str(world["root"] / "run"), "--dataset", "bees", "--out", str(tmp_path), "--images", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --images: expected an integer of at least 1, not '0'" in capsys.readouterr().err
+    assert main(["draw", str(world["root"] / "run"), "--dataset", "actions", "--out", str(tmp_path),
+                 "--data-dir", str(world["data"])]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rf100vl-hf: error: ") and "0 rows of actions" in err and err.count("\n") == 1
