@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from pytest_rf100vl.collect.options import Settings
-from pytest_rf100vl.collect.selection import Pair
-from pytest_rf100vl.kinds.base import BenchmarkKind
+from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.core.settings import Settings
+from pytest_rf100vl.core.stash import KINDS_KEY, SESSION_KEY, SETTINGS_KEY
 
 if TYPE_CHECKING:
     import datasets
@@ -40,10 +40,6 @@ if TYPE_CHECKING:
     from pytest_rf100vl.kinds.base import PairRun
     from pytest_rf100vl.run.session import MatrixSession
 
-SESSION_KEY = pytest.StashKey["MatrixSession"]()
-SETTINGS_KEY = pytest.StashKey[Settings]()
-KINDS_KEY = pytest.StashKey[list[BenchmarkKind]]()
-
 
 def matrix_session(config: pytest.Config) -> "MatrixSession":
     """The session's matrix state, created on first use (it reads the catalogue and thresholds)."""
@@ -51,7 +47,7 @@ def matrix_session(config: pytest.Config) -> "MatrixSession":
         from pytest_rf100vl.run.session import MatrixSession
 
         config.stash[SESSION_KEY] = MatrixSession(config, config.stash[SETTINGS_KEY], config.stash[KINDS_KEY])
-    return config.stash[SESSION_KEY]
+    return config.stash[SESSION_KEY]  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")

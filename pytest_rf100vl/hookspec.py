@@ -19,7 +19,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
 
 
 @pytest.hookspec(firstresult=True)

@@ -23,11 +23,10 @@ import pytest
 
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
-from pytest_rf100vl.collect.options import CORE_OPTIONS, Option, add_options, check_rootdir, read_settings
+from pytest_rf100vl.collect.options import CORE_OPTIONS, add_options, check_rootdir, read_settings
+from pytest_rf100vl.core.settings import Option
+from pytest_rf100vl.core.stash import KINDS_KEY, SESSION_KEY, SETTINGS_KEY
 from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the plugin's namespace)
-    KINDS_KEY,
-    SESSION_KEY,
-    SETTINGS_KEY,
     matrix_session,
     rf100vl_adapter,
     rf100vl_dataset,

@@ -4,12 +4,12 @@ to what the session collects (or replacing it when the user named no test paths)
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+
 
 import pytest
 
 from pytest_rf100vl.collect.matrix_tests import matrix_tests
-from pytest_rf100vl.collect.selection import Pair
+from pytest_rf100vl.core.pairs import Pair, pair_of
 
 NODE = "rf100vl"
 
@@ -50,11 +50,6 @@ def matrix_pairs(metafunc: pytest.Metafunc, pairs: list[Pair], test_names: dict[
     if not isinstance(metafunc.definition.parent, MatrixModule):
         return pairs
     return [pair for pair in pairs if test_names[pair.kind] == metafunc.definition.name]
-
-
-def pair_of(item: pytest.Item) -> Pair | None:
-    callspec: Any = getattr(item, "callspec", None)
-    return callspec.params.get("rf100vl_pair") if callspec is not None else None
 
 
 def model_major(items: list[pytest.Item], models: tuple[str, ...]) -> None:

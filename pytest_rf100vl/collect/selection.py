@@ -8,25 +8,11 @@ disk* is checked when its pairs run, so a partial local copy still runs what it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from pytest_rf100vl.collect.options import Settings
+from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.core.settings import Settings
 from pytest_rf100vl.kinds.base import BenchmarkKind
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One test of the matrix: an adapter spec, a dataset name and the dataset's benchmark kind."""
-
-    model: str
-    dataset: str
-    kind: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}-{self.dataset}"
 
 
 def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:

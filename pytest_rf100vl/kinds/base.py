@@ -15,14 +15,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_rf100vl.collect.options import Option, Settings
+from pytest_rf100vl.core.settings import Option, Settings
 from pytest_rf100vl.report.thresholds import Metric, Rule, Threshold
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.report.checks import MeanCheck
-    from pytest_rf100vl.run.session import MatrixSession
+    from pytest_rf100vl.core.session import MatrixView
 
 
 @dataclass
@@ -85,7 +85,7 @@ class BenchmarkKind(ABC):
 
     # -- running ----------------------------------------------------------------------
     @abstractmethod
-    def load(self, dataset: str, session: "MatrixSession") -> Any:
+    def load(self, dataset: str, session: "MatrixView") -> Any:
         """Load (preparing it when needed) ``dataset``; called once per session and name.
         Raise ``DatasetNotFoundError`` when it is not on disk (the pair is skipped)."""
 
@@ -113,19 +113,19 @@ class BenchmarkKind(ABC):
         return split if self.limit is None else f"{split}.first{self.limit}"
 
     @abstractmethod
-    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
+    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixView", benchmark: Any) -> PairRun:
         """Run and score one pair, write its predictions with ``session.writer``, and return
         its row (the common columns of :func:`pytest_rf100vl.report.rows.common_columns` plus
         the kind's own) with its threshold checks."""
 
-    def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
+    def planned_identity(self, pair: "Pair", session: "MatrixView") -> dict[str, Any] | None:
         """The dataset's identity columns of the row ``pair`` would write (``dataset``,
         ``dataset_fingerprint``, ``split``, ``prompt``, and ``split_parameters`` where the
         kind has them), without running it, so a finished row can be reused; ``None`` (the
         default): this kind's pairs always run."""
         return None
 
-    def reuse(self, pair: "Pair", row: dict[str, Any], session: "MatrixSession") -> PairRun:
+    def reuse(self, pair: "Pair", row: dict[str, Any], session: "MatrixView") -> PairRun:
         """A finished row of an earlier run as this session's run of ``pair``, checked against
         this session's thresholds: each metric's minimum from the thresholds file, else from
         its kind's ``--<kind>-min-<metric>`` option."""
@@ -138,7 +138,7 @@ class BenchmarkKind(ABC):
         row["check"] = check_status([(row.get(name), t) for name, t in thresholds.items()])
         return PairRun(pair, None, row, thresholds, self.failure(pair, row, thresholds))
 
-    def thresholds(self, pair: "Pair", session: "MatrixSession") -> dict[str, Threshold]:
+    def thresholds(self, pair: "Pair", session: "MatrixView") -> dict[str, Threshold]:
         """Each metric's minimum for ``pair`` (metric name -> minimum): from the thresholds file,
         else from the kind's ``--<kind>-min-<metric>`` option; metrics with neither are left out."""
         from pytest_rf100vl.report.thresholds import threshold_for

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.run.runner import OutputCounts, Timing
 
 VERSIONED = ("torch", "transformers", "datasets", "faster-coco-eval", "pycocotools", "rf100vl-hf")

@@ -23,7 +23,7 @@ import pytest
 
 from rf100vl_hf.progress import follow, logger
 
-from pytest_rf100vl.collect.collection import pair_of
+from pytest_rf100vl.core.pairs import pair_of
 
 PREFIX = "rf100vl: "
 TTY_INTERVAL_S = 0.1

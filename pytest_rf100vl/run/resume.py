@@ -33,10 +33,10 @@ from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, read_jsonl
 from pytest_rf100vl.report.rows import SCORING_VERSION, options_column
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.collect.options import Settings
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.session import MatrixView
+    from pytest_rf100vl.core.settings import Settings
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.kinds.base import BenchmarkKind
-    from pytest_rf100vl.run.session import MatrixSession
 
 
 def earlier_rows(folder: Path) -> list[dict[str, Any]]:
@@ -81,7 +81,7 @@ def reusable_row(
     return max(reversed(candidates), key=lambda row: str(row.get("timestamp"))) if candidates else None
 
 
-def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixSession") -> dict[str, Any] | None:
+def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixView") -> dict[str, Any] | None:
     """The column values a reusable row of ``pair`` must have; ``None`` when its kind cannot say."""
     data = kind.planned_identity(pair, session)
     if data is None:
@@ -96,7 +96,7 @@ def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]
     return {**row, "run_id": run_id, "spec": pair.model, "reused_from": row.get("reused_from") or row.get("run_id")}
 
 
-def unfinished(items: Sequence["Pair"], state: "MatrixSession", rows: Sequence[dict[str, Any]]) -> list[str]:
+def unfinished(items: Sequence["Pair"], state: "MatrixView", rows: Sequence[dict[str, Any]]) -> list[str]:
     """Ids of the pairs this session was to run (``items``) that have no row in ``rows`` (the run's) and were not skipped or refused for a reason the
     summary gives, in matrix order: what an interrupted session did not do. It goes by rows,
     so an xdist controller, which runs no pair itself, counts its workers' pairs as finished."""

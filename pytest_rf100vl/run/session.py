@@ -13,8 +13,9 @@ import pytest
 
 from rf100vl_hf.results.rows import with_measured_throughput
 
-from pytest_rf100vl.collect.options import Settings
-from pytest_rf100vl.collect.selection import Pair, matrix
+from pytest_rf100vl.core.settings import Settings
+from pytest_rf100vl.collect.selection import matrix
+from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.results_folder import ResultsWriter
 from pytest_rf100vl.report.rows import command_line, options_column

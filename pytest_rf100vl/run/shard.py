@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_rf100vl.collect.selection import Pair
+from pytest_rf100vl.core.pairs import Pair
 
 
 def shard(pairs: list[Pair], part: int, count: int, cost: Callable[[Pair], float]) -> list[Pair]:

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from pytest_rf100vl.collect.collection import pair_of
-
-if TYPE_CHECKING:
-    from pytest_rf100vl.collect.selection import Pair
-    from pytest_rf100vl.run.session import MatrixSession
+from pytest_rf100vl.core.pairs import Pair, pair_of
+from pytest_rf100vl.core.session import MatrixView
+from pytest_rf100vl.core.stash import SESSION_KEY
 
 RUN_ID = "rf100vl_run_id"
 COMMAND = "rf100vl_command"
@@ -109,22 +107,16 @@ class XdistHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        from pytest_rf100vl.fixtures import SESSION_KEY
-
         if config.getoption("dist") not in ("load", "loadgroup") or SESSION_KEY not in config.stash:
             return None
         return model_scheduling(config, log, {pair.id: pair.model for pair in config.stash[SESSION_KEY].pairs})
 
     def pytest_configure_node(self, node: Any) -> None:
-        from pytest_rf100vl.fixtures import SESSION_KEY
-
         if SESSION_KEY in node.config.stash:
             node.workerinput[RUN_ID] = node.config.stash[SESSION_KEY].writer.run_id
             node.workerinput[COMMAND] = invocation(node.config)
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
-        from pytest_rf100vl.fixtures import SESSION_KEY
-
         output = getattr(node, "workeroutput", {}).get(OUTPUT)
         if output is None or SESSION_KEY not in node.config.stash:
             return
@@ -134,14 +126,14 @@ class XdistHooks:
                 getattr(state, name).setdefault(key, value)
 
 
-def send_to_controller(config: pytest.Config, state: "MatrixSession") -> None:
+def send_to_controller(config: pytest.Config, state: MatrixView) -> None:
     """In a worker: what the controller needs besides the rows (which are in ``results.jsonl``)."""
     config.workeroutput[OUTPUT] = {  # type: ignore[attr-defined]
         name: dict(getattr(state, name)) for name in REPORTED
     }
 
 
-def rows_of_run(jsonl: Path, run_id: str, pairs: list["Pair"]) -> list[dict[str, Any]]:
+def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair]) -> list[dict[str, Any]]:
     """The rows of run ``run_id`` in ``jsonl``, in the order of ``pairs`` (the matrix), as a
     single process would have them."""
     from pytest_rf100vl.run.resume import earlier_rows
@@ -151,6 +143,6 @@ def rows_of_run(jsonl: Path, run_id: str, pairs: list["Pair"]) -> list[dict[str,
     return sorted(rows, key=lambda row: order.get((row.get("spec"), row.get("dataset")), len(order)))
 
 
-def planned_pairs(session: pytest.Session) -> list["Pair"]:
+def planned_pairs(session: pytest.Session) -> list[Pair]:
     """The pairs this process was to run (after ``-k`` and other deselection)."""
     return [pair for pair in (pair_of(item) for item in session.items) if pair is not None]

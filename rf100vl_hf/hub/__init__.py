@@ -7,7 +7,8 @@ read comes out.
 
 from rf100vl_hf.hub.card import StaleConfigWarning, read_card, write_card
 from rf100vl_hf.hub.export import ConfigExport, SplitExport, staged_repository, write_config
-from rf100vl_hf.hub.push import HubAuthError, push_repository
+from rf100vl_hf.hub.auth import HubAuthError
+from rf100vl_hf.hub.push import push_repository
 
 __all__ = [
     "ConfigExport",

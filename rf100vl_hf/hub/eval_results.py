@@ -244,7 +244,7 @@ def push_eval_results(
     from huggingface_hub import CommitOperationAdd, HfApi
 
     from rf100vl_hf.hub.network import bounded, xet_or_lfs
-    from rf100vl_hf.hub.push import check_token, refused_as_auth_error
+    from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
 
     if not any(file.entries for file in files):
         skipped = "; ".join(f"{task}: {why}" for file in files for task, why in file.skipped.items())

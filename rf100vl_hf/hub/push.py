@@ -16,42 +16,18 @@ folder exported without ``--push`` is not published saying ``ORG/NAME``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError
-from huggingface_hub.utils import get_token
 
-from rf100vl_hf.errors import DataError, Rf100vlError
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
 from rf100vl_hf.hub.card import CARD_FILE, name_repository
 from rf100vl_hf.hub.export import STAGING_PREFIX
-from rf100vl_hf.hub.network import bounded, status_of, xet_or_lfs
+from rf100vl_hf.hub.network import bounded, xet_or_lfs
 
 REPO_TYPE = "dataset"
 DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"
-
-_LOGIN_HINT = "log in with `hf auth login`, set HF_TOKEN, or pass a token with write access"
-
-
-class HubAuthError(Rf100vlError, PermissionError):
-    """No token, a token the Hub rejects, or one that may not write to the repository."""
-
-
-def check_token(api: HfApi, token: str | None) -> str:
-    """The token to push with, checked against the Hub before anything is uploaded."""
-    token = token or get_token()
-    if not token:
-        raise HubAuthError(f"not logged in to {api.endpoint}: {_LOGIN_HINT}")
-    try:
-        api.whoami(token=token)
-    except HfHubHTTPError as exc:
-        if status_of(exc) == 401:
-            raise HubAuthError(f"{api.endpoint} rejected the token (401 Unauthorized): {_LOGIN_HINT}") from None
-        raise
-    return token
-
 
 def push_repository(
     path: Path,
@@ -99,16 +75,3 @@ def _upload(
                 delete_patterns=["*"],
             )
     return info.commit_url
-
-
-@contextmanager
-def refused_as_auth_error(api: HfApi, repo_id: str, repo_type: str) -> Iterator[None]:
-    """Writes to ``repo_id``: a refusal for lack of rights (401, 403) becomes a one-line
-    :class:`HubAuthError`; any other error passes through unchanged."""
-    try:
-        yield
-    except HfHubHTTPError as exc:
-        if status_of(exc) in (401, 403):
-            reason = (exc.server_message or str(exc)).strip().splitlines()[0]
-            raise HubAuthError(f"the token may not write to {repo_type} {repo_id!r} on {api.endpoint}: {reason}") from None
-        raise

@@ -198,12 +198,12 @@ def push_results(
     dicts; ``run`` or ``latest_run`` choose the rows of one run. Nothing local is written or
     changed. Each attempt reads the rows at the current head, merges, and commits against it.
     Every request is bounded by ``timeout`` seconds; a failure raises one-line
-    :class:`~rf100vl_hf.hub.network.HubError` or :class:`~rf100vl_hf.hub.push.HubAuthError`.
+    :class:`~rf100vl_hf.hub.network.HubError` or :class:`~rf100vl_hf.hub.auth.HubAuthError`.
     """
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
-    from rf100vl_hf.hub.push import check_token, refused_as_auth_error
+    from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
     from rf100vl_hf.results.rows import latest
 
     pairs = local_rows(list(source), run, latest_run)

@@ -23,7 +23,7 @@ from PIL import Image
 
 from rf100vl_hf.markdown import table
 from pytest_rf100vl.adapters.base import ImageItem
-from pytest_rf100vl.collect.options import Option
+from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.rows import common_columns
 from pytest_rf100vl.report.thresholds import Metric, failure, threshold_for

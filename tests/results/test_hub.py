@@ -22,7 +22,7 @@ from rf100vl_hf.hub.eval_results import (
     write_eval_files,
 )
 from rf100vl_hf.hub.network import HubError
-from rf100vl_hf.hub.push import HubAuthError
+from rf100vl_hf.hub.auth import HubAuthError
 from rf100vl_hf.hub.results_repo import push_results
 from rf100vl_hf.results import ap_table, read_results, render, select
 from tests.results.factory import detection_row, uouo_row, write_jsonl

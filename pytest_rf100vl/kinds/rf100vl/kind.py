@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.rf100vl.catalog import SUBSETS
 
-from pytest_rf100vl.collect.options import Option
+from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.thresholds import ALL, Metric, Rule
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.report.checks import MeanCheck
     from pytest_rf100vl.run.session import MatrixSession
 

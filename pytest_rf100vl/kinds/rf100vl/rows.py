@@ -16,7 +16,7 @@ SCORING_BACKEND = "faster-coco-eval"
 (its precision arrays equal pycocotools' to 1e-9; the version is in ``faster_coco_eval_version``)."""
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.kinds.rf100vl.evaluate import Evaluation
 
 

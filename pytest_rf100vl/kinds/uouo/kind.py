@@ -9,13 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.collect.options import Option, existing_folder
+from pytest_rf100vl.collect.options import existing_folder
+from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.report.thresholds import Metric
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.run.session import MatrixSession
 
 DATASETS = ("uouo-random", "uouo-mmd")

@@ -12,7 +12,7 @@ from pytest_rf100vl.report.rows import common_columns
 from pytest_rf100vl.report.thresholds import Threshold, check_status
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.collect.selection import Pair
+    from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.kinds.uouo.evaluate import GroundingEvaluation
 
 

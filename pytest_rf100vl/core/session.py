@@ -1,0 +1,31 @@
+"""What a benchmark kind, resuming and the xdist hooks see of the session.
+
+``run/session.py``'s ``MatrixSession`` is the one implementation; rooms below it type their
+``session`` arguments with this protocol instead, so none of them imports the session
+(which imports them)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.core.settings import Settings
+
+
+class MatrixView(Protocol):
+    settings: Settings
+    pairs: list[Pair]
+    rules: list[Any]
+    """The thresholds file's rules (``report/thresholds.py``)."""
+    loop: Any
+    """How the inference loop runs (``run/runner.py``'s ``LoopOptions``)."""
+    writer: Any
+    """The results folder (``report/results_folder.py``'s ``ResultsWriter``)."""
+    missing: dict[str, str]
+    errors: dict[str, str]
+    left_out: dict[str, str]
+
+    @property
+    def device(self) -> str: ...
+
+    def dataset(self, pair: Pair, split: str | None = None) -> Any: ...

@@ -1,0 +1,16 @@
+"""The keys under which the plugin keeps its state in pytest's ``config.stash``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_rf100vl.core.session import MatrixView
+from pytest_rf100vl.core.settings import Settings
+
+SESSION_KEY = pytest.StashKey[MatrixView]()
+"""The session's matrix state (``run/session.py``), created on first use."""
+SETTINGS_KEY = pytest.StashKey[Settings]()
+KINDS_KEY = pytest.StashKey[list[Any]]()
+"""The session's benchmark kinds (``kinds/base.py``'s ``BenchmarkKind``), one per kind class."""
