@@ -85,10 +85,8 @@ from transformers import (
     Qwen2Tokenizer,
 )
 
-from pytest_rf100vl.adapters.base import GroundingQuery
 from pytest_rf100vl.adapters.coordinates import BoxConvention
-from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
-from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter, instructions_block
+from pytest_rf100vl.adapters.vlm import ChatJsonAdapter, Reply, instructions_block
 
 IMAGE_TOKEN = "<image>"
 SQUARE = BoxConvention("square")
@@ -182,7 +180,19 @@ def tiny_text(tokenizer: PreTrainedTokenizerBase, model_type: str, eos: int) -> 
     )
 
 
-class LlavaFamilyAdapter(TextAnswerAdapter):
+def vicuna_processor(processor_class: Any, image_processor: Any, tokenizer: PreTrainedTokenizerBase) -> Any:
+    """A tiny LLaVA-1.5/1.6 processor: a CLIP tower of 32-pixel views and Vicuna's chat layout."""
+    return processor_class(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=TINY_PATCH,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,  # CLIP's class token, dropped by the "default" strategy
+        chat_template=VICUNA_CHAT_TEMPLATE,
+    )
+
+
+class LlavaFamilyAdapter(ChatJsonAdapter):
     """What the three share: the prompts, the chat template, JSON answers, batched
     generation, the padded-square frame and the tiny model's recipe."""
 
@@ -205,15 +215,6 @@ class LlavaFamilyAdapter(TextAnswerAdapter):
             "with coordinates between 0 and 1, using the category names exactly as given."
             + instructions_block(instructions)
         )
-
-    def box_prompt(self, query: GroundingQuery) -> str:
-        return query.box_prompt
-
-    def quadrant_prompt(self, query: GroundingQuery) -> str:
-        return query.quadrant_prompt
-
-    def parse(self, text: str) -> BoxParse:
-        return parse_json_boxes(text)
 
     def model_images(self, images: list[Image.Image]) -> list[Image.Image]:
         """The images as the processor gets them: padded to a square with the processor's
@@ -292,14 +293,7 @@ class LlavaAdapter(LlavaFamilyAdapter):
         image_processor = CLIPImageProcessor(
             size={"shortest_edge": TINY_SIDE}, crop_size={"height": TINY_SIDE, "width": TINY_SIDE}
         )
-        return LlavaProcessor(
-            image_processor=image_processor,
-            tokenizer=tokenizer,
-            patch_size=TINY_PATCH,
-            vision_feature_select_strategy="default",
-            num_additional_image_tokens=1,  # CLIP's class token, dropped by the "default" strategy
-            chat_template=VICUNA_CHAT_TEMPLATE,
-        )
+        return vicuna_processor(LlavaProcessor, image_processor, tokenizer)
 
     @classmethod
     def tiny_config(cls, tokenizer: PreTrainedTokenizerBase) -> LlavaConfig:
@@ -327,14 +321,7 @@ class LlavaNextAdapter(LlavaFamilyAdapter):
             crop_size={"height": TINY_SIDE, "width": TINY_SIDE},
             image_grid_pinpoints=cls.tiny_grid,
         )
-        return LlavaNextProcessor(
-            image_processor=image_processor,
-            tokenizer=tokenizer,
-            patch_size=TINY_PATCH,
-            vision_feature_select_strategy="default",
-            num_additional_image_tokens=1,
-            chat_template=VICUNA_CHAT_TEMPLATE,
-        )
+        return vicuna_processor(LlavaNextProcessor, image_processor, tokenizer)
 
     @classmethod
     def tiny_config(cls, tokenizer: PreTrainedTokenizerBase) -> LlavaNextConfig:

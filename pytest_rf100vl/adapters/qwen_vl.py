@@ -49,12 +49,11 @@ from transformers import (
 
 from rf100vl_hf.constants import PROMPT_MODES
 
-from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
+from pytest_rf100vl.adapters.base import DetectionTask
 from pytest_rf100vl.adapters.coordinates import BoxConvention
 from pytest_rf100vl.adapters.hf import pad_elongated
-from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
 from pytest_rf100vl.adapters.prompts import PROMPT_STYLES, Conversation, cookbook_text, task_conversations
-from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter
+from pytest_rf100vl.adapters.vlm import ChatJsonAdapter, Reply
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
@@ -95,7 +94,7 @@ def tiny_qwen_tokenizer() -> Qwen2Tokenizer:
     return Qwen2Tokenizer(vocab=vocab, merges=[], extra_special_tokens=list(SPECIAL_TOKENS))
 
 
-class QwenVLAdapter(TextAnswerAdapter):
+class QwenVLAdapter(ChatJsonAdapter):
     """What both Qwen generations share: the chat template, JSON answers, batched generation."""
 
     processor_class: ClassVar[Any]
@@ -138,15 +137,6 @@ class QwenVLAdapter(TextAnswerAdapter):
     @abstractmethod
     def convention(self) -> BoxConvention:
         """Where this model's numbers live (few-shot answers are written in it)."""
-
-    def box_prompt(self, query: GroundingQuery) -> str:
-        return query.box_prompt
-
-    def quadrant_prompt(self, query: GroundingQuery) -> str:
-        return query.quadrant_prompt
-
-    def parse(self, text: str) -> BoxParse:
-        return parse_json_boxes(text)
 
     def pair_columns(self) -> dict[str, Any]:
         """The prompt style, and a hash of the exact prompts of the pair's task (``None`` in UOUO)."""

@@ -22,6 +22,7 @@ from PIL import Image
 
 from pytest_rf100vl.adapters.base import TINY, DetectionTask, GroundingAnswer, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.hf import HFDetector, pad_elongated
+from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
 from pytest_rf100vl.adapters.text_answers import Reply, TextAnswerBase, only_instructions
 
 TINY_MAX_NEW_TOKENS = 16
@@ -96,3 +97,17 @@ def instructions_block(instructions: dict[str, str]) -> str:
         return ""
     lines = [f"- {name}: {text}" for name, text in instructions.items()]
     return "\n\nThe annotators labelled these objects following these instructions:\n" + "\n".join(lines)
+
+
+class ChatJsonAdapter(TextAnswerAdapter):
+    """A chat model that writes its boxes as JSON and is asked UOUO's questions as the
+    benchmark writes them (Qwen-VL, LLaVA)."""
+
+    def box_prompt(self, query: GroundingQuery) -> str:
+        return query.box_prompt
+
+    def quadrant_prompt(self, query: GroundingQuery) -> str:
+        return query.quadrant_prompt
+
+    def parse(self, text: str) -> BoxParse:
+        return parse_json_boxes(text)
