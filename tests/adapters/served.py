@@ -46,12 +46,32 @@ def items() -> list[ImageItem]:
     return [stored_item(size, seed) for seed, size in enumerate(SIZES)]
 
 
+def qwen25_frame(size: tuple[int, int]) -> tuple[int, int]:
+    """Qwen2.5-VL's resized ``(width, height)``: worked by hand for :data:`SIZES`, else
+    transformers' own ``smart_resize`` with the checkpoints' limits."""
+    if size in QWEN25_FRAMES:
+        return QWEN25_FRAMES[size]
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    height, width = smart_resize(size[1], size[0], factor=28, min_pixels=56 * 56, max_pixels=16384 * 28 * 28)
+    return width, height
+
+
+def square_offsets(size: tuple[int, int]) -> tuple[int, int, int]:
+    """The side of the centred square an image is padded to, and the padding left and above."""
+    side = max(size)
+    return side, (side - size[0]) // 2, (side - size[1]) // 2
+
+
 def written(convention: str, box: tuple[float, ...], size: tuple[int, int]) -> list[float]:
     """A pixel box as a model of ``convention`` writes it (the answer's four numbers)."""
     x1, y1, x2, y2 = box
     width, height = size
+    if convention == "square":
+        side, left, top = square_offsets(size)
+        return [(x1 + left) / side, (y1 + top) / side, (x2 + left) / side, (y2 + top) / side]
     if convention == "qwen2.5":
-        frame_w, frame_h = QWEN25_FRAMES[size]
+        frame_w, frame_h = qwen25_frame(size)
         return [x1 * frame_w / width, y1 * frame_h / height, x2 * frame_w / width, y2 * frame_h / height]
     if convention == "qwen3":
         return [x1 * 1000 / width, y1 * 1000 / height, x2 * 1000 / width, y2 * 1000 / height]
@@ -67,8 +87,11 @@ def read_back(convention: str, numbers: list[float], size: tuple[int, int]) -> l
     """The pixel box a model of ``convention`` meant by ``numbers`` (the inverse of :func:`written`)."""
     width, height = size
     a, b, c, d = numbers
+    if convention == "square":
+        side, left, top = square_offsets(size)
+        return [a * side - left, b * side - top, c * side - left, d * side - top]
     if convention == "qwen2.5":
-        frame_w, frame_h = QWEN25_FRAMES[size]
+        frame_w, frame_h = qwen25_frame(size)
         return [a * width / frame_w, b * height / frame_h, c * width / frame_w, d * height / frame_h]
     if convention == "qwen3":
         return [a * width / 1000, b * height / 1000, c * width / 1000, d * height / 1000]
