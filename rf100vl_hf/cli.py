@@ -29,6 +29,7 @@ from rf100vl_hf.arguments import (
 )
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
+from rf100vl_hf.rf100vl.splits import FEWSHOT_STRATEGIES
 from rf100vl_hf.uouo.defaults import (
     DEFAULT_ALPHA_THRESHOLD,
     DEFAULT_CLIP_MODEL,
@@ -155,6 +156,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         for key, value in {
             "fewshot_k": args.fewshot_k,
             "fewshot_seed": args.fewshot_seed,
+            "fewshot_strategy": args.fewshot_strategy,
+            "fewshot_candidates": args.fewshot_candidates,
             "semisup_fraction": args.semisup_fraction,
             "semisup_seed": args.semisup_seed,
         }.items()
@@ -412,6 +415,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--fewshot-k", type=POSITIVE_INTEGER, help="instances per class of a generated few-shot split (default 10)"
     )
     p.add_argument("--fewshot-seed", type=INTEGER, help="seed of a generated few-shot split (default 0)")
+    p.add_argument(
+        "--fewshot-strategy", choices=FEWSHOT_STRATEGIES,
+        help="how a generated few-shot split is drawn: random (the challenge tooling's, default) or best "
+        "(per class, the candidate selection with the largest mean box area)",
+    )
+    p.add_argument(
+        "--fewshot-candidates", type=POSITIVE_INTEGER, help="candidate selections per class of --fewshot-strategy best "
+        "(default 10; seeds SEED to SEED+N-1)",
+    )
     p.add_argument("--semisup-fraction", type=FRACTION, help="fraction of train images in semisup (default 0.1)")
     p.add_argument("--semisup-seed", type=INTEGER, help="seed of the semi-supervised split (default 0)")
     p.add_argument(

@@ -89,6 +89,25 @@ def test_prepare_with_parameters_names_the_config_id(sample_root: Path, tmp_path
     assert "fewshot_3" in out and "config id 'sample-fewshot_k=3'" in out
 
 
+def test_prepare_with_the_best_strategy(sample_root: Path, tmp_path: Path, capsys) -> None:
+    from rf100vl_hf.metadata import read_metadata
+    from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+    args = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path)]
+    assert main([*args, "--fewshot-strategy", "best"]) == 0
+    out = capsys.readouterr().out
+    assert "fewshot_10 (" in out and "config id 'sample-fewshot_strategy=best'" in out
+    assert main([*args, "--fewshot-strategy", "best", "--fewshot-candidates", "3"]) == 0
+    capsys.readouterr()
+    ds = load_rf100vl("sample", "fewshot_10", sample_root, cache_dir=tmp_path, progress=False,
+                      fewshot_strategy="best", fewshot_candidates=3)  # fmt: skip
+    made = read_metadata(ds)["fewshot"]
+    assert (made["strategy"], made["candidates"]) == ("best", 3)
+    assert main([*args, "--fewshot-candidates", "3"]) == 2
+    assert _one_line_error(capsys).endswith("fewshot_candidates=3 needs fewshot_strategy='best' "
+                                            "(the random strategy draws one selection)")
+
+
 def test_sample_writes_an_export(tmp_path: Path, capsys) -> None:
     assert main(["sample", "--out", str(tmp_path / "s")]) == 0
     assert (tmp_path / "s" / "test" / "_annotations.coco.json").is_file()
@@ -106,6 +125,9 @@ BAD_ARGUMENTS = [
     (["prepare", "sample", "--fewshot-k", "-3"], "--fewshot-k: expected an integer of at least 1, not '-3'"),
     (["prepare", "sample", "--fewshot-k", "three"], "--fewshot-k: expected an integer of at least 1, not 'three'"),
     (["prepare", "sample", "--fewshot-seed", "1.5"], "--fewshot-seed: expected an integer, not '1.5'"),
+    (["prepare", "sample", "--fewshot-strategy", "worst"], "--fewshot-strategy: invalid choice: 'worst'"),
+    (["prepare", "sample", "--fewshot-candidates", "0"],
+     "--fewshot-candidates: expected an integer of at least 1, not '0'"),
     (["prepare", "sample", "--semisup-fraction", "2"], "--semisup-fraction: expected a number in (0, 1], not '2'"),
     (["prepare", "sample", "--semisup-fraction", "nan"], "--semisup-fraction: expected a number in (0, 1]"),
     (["prepare", "sample", "--semisup-fraction", "0"], "--semisup-fraction: expected a number in (0, 1]"),

@@ -55,8 +55,9 @@ from rf100vl_hf.rf100vl.reader import Export, ImageRecord, VerifyImages, read_ex
 from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 
 BUILDER_NAME = "rf100vl"
-FORMAT_VERSION = "2"
-"""Bumped whenever the normalisation changes, so an old cache is not reused."""
+FORMAT_VERSION = "3"
+"""Bumped whenever the normalisation or the stored metadata changes, so an old cache is not
+reused (3: the few-shot strategy in the metadata)."""
 VERSION = datasets.Version("1.0.0")
 MANIFEST_FILE = "rf100vl_manifest.json"
 """Beside a build's Arrow files: the stat manifest of the exports it was built from."""
@@ -77,8 +78,12 @@ class ParameterError(Rf100vlError, ValueError):
     """A config parameter out of its range; the message names the parameter and the range."""
 
 
-SPLIT_PARAMETERS: dict[str, Any] = {"fewshot_k": 10, "fewshot_seed": 0, "semisup_fraction": 0.1, "semisup_seed": 0}
-"""The parameters of the derived splits and their defaults (the benchmark's)."""
+SPLIT_PARAMETERS: dict[str, Any] = {
+    "fewshot_k": 10, "fewshot_seed": 0, "fewshot_strategy": "random", "fewshot_candidates": 10,
+    "semisup_fraction": 0.1, "semisup_seed": 0,
+}
+"""The parameters of the derived splits and their defaults (the benchmark's); the few-shot ones
+apply to a generated few-shot split only (see :func:`.splits.fewshot`)."""
 
 
 def check_split_parameter(name: str, value: Any) -> Any:
@@ -86,9 +91,12 @@ def check_split_parameter(name: str, value: Any) -> Any:
     if name in ("fewshot_seed", "semisup_seed"):
         ok = isinstance(value, int) and not isinstance(value, bool)
         expected = "an integer"
-    elif name == "fewshot_k":
+    elif name in ("fewshot_k", "fewshot_candidates"):
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         expected = "an integer of at least 1"
+    elif name == "fewshot_strategy":
+        ok = isinstance(value, str) and value in split_makers.FEWSHOT_STRATEGIES
+        expected = " or ".join(map(repr, split_makers.FEWSHOT_STRATEGIES))
     elif name == "semisup_fraction":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
         expected = "a number in (0, 1]"
@@ -104,14 +112,18 @@ class Rf100vlConfig(datasets.BuilderConfig):
     """Where the exports are and the parameters of the derived splits (defaults: the benchmark's).
 
     ``data_dir`` and ``fewshot_dir`` are looked up as :func:`.sources.locate` says;
-    ``verify_images`` is ``header`` or ``full`` (decode every image). Only split parameters
-    that differ from the defaults enter the config id (see :meth:`create_config_id`).
+    ``verify_images`` is ``header`` or ``full`` (decode every image). ``fewshot_strategy``
+    (``random`` or ``best``) and ``fewshot_candidates`` (for ``best`` only) say how a
+    generated few-shot split is drawn. Only split parameters that differ from the defaults
+    enter the config id (see :meth:`create_config_id`).
     """
 
     fewshot_dir: str | None = None
     verify_images: VerifyImages = "header"
     fewshot_k: int = 10
     fewshot_seed: int = 0
+    fewshot_strategy: str = "random"
+    fewshot_candidates: int = 10
     semisup_fraction: float = 0.1
     semisup_seed: int = 0
 
@@ -119,6 +131,12 @@ class Rf100vlConfig(datasets.BuilderConfig):
         super().__post_init__()
         for name in SPLIT_PARAMETERS:
             check_split_parameter(name, getattr(self, name))
+        if self.fewshot_strategy == "random" and self.fewshot_candidates != SPLIT_PARAMETERS["fewshot_candidates"]:
+            # refused rather than ignored: it would change the config id, not the rows
+            raise ParameterError(
+                f"fewshot_candidates={self.fewshot_candidates} needs fewshot_strategy='best' "
+                "(the random strategy draws one selection)"
+            )
         if self.verify_images not in ("header", "full"):
             raise ParameterError(f"verify_images must be 'header' or 'full', not {self.verify_images!r}")
 
@@ -357,6 +375,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
             config.fewshot_k,
             config.fewshot_seed,
             class_names=self.export.classes,
+            strategy=config.fewshot_strategy,
+            candidates=config.fewshot_candidates,
         )
 
     def _fewshot_class_map(self) -> dict[int, int]:
@@ -394,6 +414,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         )
         fewshot = self.fewshot_images
         instances = Counter(export.classes[a.category] for image in fewshot or [] for a in image.annotations)
+        # seed, strategy and candidates made a generated split; an official one is taken as it is
+        strategy = None if self.fewshot_export else config.fewshot_strategy
         return {
             "benchmark": "rf100vl",
             "name": self.source.name,
@@ -409,6 +431,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                 "source": "official" if self.fewshot_export else "generated",
                 "k": config.fewshot_k,
                 "seed": None if self.fewshot_export else config.fewshot_seed,
+                "strategy": strategy,
+                "candidates": config.fewshot_candidates if strategy == "best" else None,
                 "fingerprint": self.fewshot_export.fingerprint if self.fewshot_export else None,
                 "federated": not self.fewshot_export,
                 "instances": {name: instances[name] for name in export.classes},
@@ -549,10 +573,10 @@ def rf100vl_builder(
     ``verify_images="full"`` decodes every image while validating (see
     :func:`rf100vl_hf.images.probe_image`). ``verify`` reads and checks the exports even
     when no file changed since a build (``verify_images="full"`` implies it). ``config``
-    sets :class:`Rf100vlConfig` fields (``fewshot_k``, ``fewshot_seed``,
-    ``semisup_fraction``, ``semisup_seed``); any of them other than its default makes the
-    config id differ from the bare name, so such a build is not what the bare
-    ``load_dataset`` call finds.
+    sets :class:`Rf100vlConfig` fields (``fewshot_k``, ``fewshot_seed``, ``fewshot_strategy``,
+    ``fewshot_candidates``, ``semisup_fraction``, ``semisup_seed``); any of them other than
+    its default makes the config id differ from the bare name, so such a build is not what
+    the bare ``load_dataset`` call finds.
     """
     return Rf100vl(
         config_name=name,

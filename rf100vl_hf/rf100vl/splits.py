@@ -15,6 +15,17 @@ has, and a :class:`FewShotWarning` says so. An image keeps only the boxes of the
 it was drawn for: the others in it are unlabelled, so the split is federated and
 training or evaluating on it must not treat missing boxes as background.
 
+That is the ``random`` strategy. The ``best`` strategy is the RF100-VL paper's learning-free
+"best split" (Appendix E): for each class it looks at ``candidates`` random selections and
+keeps the one whose boxes have the largest mean area. Candidate ``j`` (from 0) of a class is
+exactly what the ``random`` strategy takes for that class with seed ``seed + j`` (its own
+``random.Random(seed + j)`` run over every class in category-id order), so candidate 0 is the
+``random`` split and ``candidates=1`` gives the ``random`` split. Of a class's candidates the
+one that took the most instances wins (all K wherever K is reachable, so a draw that stopped
+short never wins on a few large boxes), then the largest mean box area (``w * h`` of the
+boxes, not the export's ``area``, which may be a segment's), then the lowest ``j``. A class
+with no box keeps nothing.
+
 ``semisup`` is a seeded random fraction of the train images after sorting them by file
 name, so it does not depend on directory or JSON order.
 """
@@ -25,12 +36,18 @@ import random
 import warnings
 from collections import defaultdict
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from rf100vl_hf.rf100vl.reader import Annotation, ImageRecord
+if TYPE_CHECKING:  # for hints only: the command line takes FEWSHOT_STRATEGIES from here without the reader
+    from rf100vl_hf.rf100vl.reader import Annotation, ImageRecord
 
 
 class FewShotWarning(UserWarning):
     """A class could not get exactly K instances in the generated few-shot split."""
+
+
+FEWSHOT_STRATEGIES = ("random", "best")
+"""How a generated few-shot split is drawn: the challenge tooling's way, or the paper's best split."""
 
 
 def _renumbered(images: list[ImageRecord]) -> list[ImageRecord]:
@@ -78,6 +95,35 @@ def _draw(rng: random.Random, boxes_of: dict[int, list[Annotation]], k: int, max
     return drawn
 
 
+def _selections(by_class: list[dict[int, list[Annotation]]], k: int, seed: int, max_rounds: int) -> list[list[int]]:
+    """Per class, the images the ``random`` strategy draws with ``seed``: one stream for every
+    class in category-id order, as the tooling seeds once."""
+    rng = random.Random(seed)
+    return [_draw(rng, boxes_of, k, max_rounds) for boxes_of in by_class]
+
+
+def _instances(boxes_of: dict[int, list[Annotation]], drawn: list[int]) -> int:
+    return sum(len(boxes_of[image_id]) for image_id in drawn)
+
+
+def _mean_box_area(boxes_of: dict[int, list[Annotation]], drawn: list[int]) -> float:
+    """The mean ``w * h`` of a class's boxes in the images drawn for it (0 when none)."""
+    areas = [ann.bbox[2] * ann.bbox[3] for image_id in drawn for ann in boxes_of[image_id]]
+    return sum(areas) / len(areas) if areas else 0.0
+
+
+def _best(
+    by_class: list[dict[int, list[Annotation]]], k: int, seed: int, candidates: int, max_rounds: int
+) -> list[list[int]]:
+    """Per class, the best of the ``random`` selections with seeds ``seed`` to ``seed + candidates - 1``:
+    the most instances, then the largest mean box area; ``max`` keeps the first (lowest seed) of equals."""
+    drawn = [_selections(by_class, k, seed + j, max_rounds) for j in range(candidates)]
+    return [
+        max((selection[cls] for selection in drawn), key=lambda d: (_instances(of, d), _mean_box_area(of, d)))
+        for cls, of in enumerate(by_class)
+    ]
+
+
 def fewshot(
     images: list[ImageRecord],
     n_classes: int,
@@ -85,16 +131,26 @@ def fewshot(
     seed: int = 0,
     max_rounds: int = 1000,
     class_names: list[str] | None = None,
+    strategy: str = "random",
+    candidates: int = 10,
 ) -> list[ImageRecord]:
-    """K instances per class drawn from ``images`` (a train split in file order)."""
-    rng = random.Random(seed)
+    """K instances per class drawn from ``images`` (a train split in file order) by ``strategy``
+    (``candidates`` is the number of selections the ``best`` strategy compares)."""
+    if strategy not in FEWSHOT_STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(map(repr, FEWSHOT_STRATEGIES))}, not {strategy!r}")
+    if not (isinstance(candidates, int) and candidates >= 1):
+        raise ValueError(f"candidates must be an integer of at least 1, not {candidates!r}")
+    by_class = _boxes_by_class(images, n_classes)
+    if strategy == "best":
+        drawn_per_class = _best(by_class, k, seed, candidates, max_rounds)
+    else:
+        drawn_per_class = _selections(by_class, k, seed, max_rounds)
     kept: dict[int, set[int]] = defaultdict(set)  # image id -> ids of kept annotations
     short = []
-    for cls, boxes_of in enumerate(_boxes_by_class(images, n_classes)):
-        drawn = _draw(rng, boxes_of, k, max_rounds)
+    for cls, (boxes_of, drawn) in enumerate(zip(by_class, drawn_per_class)):
         for image_id in drawn:
             kept[image_id].update(ann.id for ann in boxes_of[image_id])
-        taken = sum(len(boxes_of[image_id]) for image_id in drawn)
+        taken = _instances(boxes_of, drawn)
         if taken != k:
             name = class_names[cls] if class_names else f"class index {cls}"
             available = sum(map(len, boxes_of.values()))

@@ -16,13 +16,14 @@ from typing import Any
 import datasets
 import pytest
 
+from pytest_rf100vl.kinds.rf100vl.rows import split_parameters
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.builder import ParameterError, load_rf100vl, remove_leftovers, rf100vl_builder
 from rf100vl_hf.rf100vl.instructions import parse_instructions
-from rf100vl_hf.rf100vl.reader import SPLIT_FOLDERS
-from rf100vl_hf.rf100vl.splits import FewShotWarning
+from rf100vl_hf.rf100vl.reader import SPLIT_FOLDERS, read_export
+from rf100vl_hf.rf100vl.splits import FewShotWarning, fewshot
 from rf100vl_hf.sample import INSTRUCTIONS, SUPERCATEGORY
 from tests.rf100vl.exports import copy_export, edit, expected_rows, load, save
 
@@ -151,6 +152,8 @@ def test_the_sample_carries_its_metadata(prepared: dict) -> None:
         "source": "generated",
         "k": 10,
         "seed": 0,
+        "strategy": "random",
+        "candidates": None,
         "fingerprint": None,
         "federated": True,
         "instances": {"circle": 10, "square": 10, "triangle": 10},
@@ -214,6 +217,18 @@ def test_an_official_fewshot_export_is_the_fewshot_split(sample_root: Path, tmp_
     ]
 
 
+def test_an_official_fewshot_export_wins_over_the_strategy(
+    sample_root: Path, tmp_path: Path, shared_data: Path
+) -> None:
+    full, fsod = _soda(sample_root, tmp_path, shared_data)
+    ds = _prepare("soda-bottles", full.parent, fewshot_dir=fsod.parent, cache_dir=tmp_path / "cache",
+                  fewshot_strategy="best", fewshot_candidates=3)  # fmt: skip
+    fewshot_meta = read_metadata(ds)["fewshot"]
+    assert (fewshot_meta["source"], fewshot_meta["seed"], fewshot_meta["strategy"], fewshot_meta["candidates"]) == (
+        "official", None, None, None)
+    assert ds["fewshot_10"]["file_name"] == [i["file_name"] for i in load(fsod)["images"]]
+
+
 def test_a_fewshot_class_missing_from_the_full_export_is_named(
     sample_root: Path, tmp_path: Path, shared_data: Path
 ) -> None:
@@ -245,6 +260,28 @@ def test_split_parameters_make_their_own_config(sample_root: Path, tmp_path: Pat
     assert builder.config_id != "sample" and Path(builder.cache_dir).relative_to(tmp_path).parts[1] != "sample"
     assert read_metadata(ds)["fewshot"]["instances"] == {"circle": 3, "square": 3, "triangle": 3}
     assert len(ds["semisup_25"]) == 6
+
+
+def test_the_best_strategy_is_a_config_of_its_own(sample_root: Path, tmp_path: Path) -> None:
+    random_ds = _prepare("sample", sample_root, cache_dir=tmp_path)
+    builder = rf100vl_builder("sample", sample_root, cache_dir=tmp_path, progress=False, fewshot_strategy="best")
+    builder.download_and_prepare()
+    best_ds = builder.as_dataset()
+    assert builder.config_id == "sample-fewshot_strategy=best" and list(best_ds) == SPLITS
+    export = read_export(sample_root / "sample", progress=False)
+    expected = fewshot(export.splits["train"].images, len(export.classes), strategy="best")
+    assert best_ds["fewshot_10"]["file_name"] == [image.file_name for image in expected]
+    assert best_ds["fewshot_10"]["objects"] != random_ds["fewshot_10"]["objects"]
+    assert best_ds["test"]["objects"] == random_ds["test"]["objects"]
+    meta, random_meta = read_metadata(best_ds), read_metadata(random_ds)
+    assert (meta["fewshot"]["strategy"], meta["fewshot"]["candidates"], meta["fewshot"]["seed"]) == ("best", 10, 0)
+    assert meta["fewshot"]["instances"] == {"circle": 10, "square": 10, "triangle": 10}
+    assert json.loads(split_parameters(meta, "fewshot_10", "names")) == {
+        "fewshot_source": "generated", "k": 10, "seed": 0, "strategy": "best", "candidates": 10}
+    for split, prompt in (("fewshot_10", "names"), ("test", "fewshot")):  # scored on it, or shown it
+        assert split_parameters(meta, split, prompt) != split_parameters(random_meta, split, prompt)
+    assert json.loads(split_parameters(random_meta, "test", "fewshot"))["examples"]["strategy"] == "random"
+    assert split_parameters(meta, "test", "names") == split_parameters(random_meta, "test", "names") == "{}"
 
 
 def test_a_prepared_cache_is_reused_until_the_export_changes(sample_root: Path, tmp_path: Path) -> None:
@@ -311,11 +348,21 @@ def test_split_parameters_at_their_defaults_keep_the_bare_config_id(sample_root:
 @pytest.mark.parametrize(
     "parameter, value",
     [("fewshot_k", 0), ("fewshot_k", -3), ("fewshot_k", 2.5), ("semisup_fraction", 2), ("semisup_fraction", 0),
-     ("semisup_fraction", float("nan")), ("fewshot_seed", "1"), ("verify_images", "some")],
+     ("semisup_fraction", float("nan")), ("fewshot_seed", "1"), ("verify_images", "some"),
+     ("fewshot_strategy", "worst"), ("fewshot_strategy", None), ("fewshot_candidates", 0),
+     ("fewshot_candidates", True)],
 )  # fmt: skip
 def test_a_parameter_out_of_range_is_named(parameter: str, value: Any, sample_root: Path, tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match=parameter):
         rf100vl_builder("sample", sample_root, cache_dir=tmp_path, progress=False, **{parameter: value})
+
+
+def test_candidates_without_the_best_strategy_are_refused(sample_root: Path, tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="fewshot_candidates=5 needs fewshot_strategy='best'"):
+        rf100vl_builder("sample", sample_root, cache_dir=tmp_path, progress=False, fewshot_candidates=5)
+    best = rf100vl_builder("sample", sample_root, cache_dir=tmp_path, progress=False, fewshot_strategy="best",
+                           fewshot_candidates=5)  # fmt: skip
+    assert best.config_id not in ("sample", "sample-fewshot_strategy=best")
 
 
 # ---------------------------------------------------- repeat cost: a manifest, checked by stat

@@ -24,15 +24,21 @@ def percent(value: float) -> float | None:
     return None if math.isnan(value) else 100 * value
 
 
-def split_parameters(metadata: dict[str, Any], split: str) -> str:
-    """What made the split, as JSON: a generated few-shot split's K and seed, the semi-supervised
-    split's fraction and seed (part of a row's identity: another K is another measurement)."""
+def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
+    """What made the split, as JSON: a few-shot split's source, K, seed, strategy and candidates,
+    the semi-supervised split's fraction and seed; and under ``examples`` what made the few-shot
+    split a ``fewshot`` prompt shows the model. Part of a row's identity: another K, seed or
+    strategy is another measurement, whether the model is scored on the split or prompted with it."""
     parameters: dict[str, Any] = {}
     fewshot, semisup = metadata.get("fewshot") or {}, metadata.get("semisup") or {}
+    made_fewshot = {"fewshot_source": fewshot.get("source"),
+                    **{key: fewshot.get(key) for key in ("k", "seed", "strategy", "candidates")}}
     if split == fewshot.get("split"):
-        parameters = {"fewshot_source": fewshot.get("source"), "k": fewshot.get("k"), "seed": fewshot.get("seed")}
+        parameters = dict(made_fewshot)
     elif split == semisup.get("split"):
         parameters = {"fraction": semisup.get("fraction"), "seed": semisup.get("seed")}
+    if "fewshot" in prompt:  # the test by which tasks.detection_task gives the model the few-shot split
+        parameters["examples"] = made_fewshot
     return json.dumps(parameters, sort_keys=True)
 
 
@@ -64,7 +70,7 @@ def detection_row(
         "n_predictions": scores.n_predictions,
         "n_instances": sum(n for n in scores.per_class_instances.values() if n),
         "per_class": scores.class_rows(),
-        "split_parameters": split_parameters(metadata, split),
+        "split_parameters": split_parameters(metadata, split, prompt),
         "dataset_fingerprint": metadata.get("fingerprint"),
         "min_ap": threshold.minimum if threshold else None,
         "threshold_source": threshold.source if threshold else None,
