@@ -86,7 +86,7 @@ from transformers import (
 )
 
 from pytest_rf100vl.adapters.coordinates import BoxConvention
-from pytest_rf100vl.adapters.vlm import ChatJsonAdapter, Reply, instructions_block
+from pytest_rf100vl.adapters.vlm import TINY_TEXT, ChatJsonAdapter, Reply, instructions_block
 
 IMAGE_TOKEN = "<image>"
 SQUARE = BoxConvention("square")
@@ -168,15 +168,21 @@ def tiny_text(tokenizer: PreTrainedTokenizerBase, model_type: str, eos: int) -> 
     return dict(
         model_type=model_type,
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
+        **TINY_TEXT,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=eos,
         pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def vicuna_config(config_class: Any, tokenizer: PreTrainedTokenizerBase, **extra: Any) -> Any:
+    """A tiny LLaVA-1.5/1.6 configuration: the tiny CLIP tower and a tiny Llama (Vicuna's architecture)."""
+    return config_class(
+        vision_config=tiny_clip_vision(),
+        text_config=tiny_text(tokenizer, "llama", tokenizer.eos_token_id),
+        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        image_seq_length=(TINY_SIDE // TINY_PATCH) ** 2,
+        **extra,
     )
 
 
@@ -297,12 +303,7 @@ class LlavaAdapter(LlavaFamilyAdapter):
 
     @classmethod
     def tiny_config(cls, tokenizer: PreTrainedTokenizerBase) -> LlavaConfig:
-        return LlavaConfig(
-            vision_config=tiny_clip_vision(),
-            text_config=tiny_text(tokenizer, "llama", tokenizer.eos_token_id),
-            image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
-            image_seq_length=(TINY_SIDE // TINY_PATCH) ** 2,
-        )
+        return vicuna_config(LlavaConfig, tokenizer)
 
 
 class LlavaNextAdapter(LlavaFamilyAdapter):
@@ -325,13 +326,7 @@ class LlavaNextAdapter(LlavaFamilyAdapter):
 
     @classmethod
     def tiny_config(cls, tokenizer: PreTrainedTokenizerBase) -> LlavaNextConfig:
-        return LlavaNextConfig(
-            vision_config=tiny_clip_vision(),
-            text_config=tiny_text(tokenizer, "llama", tokenizer.eos_token_id),
-            image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
-            image_grid_pinpoints=cls.tiny_grid,
-            image_seq_length=(TINY_SIDE // TINY_PATCH) ** 2,
-        )
+        return vicuna_config(LlavaNextConfig, tokenizer, image_grid_pinpoints=cls.tiny_grid)
 
 
 class LlavaOnevisionAdapter(LlavaFamilyAdapter):

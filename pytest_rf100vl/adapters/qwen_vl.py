@@ -53,7 +53,7 @@ from pytest_rf100vl.adapters.base import DetectionTask
 from pytest_rf100vl.adapters.coordinates import BoxConvention
 from pytest_rf100vl.adapters.hf import pad_elongated
 from pytest_rf100vl.adapters.prompts import PROMPT_STYLES, Conversation, cookbook_text, task_conversations
-from pytest_rf100vl.adapters.vlm import ChatJsonAdapter, Reply
+from pytest_rf100vl.adapters.vlm import TINY_TEXT, ChatJsonAdapter, Reply
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
@@ -204,12 +204,7 @@ class QwenVLAdapter(ChatJsonAdapter):
     def tiny_text_config(cls, vocab_size: int, eos: int) -> dict[str, Any]:
         return dict(
             vocab_size=vocab_size,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=2048,
+            **TINY_TEXT,
             bos_token_id=0,
             eos_token_id=eos,
             pad_token_id=0,

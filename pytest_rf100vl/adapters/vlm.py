@@ -25,6 +25,12 @@ from pytest_rf100vl.adapters.hf import HFDetector, pad_elongated
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
 from pytest_rf100vl.adapters.text_answers import Reply, TextAnswerBase, only_instructions
 
+TINY_TEXT: dict[str, int] = dict(
+    hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=2048,
+)
+"""The language model of every tiny text-answering model: two 32-wide layers (token ids apart)."""
+
 TINY_MAX_NEW_TOKENS = 16
 """What a tiny random model generates per answer by default (a real checkpoint: the adapter's ``max_new_tokens``)."""
 

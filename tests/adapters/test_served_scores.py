@@ -41,12 +41,14 @@ def near(box: list[float], width: int, height: int) -> tuple[float, ...]:
 
 def scripted(split: Any, convention: str) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
     """The stand-in's script, the predictions it means (read back by the test), and the ground truth."""
+    import datasets
+
     from rf100vl_hf.images import open_rgb
     from rf100vl_hf.metadata import read_metadata
 
     meta = read_metadata(split)
     classes, category_ids = meta["classes"], meta["category_ids"]
-    rows = split.cast_column("image", __import__("datasets").Image(decode=False))
+    rows = split.cast_column("image", datasets.Image(decode=False))
     images, annotations, predictions, by_pixels = [], [], [], []
     for row in rows:
         pixels = np.asarray(open_rgb(row["image"]["bytes"]), dtype=np.int16)
