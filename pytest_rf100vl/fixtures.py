@@ -103,8 +103,8 @@ def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter
         adapter = session.adapter(rf100vl_pair.model)
     except Exception as exc:
         _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.model}", exc)
-    if rf100vl_pair.kind not in adapter.tasks:
-        why = f"{adapter.name} does not answer {rf100vl_pair.kind} datasets (it answers: {', '.join(adapter.tasks)})"
+    why = session.kinds[rf100vl_pair.kind].left_out(rf100vl_pair, adapter)
+    if why:
         session.left_out.setdefault(rf100vl_pair.id, why)
         pytest.skip(f"{why}: pair left out")
     return adapter

@@ -50,3 +50,30 @@ REPO_ID = checked(
     and ".." not in v and "--" not in v,
     "a Hub repository id ORG/NAME (letters, digits, '-', '_', '.')",
 )
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def typed_option(key: str, value: Any, default: Any) -> Any:
+    """An option given as text (command line, ini file) in the type of its default.
+
+    ``None`` defaults take a number or ``none``; other values pass through unchanged.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        if isinstance(default, bool):
+            if text.lower() in _TRUE + _FALSE:
+                return text.lower() in _TRUE
+            raise ValueError("expected true or false")
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float) or (default is None and text.lower() != "none"):
+            return float(text)
+        if default is None:
+            return None
+    except ValueError as exc:
+        raise ValueError(f"option {key}={value!r}: {exc}") from None
+    return value

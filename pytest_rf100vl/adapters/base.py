@@ -10,14 +10,21 @@ thin and cannot differ in how they treat bad output.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from PIL import Image
 
+from rf100vl_hf.arguments import typed_option
 from rf100vl_hf.constants import PROMPT_MODES
+
+if TYPE_CHECKING:
+    from rf100vl_hf.training.recipe import Recipe
+    from rf100vl_hf.training.samples import Sample
+    from rf100vl_hf.training.store import FitRecord, TrainedStore
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,18 @@ class DetectionTask:
 
 
 @dataclass(frozen=True)
+class TrainingData:
+    """What :meth:`Adapter.fit` trains on: the training split's annotated images, the validation
+    split's, and for a semi-supervised split the rest of train, whose labels it may not use."""
+
+    split: str  # fewshot_10, semisup_10, train...
+    train: Sequence["Sample"]
+    validation: Sequence["Sample"]
+    task: DetectionTask  # the classes, in label order
+    unlabelled: Sequence["Sample"] = ()
+
+
+@dataclass(frozen=True)
 class GroundingQuery:
     """A UOUO question about one mosaic: where is ``target``, and in which quadrant."""
 
@@ -116,33 +135,6 @@ class GroundingAnswer:
     box: tuple[float, float, float, float] | None
     quadrant: str | None
     raw: dict[str, str] = field(default_factory=dict)
-
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def typed_option(key: str, value: Any, default: Any) -> Any:
-    """An option given as text (command line, ini file) in the type of its default.
-
-    ``None`` defaults take a number or ``none``; other values pass through unchanged.
-    """
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        if isinstance(default, bool):
-            if text.lower() in _TRUE + _FALSE:
-                return text.lower() in _TRUE
-            raise ValueError("expected true or false")
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float) or (default is None and text.lower() != "none"):
-            return float(text)
-        if default is None:
-            return None
-    except ValueError as exc:
-        raise ValueError(f"option {key}={value!r}: {exc}") from None
-    return value
 
 
 class Adapter(ABC):
@@ -176,6 +168,13 @@ class Adapter(ABC):
     runner calls :meth:`predict` / :meth:`ground` with one image per call from that many
     threads, taking answers as they complete, so the adapter must be thread-safe there."""
 
+    recipes: ClassVar[dict[str, "Recipe"]] = {}
+    """The recipes the adapter can be fine-tuned by (name -> default hyper-parameters); empty: it
+    is scored as it comes and cannot be trained (``--rf100vl-train`` leaves its pairs out)."""
+    default_recipes: ClassVar[dict[str, str]] = {}
+    """The recipe each regime (``few-shot``, ``semi-supervised``, ``fully-supervised``) uses
+    unless ``--rf100vl-recipe`` names another."""
+
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         self.check_options(options)
         self.checkpoint = checkpoint or self.default_checkpoint
@@ -183,6 +182,9 @@ class Adapter(ABC):
         self.dtype = dtype
         self.options = self.resolved_options(options)
         self.task: DetectionTask | None = None
+        self.trained_weights: str | None = None
+        """The sha256 of the fine-tuned weights the plugin loaded (``None``: the checkpoint's own):
+        answers are cached apart for each."""
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -267,6 +269,17 @@ class Adapter(ABC):
             best = int(np.argmax(detections.scores))
             answers.append(GroundingAnswer(tuple(float(v) for v in detections.boxes[best]), None))
         return answers
+
+    def fit(self, data: TrainingData, recipe: "Recipe", store: "TrainedStore") -> "FitRecord":
+        """Fine-tune the model on ``data`` by ``recipe`` (one of :attr:`recipes`, with its seed),
+        starting from the checkpoint's own weights whatever ran before, checkpointing into
+        ``store`` each epoch and resuming from its last one; leaves the model trained and its
+        weights in the store. Only adapters with :attr:`recipes` implement it."""
+        raise NotImplementedError(f"adapter {self.name!r} cannot be fine-tuned")
+
+    def load_trained(self, store: "TrainedStore") -> None:
+        """Load the weights of a finished fit (``store.record()`` is not ``None``) into the model."""
+        raise NotImplementedError(f"adapter {self.name!r} cannot be fine-tuned")
 
     def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...] | None:
         """What the model is sent besides the image, for the current task (``query`` is

@@ -18,7 +18,7 @@ import shutil
 from abc import abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -28,6 +28,9 @@ from PIL import Image
 
 from pytest_rf100vl.adapters.base import TINY, Detections, ImageItem, tiny_model_dir
 from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
+
+if TYPE_CHECKING:
+    from rf100vl_hf.training.store import TrainedStore
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -191,13 +194,24 @@ class HFDetector(PromptKeyedAdapter):
         from transformers import AutoProcessor
 
         self.processor = AutoProcessor.from_pretrained(self.source)
-        if device_map is None:
+        self.restore_pretrained()
+
+    def restore_pretrained(self) -> None:
+        """Load the checkpoint's own weights (a fit starts from them, whatever ran before)."""
+        if self.device_map is None:
             self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype)
             self.model.to(self.torch_device).eval()
         else:  # accelerate places the layers; inputs go where the first ones are
-            self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype, device_map=device_map)
+            self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype,
+                                                          device_map=self.device_map)
             self.model.eval()
             self.torch_device = self.model.device
+        self.trained_weights = None
+
+    def load_trained(self, store: "TrainedStore") -> None:
+        from rf100vl_hf.training.loop import load_weights
+
+        load_weights(self.model, store, str(self.torch_device))
 
     @classmethod
     @abstractmethod

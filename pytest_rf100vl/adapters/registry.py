@@ -15,6 +15,7 @@ BUILTIN: dict[str, str] = {
     "owlv2": "pytest_rf100vl.adapters.owl:Owlv2Adapter",
     "owlvit": "pytest_rf100vl.adapters.owl:OwlVitAdapter",
     "grounding-dino": "pytest_rf100vl.adapters.grounding_dino:GroundingDinoAdapter",
+    "rt-detrv2": "pytest_rf100vl.adapters.rt_detr:RTDetrV2Adapter",
     "mm-grounding-dino": "pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
     "omdet-turbo": "pytest_rf100vl.adapters.omdet:OmDetTurboAdapter",
     "florence-2": "pytest_rf100vl.adapters.florence2:Florence2Adapter",

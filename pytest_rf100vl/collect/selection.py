@@ -28,11 +28,14 @@ def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:
 
 def matrix(settings: Settings, kinds: list[BenchmarkKind]) -> list[Pair]:
     """Every pair, model-major (so each model's datasets run one after another): the named
-    datasets first, then those the kinds' own options select."""
+    datasets first, then those the kinds' own options select; one pair per seed of its kind
+    (:meth:`BenchmarkKind.seeds`)."""
     if not settings.active:
         return []
     chosen = {name: kind_of(name, kinds).name for name in settings.datasets}
     for kind in kinds:
         for name in kind.selected():
             chosen.setdefault(name, kind.name)
-    return [Pair(model, dataset, kind) for model in settings.models for dataset, kind in chosen.items()]
+    seeds = {kind.name: kind.seeds() for kind in kinds}
+    return [Pair(model, dataset, kind, seed)
+            for model in settings.models for dataset, kind in chosen.items() for seed in seeds[kind]]

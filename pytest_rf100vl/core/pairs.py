@@ -10,15 +10,27 @@ import pytest
 
 @dataclass(frozen=True)
 class Pair:
-    """One test of the matrix: an adapter spec, a dataset name and the dataset's benchmark kind."""
+    """One test of the matrix: an adapter spec, a dataset name and the dataset's benchmark kind;
+    ``seed`` for a pair that fits the model first (``--rf100vl-seeds``: one pair per seed)."""
 
     model: str
     dataset: str
     kind: str
+    seed: int | None = None
 
     @property
     def id(self) -> str:
-        return f"{self.model}-{self.dataset}"
+        return f"{self.model}-{self.dataset}" + ("" if self.seed is None else f"-seed{self.seed}")
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        """What tells this pair's row from others of the run (:func:`row_key`)."""
+        return self.model, self.dataset, self.seed
+
+
+def row_key(row: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The :attr:`Pair.key` of the pair that wrote ``row``."""
+    return row.get("spec"), row.get("dataset"), row.get("seed")
 
 
 def pair_of(item: pytest.Item) -> Pair | None:

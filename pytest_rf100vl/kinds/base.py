@@ -79,6 +79,11 @@ class BenchmarkKind(ABC):
         """Datasets this kind's own options select (beside the names given)."""
         return []
 
+    def seeds(self) -> tuple[int | None, ...]:
+        """The seeds each of this kind's (model, dataset) pairs runs with, one pair each; ``(None,)``
+        (the default): one pair, nothing seeded (a model scored as it comes)."""
+        return (None,)
+
     def header_lines(self, pairs: list["Pair"]) -> list[str]:
         """Lines of the pytest report header when the session has pairs of this kind."""
         return []
@@ -111,6 +116,13 @@ class BenchmarkKind(ABC):
         """The stem of a pair's predictions file: the split, plus the limit when there is one, so
         that a quick run never overwrites the predictions a full run's row points at."""
         return split if self.limit is None else f"{split}.first{self.limit}"
+
+    def left_out(self, pair: "Pair", adapter: "Adapter") -> str | None:
+        """Why ``pair`` is left out for its model (``None``: it runs): by default, a model that
+        does not answer this benchmark (``Adapter.tasks``)."""
+        if self.name not in adapter.tasks:
+            return f"{adapter.name} does not answer {self.name} datasets (it answers: {', '.join(adapter.tasks)})"
+        return None
 
     @abstractmethod
     def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixView", benchmark: Any) -> PairRun:

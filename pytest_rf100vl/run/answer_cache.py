@@ -106,7 +106,8 @@ def key_for(
     return answer_key(
         model=adapter.name,
         checkpoint=adapter.checkpoint,
-        revision=adapter.revision,
+        revision=adapter.revision if adapter.trained_weights is None
+        else f"{adapter.revision}+weights:{adapter.trained_weights}",
         options=adapter.identity_options(adapter.options),
         dtype=adapter.dtype,
         prompt=parts,

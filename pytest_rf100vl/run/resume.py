@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, read_jsonl
 
+from pytest_rf100vl.core.pairs import row_key
 from pytest_rf100vl.report.rows import SCORING_VERSION, options_column
 
 if TYPE_CHECKING:
@@ -100,11 +101,11 @@ def unfinished(items: Sequence["Pair"], state: "MatrixView", rows: Sequence[dict
     """Ids of the pairs this session was to run (``items``) that have no row in ``rows`` (the run's) and were not skipped or refused for a reason the
     summary gives, in matrix order: what an interrupted session did not do. It goes by rows,
     so an xdist controller, which runs no pair itself, counts its workers' pairs as finished."""
-    finished = {(row.get("spec"), row.get("dataset")) for row in rows}
+    finished = {row_key(row) for row in rows}
     accounted = set(state.errors) | set(state.left_out)
     left = {pair.id for pair in items
             if pair.id not in accounted and pair.dataset not in state.missing
-            and (pair.model, pair.dataset) not in finished}
+            and pair.key not in finished}
     order = {pair.id: index for index, pair in enumerate(state.pairs)}
     return sorted(left, key=lambda pair_id: order.get(pair_id, len(order)))
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl.core.pairs import Pair, pair_of
+from pytest_rf100vl.core.pairs import Pair, pair_of, row_key
 from pytest_rf100vl.core.session import MatrixView
 from pytest_rf100vl.core.stash import SESSION_KEY
 
@@ -138,9 +138,9 @@ def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair]) -> list[dict[str, A
     single process would have them."""
     from pytest_rf100vl.run.resume import earlier_rows
 
-    order = {(pair.model, pair.dataset): index for index, pair in enumerate(pairs)}
+    order = {pair.key: index for index, pair in enumerate(pairs)}
     rows = [row for row in earlier_rows(jsonl.parent) if row.get("run_id") == run_id]
-    return sorted(rows, key=lambda row: order.get((row.get("spec"), row.get("dataset")), len(order)))
+    return sorted(rows, key=lambda row: order.get(row_key(row), len(order)))
 
 
 def planned_pairs(session: pytest.Session) -> list[Pair]:

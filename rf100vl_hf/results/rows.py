@@ -19,6 +19,9 @@ from rf100vl_hf.errors import DataError, Rf100vlError
 
 JSONL = "results.jsonl"
 
+TRAINING_IDENTITY: tuple[str, ...] = ("train_split", "train_split_parameters", "recipe", "hyperparameters", "seed")
+"""The keys of :data:`IDENTITY` that say how a model was fine-tuned (all ``None`` zero-shot)."""
+
 IDENTITY: tuple[str, ...] = (
     "model",
     "checkpoint",
@@ -32,9 +35,11 @@ IDENTITY: tuple[str, ...] = (
     "split_parameters",
     "scoring_version",
     "limit",
+    *TRAINING_IDENTITY,
 )
 """The keys that say what a row measured; two rows that agree on all of them measured the same
-thing, and the later one replaces the earlier (a key a row lacks counts as None)."""
+thing, and the later one replaces the earlier (a key a row lacks counts as None). A model
+fine-tuned first is another measurement per training split, recipe, hyper-parameters and seed."""
 
 LIMIT = "limit"
 """The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,

@@ -152,9 +152,81 @@ def header(rows: Sequence[dict[str, Any]], title: str = "rf100vl results") -> li
     return lines
 
 
+REGIME_ORDER = ("zero-shot", "few-shot", "semi-supervised", "fully-supervised")
+"""Table 2's sections, in its order (Table 7 holds the last two)."""
+
+
+def regime(row: dict[str, Any]) -> str:
+    """A row's data regime (rows written before fine-tuning existed are zero-shot)."""
+    return row.get("regime") or REGIME_ORDER[0]
+
+
+def _regime_title(name: str, rows: Sequence[dict[str, Any]]) -> str:
+    splits = _listed([row.get("train_split") for row in rows])
+    return {"zero-shot": "zero-shot", "fully-supervised": f"fully supervised ({splits})"}.get(
+        name, f"{name} ({splits})")
+
+
+def training_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per fine-tuned pair: how it was trained, how long it took, and its losses."""
+    body = []
+    for label, row in zip(column_labels(rows), rows):
+        how = "reused" if row.get("weights_reused") else (
+            f"resumed after epoch {row['train_resumed_after_epoch']}" if row.get("train_resumed_after_epoch") else "fitted")
+        body.append([label, row["dataset"], plain(row.get("seed")), plain(row.get("recipe")),
+                     plain(row.get("train_epochs")), plain(row.get("train_steps")), decimal(row.get("train_s"), 1),
+                     decimal(row.get("train_images_per_s"), 2), decimal(row.get("train_loss_first"), 3),
+                     decimal(row.get("train_loss_final"), 3), decimal(row.get("train_peak_gpu_memory_mb"), 0), how])
+    header = ["Model", "Dataset", "seed", "recipe", "epochs", "steps", "train s", "train images/s", "first loss",
+              "final loss", "peak GPU MB", "weights"]
+    return markdown.table(header, body, numeric=[2, *range(4, 11)])
+
+
+def seed_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per model fine-tuned with several seeds: each domain's mean ± the two spreads the paper
+    reports (Table 8: the std over seeds of the domain mean; Table 9: the mean over datasets of
+    each dataset's std over seeds)."""
+    seeded = [row for row in rows if row.get("seed") is not None]
+    labels = column_labels(seeded)
+    lines: list[str] = []
+    for label in dict.fromkeys(labels):
+        own = [row for lab, row in zip(labels, seeded) if lab == label]
+        if len({row.get("seed") for row in own}) < 2:
+            continue
+        from rf100vl_hf.metrics.seeds import seed_variance
+
+        try:
+            spread = seed_variance(own)
+        except ValueError as exc:
+            lines += [f"- {label}: {exc}", ""]
+            continue
+        body = [[target, plain(s.seeds), plain(s.datasets), decimal(s.mean, 1), decimal(s.std_of_mean, 2),
+                 decimal(s.mean_of_std, 2)] for target, s in spread.items()]
+        lines += [f"**{label}**", "", *markdown.table(
+            ["Domain", "seeds", "datasets", "mean AP50:95", "std of the mean (Table 8)", "mean of the std (Table 9)"],
+            body, numeric=range(1, 6)), ""]
+    return lines
+
+
 def rf100vl_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """RF100-VL's tables: AP50:95 laid out like the paper's Table 2, then the runs."""
-    return ["## AP50:95 (%)", "", *to_markdown(ap_table(rows)), "", "## Runs", "", *runs_table(rows), ""]
+    """RF100-VL's tables: AP50:95 laid out like the paper's Table 2, one section per data regime
+    when models were fine-tuned (zero-shot, few-shot, semi-supervised, fully supervised), with
+    the spread over seeds; then the runs and how each model was fine-tuned."""
+    regimes = {name: [row for row in rows if regime(row) == name] for name in REGIME_ORDER}
+    regimes.update({name: [row for row in rows if regime(row) == name]
+                    for name in dict.fromkeys(regime(row) for row in rows) if name not in REGIME_ORDER})
+    present = {name: own for name, own in regimes.items() if own}
+    if list(present) == ["zero-shot"]:
+        return ["## AP50:95 (%)", "", *to_markdown(ap_table(rows)), "", "## Runs", "", *runs_table(rows), ""]
+    lines: list[str] = []
+    for name, own in present.items():
+        lines += [f"## AP50:95 (%), {_regime_title(name, own)}", "", *to_markdown(ap_table(own)), ""]
+        spread = seed_sections(own)
+        if spread:
+            lines += [f"### Spread over seeds, {_regime_title(name, own)}", "", *spread]
+    trained = [row for row in rows if row.get("train_split")]
+    lines += ["## Runs", "", *runs_table(rows), "", "## Fine-tuning", "", *training_table(trained), ""]
+    return lines
 
 
 def uouo_sections(rows: Sequence[dict[str, Any]]) -> list[str]:

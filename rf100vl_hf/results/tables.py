@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,12 +140,35 @@ def _model_label(row: dict[str, Any], names: dict[str, str]) -> str:
     return f"{name} [first {row[LIMIT]}]" if row.get(LIMIT) else name
 
 
+def _hyperparameters(row: dict[str, Any]) -> dict[str, Any]:
+    text = row.get("hyperparameters")
+    return json.loads(text) if isinstance(text, str) else {}
+
+
+def _varying_hyperparameters(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The hyper-parameters whose values differ among the rows (each fine-tuned the same way otherwise)."""
+    sets = [_hyperparameters(row) for row in rows if row.get("hyperparameters")]
+    keys = dict.fromkeys(key for values in sets for key in values)
+    return [key for key in keys if len({json.dumps(values.get(key)) for values in sets}) > 1]
+
+
 def column_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Each row's column: its display name (marked when limited), plus its prompt mode and
-    split when the rows hold several, and :data:`SMOKE_MARK` when a row of the column is smoke."""
-    varying = [key for key in ("prompt", "split") if len({row.get(key) for row in rows}) > 1]
+    """Each row's column: its display name (marked when limited), plus its prompt mode, split,
+    training split and recipe when the rows hold several, the hyper-parameters that differ
+    between fine-tuned rows, and :data:`SMOKE_MARK` when a row of the column is smoke. Rows that
+    differ only by seed share a column (:func:`over_seeds` averages them)."""
+    varying = [key for key in ("prompt", "split", "train_split", "recipe") if len({row.get(key) for row in rows}) > 1]
+    tuned = _varying_hyperparameters(rows)
     names = display_names(spec_of(row) for row in rows)
-    labels = [" ".join([_model_label(row, names)] + [f"[{row.get(key)}]" for key in varying]) for row in rows]
+
+    def label(row: dict[str, Any]) -> str:
+        parts = [_model_label(row, names)] + [f"[{row.get(key) or 'zero-shot'}]" for key in varying]
+        if tuned and row.get("hyperparameters"):
+            values = _hyperparameters(row)
+            parts.append("[" + ", ".join(f"{key}={values.get(key)}" for key in tuned) + "]")
+        return " ".join(parts)
+
+    labels = [label(row) for row in rows]
     smoke = {label for label, row in zip(labels, rows) if row.get("smoke")}
     return [f"{label} {SMOKE_MARK}" if label in smoke else label for label in labels]
 
@@ -170,11 +195,40 @@ def _domain(row: dict[str, Any]) -> str:
     return domain if domain in ORDER else CUSTOM_DOMAIN
 
 
+SEEDED_METRICS = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")
+
+
+def over_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows that differ only by ``seed`` (one fine-tuned pair per seed) as one row of the first
+    seed's columns, each metric the mean over the seeds that scored it and ``seeds`` their number;
+    rows without a seed pass unchanged."""
+    from rf100vl_hf.results.rows import IDENTITY
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        key = json.dumps([row.get(k) for k in IDENTITY if k != "seed"] + [row.get("spec")], default=str)
+        groups.setdefault(key, []).append(row)
+    merged = []
+    for group in groups.values():
+        if len(group) == 1 or all(row.get("seed") is None for row in group):
+            merged.extend(group)
+            continue
+        row = dict(group[0])
+        for key in SEEDED_METRICS:
+            values = [v for v in (_value(other, key) for other in group) if v is not None]
+            row[key] = statistics.fmean(values) if values else None
+        row["seeds"] = len(group)
+        merged.append(row)
+    return merged
+
+
 def domain_scores(rows: Sequence[dict[str, Any]], metric: str = "ap") -> dict[str, dict[str, float]]:
-    """Model column -> domain (and ``All``) -> mean of the metric over the datasets scored."""
+    """Model column -> domain (and ``All``) -> mean of the metric over the datasets scored
+    (over the seeds first, for a model fine-tuned with several)."""
     from rf100vl_hf.metrics.aggregate import domain_means
 
     key = _metric(metric)
+    rows = over_seeds(rows)
     by_column: dict[str, list[tuple[str, str, float]]] = {}
     for label, row in zip(column_labels(rows), rows):
         by_column.setdefault(label, [])
@@ -187,10 +241,12 @@ def domain_scores(rows: Sequence[dict[str, Any]], metric: str = "ap") -> dict[st
 
 
 def ap_table(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
-    """Datasets, then domain means and ``All``, against models (percent)."""
+    """Datasets, then domain means and ``All``, against models (percent; a model fine-tuned with
+    several seeds: their mean)."""
     from rf100vl_hf.metrics.aggregate import ORDER
 
     key = _metric(metric)
+    rows = over_seeds(rows)
     labels = column_labels(rows)
     columns = list(dict.fromkeys(labels))
     domain_of = {row["dataset"]: _domain(row) for row in rows}

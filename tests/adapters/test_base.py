@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rf100vl.adapters.base import Adapter, Detections, typed_option
+from pytest_rf100vl.adapters.base import Adapter, Detections
+from rf100vl_hf.arguments import typed_option
 
 
 class _Options(Adapter):

@@ -94,7 +94,7 @@ def test_a_complete_domain_is_compared_with_the_paper(
     result.stdout.fnmatch_lines(
         [
             "- NOT CHECKED: nothing on Aerial: 1 of 11 datasets ran",
-            "- FAILED: nothing on Sports: mean AP50:95 0.00 over 6 datasets; paper (rf100vl_table2, 'GroundingDINO'): "
+            "- FAILED: nothing on Sports: mean AP50:95 0.00 over 6 datasets; paper (rf100vl_table2, zero-shot, 'GroundingDINO'): "
             "13.0; difference -13.00 is beyond the tolerance 1",
         ]
     )
@@ -110,4 +110,4 @@ def test_a_model_without_a_paper_row_is_reported_not_checked(
 ) -> None:
     result = fakes.runpytest_inprocess("--rf100vl-model", "nothing", *two_datasets, "--rf100vl-reference", "paper")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["- NOT CHECKED: nothing on All: no paper row for this model*"])
+    result.stdout.fnmatch_lines(["- NOT CHECKED: nothing on All: no zero-shot paper row for this model*"])

@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any
 
-from pytest_rf100vl.kinds.rf100vl.reference import TABLES, paper_row, paper_table
+from pytest_rf100vl.kinds.rf100vl.reference import paper_row, paper_table, table_of
 from pytest_rf100vl.report.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
 from pytest_rf100vl.report.thresholds import ALL, Rule, rule_targets, threshold_for
 
@@ -25,9 +25,12 @@ def mean_targets(rules: list[Rule], spec: str) -> list[str]:
     return sorted(t for t in targets if t != ALL) + ([ALL] if ALL in targets else [])
 
 def scored_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Spec -> dataset -> row, for rows with a defined AP (a mean over an undefined one is undefined)."""
+    """Spec -> dataset -> row, for rows with a defined AP (a mean over an undefined one is
+    undefined); a model fine-tuned with several seeds has their mean."""
+    from rf100vl_hf.results.tables import over_seeds
+
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for row in rows:
+    for row in over_seeds(rows):
         if row.get("ap") is not None and math.isfinite(row["ap"]):
             out.setdefault(row["spec"], {})[row["dataset"]] = row
     return out
@@ -79,20 +82,26 @@ def reference_checks(
     subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]]
 ) -> list[MeanCheck]:
     """Each complete domain's mean (and ``All`` when every domain is complete) against the
-    paper's table for ``subset``; ``methods`` maps other models to rows of the table."""
+    section of the paper's table for ``subset`` that holds the rows' data regime; ``methods``
+    maps other models to rows of that section."""
     from rf100vl_hf.rf100vl import catalog
 
-    table_name = TABLES[subset]
-    table = paper_table(table_name)
     checks = []
     for spec, by_dataset in scored_rows(rows).items():
         any_row = next(iter(by_dataset.values()))
-        method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods)
+        regime = any_row.get("regime") or "zero-shot"
+        table_name = table_of(subset, regime)
+        if table_name is None:
+            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"the paper has no {regime} results for {subset}"))
+            continue
+        table = paper_table(table_name, regime)
+        method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods, regime)
         if method is None or method not in table:
-            why = f"no row {method!r} in {table_name}" if method else "no paper row for this model"
+            why = (f"no row {method!r} in the {regime} section of {table_name}" if method
+                   else f"no {regime} paper row for this model")
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-reference-method)"))
             continue
-        source = f"paper ({table_name}, {method!r})"
+        source = f"paper ({table_name}, {regime}, {method!r})"
         complete: list[float] = []
         n_domains = 0
         for domain in catalog.DOMAINS:

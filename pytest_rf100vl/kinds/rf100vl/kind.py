@@ -13,6 +13,7 @@ from rf100vl_hf.rf100vl.catalog import SUBSETS
 
 from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.kinds.rf100vl.training import TrainingPlan, parse_seeds, train_options
 from pytest_rf100vl.report.thresholds import ALL, Metric, Rule
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from pytest_rf100vl.report.checks import MeanCheck
     from pytest_rf100vl.run.session import MatrixSession
 
+TRAIN_SPLITS = ("fewshot_10", "semisup_10", "train")
 REFERENCES = ("paper",)
 AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
 
@@ -34,6 +36,13 @@ def _methods(values: tuple[str, ...]) -> dict[str, str]:
             raise ValueError(f"expected SPEC=ROW, got {value!r}")
         methods[spec.strip()] = row.strip()
     return methods
+
+
+def _train_split(value: str) -> str:
+    from rf100vl_hf.training.recipe import regime_of
+
+    regime_of(value)  # a ValueError names the known splits
+    return value
 
 
 class Rf100vlKind(BenchmarkKind):
@@ -58,6 +67,17 @@ class Rf100vlKind(BenchmarkKind):
                default=1.0),
         Option("reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)",
                "SPEC=ROW", check=_methods),
+        Option("train", "str", "fine-tune each model on this split first, then score it on --rf100vl-split: "
+               "fewshot_10 (few-shot), semisup_10 (semi-supervised) or train (fully supervised); weights are kept "
+               "in <results>/trained and reused (default: none, the model as it comes)", "SPLIT",
+               check=_train_split),
+        Option("recipe", "str", "the recipe to fine-tune by (default: the model's recipe for the regime; "
+               "the README's 'Data regimes' lists each model's recipes)", "NAME"),
+        Option("train-option", "list", "override a hyper-parameter of the recipe, KEY=VALUE (repeatable): epochs, "
+               "batch_size, learning_rate, weight_decay, max_grad_norm, federated, mixed_precision (no, fp16, "
+               "bf16), grad_accumulation, or the recipe's own", "KEY=VALUE", check=train_options),
+        Option("seeds", "str", "fit each trained pair once per seed, one test each: 0-9 or 0,3,7 (default: 0); "
+               "the summary gives the spread over seeds", "SEEDS", check=parse_seeds),
     )
     selectors = ("rf100vl_domain", "rf100vl_subset")
     metrics = (AP,)
@@ -77,6 +97,34 @@ class Rf100vlKind(BenchmarkKind):
         from rf100vl_hf import paths
 
         return self.settings.value("rf100vl_data_dir") or paths.default_data_dir()
+
+    @property
+    def train_split(self) -> str | None:
+        return self.settings.values.get("rf100vl_train")
+
+    def seeds(self) -> tuple[int | None, ...]:
+        """One pair per ``--rf100vl-seeds`` seed when models are fine-tuned (seed 0 by default)."""
+        import pytest
+
+        seeds = self.settings.values.get("rf100vl_seeds")
+        if self.train_split is None:
+            if seeds:
+                raise pytest.UsageError("--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT")
+            return (None,)
+        return seeds or (0,)
+
+    def training(self, adapter: type["Adapter"], seed: int | None) -> TrainingPlan | None:
+        """The pair's training plan (``None`` zero-shot); ``ValueError`` naming what is wrong."""
+        from pytest_rf100vl.kinds.rf100vl.training import plan
+
+        return plan(adapter, self.train_split, self.settings.values.get("rf100vl_recipe"),
+                    self.settings.values.get("rf100vl_train_option") or {}, seed)
+
+    def left_out(self, pair: "Pair", adapter: "Adapter") -> str | None:
+        """Beside a model that does not answer RF100-VL, one that cannot be fine-tuned under ``--rf100vl-train``."""
+        if self.train_split is not None and not adapter.recipes:
+            return f"{adapter.name} cannot be fine-tuned (it has no recipe), and --rf100vl-train asks for it"
+        return super().left_out(pair, adapter)
 
     # -- collection -------------------------------------------------------------------
     def claims(self, dataset: str) -> bool:
@@ -115,7 +163,11 @@ class Rf100vlKind(BenchmarkKind):
         return names
 
     def header_lines(self, pairs: list["Pair"]) -> list[str]:
-        return [f"rf100vl: split {self.split_name}, prompt {self.prompt}"]
+        trained = ""
+        if self.train_split is not None:
+            seeds = sorted({pair.seed for pair in pairs if pair.seed is not None})
+            trained = f", fine-tuned on {self.train_split} first (seeds {', '.join(map(str, seeds))})"
+        return [f"rf100vl: split {self.split_name}, prompt {self.prompt}{trained}"]
 
     # -- running ----------------------------------------------------------------------
     def load(self, dataset: str, session: "MatrixSession") -> Any:
@@ -141,31 +193,65 @@ class Rf100vlKind(BenchmarkKind):
         from pytest_rf100vl.kinds.rf100vl.evaluate import run_pair
         from pytest_rf100vl.kinds.rf100vl.rows import detection_row
 
+        from rf100vl_hf.training.recipe import regime_of
+
+        from pytest_rf100vl.kinds.rf100vl.training import fit_columns, identity_columns
+
         settings = self.settings
         dataset = session.dataset(pair)
         metadata = read_metadata(dataset)
+        training = self.training(type(adapter), pair.seed)
+        fit, fitted, output = None, False, self.output_name(self.split_name)
+        if training is not None:
+            fit, fitted, store = self._trained(pair, adapter, training, metadata, session)
+            output += f".trained-{store.folder.name[:12]}"
         evaluation = run_pair(
             adapter, dataset, metadata, self.split_name, self.prompt, settings.batch_size,
             lambda split: session.dataset(pair, split), benchmark, session.loop,
         )
         thresholds = self.thresholds(pair, session)
         described = adapter.describe()
-        path = session.writer.write_predictions(
-            pair.model, pair.dataset, self.output_name(self.split_name), evaluation.predictions, described
-        )
+        path = session.writer.write_predictions(pair.model, pair.dataset, output, evaluation.predictions, described)
         row = detection_row(
             pair, described, adapter.identity_options(adapter.options), metadata, self.split_name, self.prompt,
             settings.batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
         )
         row[LIMIT] = self.limit
+        row.update(identity_columns(training, metadata))
+        row["regime"] = regime_of(training.split if training else None)
+        row.update(fit_columns(fit, fitted))
         return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
+
+    def _trained(self, pair: "Pair", adapter: "Adapter", training: TrainingPlan, metadata: dict[str, Any],
+                 session: "MatrixSession") -> tuple[Any, bool, Any]:
+        """Fit ``adapter`` for the pair, or load the weights an earlier fit left in the results folder."""
+        from pytest_rf100vl.kinds.rf100vl.training import fit_or_load, store_for, training_key
+        from pytest_rf100vl.report.rows import options_column
+
+        described = adapter.describe()
+        model = {"model": described["model"], "checkpoint": described["checkpoint"],
+                 "model_revision": described["revision"],
+                 "adapter_options": options_column(adapter.identity_options(adapter.options))}
+        store = store_for(self.settings.results, pair.model, pair.dataset, training_key(model, metadata, training))
+        record, fitted = fit_or_load(adapter, training, store, metadata, lambda split: session.dataset(pair, split))
+        adapter.trained_weights = record.weights_sha256
+        return record, fitted, store
 
     def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
         from rf100vl_hf.metadata import read_metadata
 
+        from pytest_rf100vl.adapters import registry
+        from pytest_rf100vl.kinds.rf100vl.training import identity_columns
+
         metadata = read_metadata(session.dataset(pair))
+        training = None
+        if self.train_split is not None:
+            try:
+                training = self.training(registry.adapter_class(registry.parse_spec(pair.model)[0]), pair.seed)
+            except Exception:  # unknown to the registry, or no recipe: such pairs always run (and say why)
+                return None
         return {"dataset": pair.dataset, "dataset_fingerprint": metadata.get("fingerprint"),
-                "split": self.split_name, "prompt": self.prompt}
+                "split": self.split_name, "prompt": self.prompt, **identity_columns(training, metadata)}
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""

@@ -1,18 +1,23 @@
-"""Published numbers to compare a run with: the RF100-VL paper's Table 2 (all 100 datasets)
-and Table 3 (RF20-VL), shipped in ``rf100vl_hf/rf100vl/data/paper_tables.csv``.
+"""Published numbers to compare a run with: the RF100-VL paper's Table 2 (all 100 datasets,
+zero-shot and few-shot), Table 7 (semi- and fully supervised) and Table 3 (RF20-VL), shipped
+in ``rf100vl_hf/rf100vl/data/paper_tables.csv``. A run is compared with the section of its
+data regime (``--rf100vl-train``): a fine-tuned model never meets a zero-shot row.
 
-A model is matched to a row of the table by :data:`PAPER_METHODS` (adapter name and prompt
-mode; a row may also require a word in the checkpoint, for models the paper ran at one
-size), or by ``--rf100vl-reference-method SPEC=ROW`` for any other model:
+A model is matched to a row of the section by :data:`PAPER_METHODS` (adapter name, prompt
+mode and regime; a row may also require a word in the checkpoint, for models the paper ran
+at one size), or by ``--rf100vl-reference-method SPEC=ROW`` for any other model:
 
-=================  ============  ===========  ======================================
-adapter            prompt        checkpoint   paper row
-=================  ============  ===========  ======================================
-owlv2              names                      OWLv2 (class names only)
-grounding-dino     names                      GroundingDINO
-qwen2.5-vl         names         72B          Qwen 2.5 VL 72B (class names only)
-qwen2.5-vl         instructions  72B          Qwen 2.5 VL 72B (instructions only)
-=================  ============  ===========  ======================================
+=================  ============  ================  ===========  ==============================
+adapter            prompt        regime            checkpoint   paper row
+=================  ============  ================  ===========  ==============================
+owlv2              names         zero-shot                      OWLv2 (class names only)
+grounding-dino     names         zero-shot                      GroundingDINO
+grounding-dino     names         few-shot                       GroundingDINO (fine-tuned)
+qwen2.5-vl         names         zero-shot         72B          Qwen 2.5 VL 72B (class names only)
+qwen2.5-vl         instructions  zero-shot         72B          Qwen 2.5 VL 72B (instructions only)
+lw-detr            names         fully-supervised  small        LW-DETRs
+lw-detr            names         fully-supervised  medium       LW-DETRm
+=================  ============  ================  ===========  ==============================
 
 A domain is compared only once every catalogue dataset of that domain (in the subset run:
 all, or rf20vl for Table 3) has a score, because the paper's number is a mean over all of
@@ -27,7 +32,17 @@ from functools import cache
 from importlib import resources
 
 TABLES = {"all": "rf100vl_table2", "rf20vl": "rf20vl_table3"}
-"""The paper table that matches each subset."""
+"""The paper table that matches each subset (zero- and few-shot)."""
+SUPERVISED_TABLES = {"all": "rf100vl_table7"}
+"""Where the semi- and fully supervised sections are (the paper has none for RF20-VL)."""
+SETTINGS = {"zero-shot": "zero-shot", "few-shot": "few-shot-10", "semi-supervised": "semi-supervised-10pct",
+            "fully-supervised": "fully-supervised"}
+"""The paper tables' ``setting`` of each data regime."""
+
+
+def table_of(subset: str, regime: str) -> str | None:
+    """The paper table holding ``regime``'s section for ``subset`` (``None``: the paper has none)."""
+    return (TABLES if regime in ("zero-shot", "few-shot") else SUPERVISED_TABLES).get(subset)
 
 
 @dataclass(frozen=True)
@@ -36,35 +51,42 @@ class PaperMethod:
     prompt: str
     row: str
     checkpoint_word: str | None = None
+    regime: str = "zero-shot"
 
 
 PAPER_METHODS: tuple[PaperMethod, ...] = (
     PaperMethod("owlv2", "names", "OWLv2 (class names only)"),
     PaperMethod("grounding-dino", "names", "GroundingDINO"),
+    PaperMethod("grounding-dino", "names", "GroundingDINO (fine-tuned)", regime="few-shot"),
     PaperMethod("qwen2.5-vl", "names", "Qwen 2.5 VL 72B (class names only)", "72B"),
     PaperMethod("qwen2.5-vl", "instructions", "Qwen 2.5 VL 72B (instructions only)", "72B"),
+    PaperMethod("lw-detr", "names", "LW-DETRs", "small", regime="fully-supervised"),
+    PaperMethod("lw-detr", "names", "LW-DETRm", "medium", regime="fully-supervised"),
 )
 
 
 @cache
-def paper_table(table: str) -> dict[str, dict[str, float]]:
-    """Method row -> column (domain or ``All``) -> AP50:95 in percent, for one paper table."""
+def paper_table(table: str, regime: str | None = None) -> dict[str, dict[str, float]]:
+    """Method row -> column (domain or ``All``) -> AP50:95 in percent, for one paper table (its
+    section of ``regime`` only, when given: Table 7 has a YOLOv8m row in two sections)."""
     text = resources.files("rf100vl_hf.rf100vl").joinpath("data/paper_tables.csv").read_text("utf-8")
-    rows = [row for row in csv.DictReader(text.splitlines()) if row["table"] == table]
+    rows = [row for row in csv.DictReader(text.splitlines()) if row["table"] == table
+            and (regime is None or row["setting"] == SETTINGS[regime])]
     if not rows:
-        raise KeyError(f"no paper table {table!r} in paper_tables.csv")
+        raise KeyError(f"no paper table {table!r}" + (f" section {regime!r}" if regime else "") + " in paper_tables.csv")
     skip = {"table", "setting", "method"}
     return {row["method"]: {k: float(v) for k, v in row.items() if k not in skip and v} for row in rows}
 
 
-def paper_row(spec: str, checkpoint: str | None, prompt: str, overrides: dict[str, str]) -> str | None:
-    """The paper row that ``spec`` (run with ``prompt``) reproduces, if any."""
+def paper_row(spec: str, checkpoint: str | None, prompt: str, overrides: dict[str, str],
+              regime: str = "zero-shot") -> str | None:
+    """The paper row that ``spec`` (run with ``prompt``, in ``regime``) reproduces, if any."""
     name = spec.partition(":")[0]
     for key in (spec, name):
         if key in overrides:
             return overrides[key]
     for method in PAPER_METHODS:
-        if method.adapter == name and method.prompt == prompt:
+        if method.adapter == name and method.prompt == prompt and method.regime == regime:
             if method.checkpoint_word is None or method.checkpoint_word.lower() in (checkpoint or "").lower():
                 return method.row
     return None

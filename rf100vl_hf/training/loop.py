@@ -1,0 +1,145 @@
+"""The one training loop of every recipe: epochs over shuffled batches, AdamW, optional mixed
+precision and gradient accumulation, a checkpoint after each epoch, resume from the last.
+
+Each epoch seeds torch from the recipe's seed and the epoch number before it shuffles, so
+an epoch does the same thing whether the run went on from the one before or resumed from
+its checkpoint: a fit killed in epoch 2 and resumed ends with the weights an uninterrupted
+fit has. A loss that is not finite stops the fit with the epoch and step, rather than
+training on and scoring garbage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+
+from rf100vl_hf.errors import Rf100vlError
+from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.training.recipe import Recipe
+from rf100vl_hf.training.samples import Sample
+from rf100vl_hf.training.store import FitRecord, TrainedStore
+
+Step = Callable[[list[Sample]], Any]
+"""A batch of samples -> the model's outputs on them, with their ``loss`` (a scalar tensor) and,
+when the model reports them, its terms (``loss_dict``): a recipe's whole forward pass."""
+
+
+class TrainingError(Rf100vlError):
+    """A fit that cannot go on (a loss that is not finite)."""
+
+
+def _epoch_seed(recipe: Recipe, epoch: int) -> int:
+    return recipe.seed * 1_000_003 + epoch
+
+
+def _loss_terms(outputs: Any) -> dict[str, float]:
+    """The total loss and, when the model reports them (transformers' ``loss_dict``), its terms."""
+    terms = {"loss": float(outputs.loss.detach())}
+    for name, value in (getattr(outputs, "loss_dict", None) or {}).items():
+        if torch.is_tensor(value) and value.numel() == 1:
+            terms[name] = float(value.detach())
+    return terms
+
+
+def _autocast(device: str, precision: str) -> contextlib.AbstractContextManager[Any]:
+    if precision == "no":
+        return contextlib.nullcontext()
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def _means(totals: dict[str, float], count: int) -> dict[str, float]:
+    return {name: total / max(count, 1) for name, total in totals.items()}
+
+
+def train(
+    model: torch.nn.Module,
+    samples: Sequence[Sample],
+    step: Step,
+    recipe: Recipe,
+    store: TrainedStore,
+    *,
+    device: str = "cpu",
+    description: str = "training",
+    parameters: Iterable[torch.nn.Parameter] | None = None,
+) -> FitRecord:
+    """Train ``model`` on ``samples`` by ``recipe`` (``step`` runs it on a batch), checkpointing
+    into ``store``, and write its final weights there. Resumes from the store's last epoch
+    checkpoint when there is one."""
+    if not samples:
+        raise TrainingError(f"{description}: the training split has no image")
+    trainable = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+    scaler = torch.amp.GradScaler(torch.device(device).type, enabled=recipe.mixed_precision == "fp16")
+    state: dict[str, Any] = {"epoch": 0, "steps": 0, "train_s": 0.0, "images": 0, "history": [], "resumed": None}
+    latest = store.latest_epoch()
+    if latest is not None:
+        saved = torch.load(latest[1], map_location=device, weights_only=True)
+        model.load_state_dict(saved.pop("model"))
+        optimizer.load_state_dict(saved.pop("optimizer"))
+        scaler.load_state_dict(saved.pop("scaler"))
+        state = {**saved, "resumed": saved["epoch"]}
+        logger.info("%s: resuming after epoch %d of %d", description, state["epoch"], recipe.epochs)
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    batches_per_epoch = math.ceil(len(samples) / recipe.batch_size)
+    for epoch in range(state["epoch"] + 1, recipe.epochs + 1):
+        started = time.perf_counter()
+        torch.manual_seed(_epoch_seed(recipe, epoch))
+        order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(_epoch_seed(recipe, epoch)))
+        totals: dict[str, float] = {}
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        bar = progress_bar(total=batches_per_epoch, desc=f"{description}, epoch {epoch}/{recipe.epochs}",
+                           unit="batch", leave=False)
+        for index in range(batches_per_epoch):
+            chunk = [samples[int(i)] for i in order[index * recipe.batch_size:(index + 1) * recipe.batch_size]]
+            with _autocast(device, recipe.mixed_precision):
+                outputs = step(chunk)
+            terms = _loss_terms(outputs)
+            if not math.isfinite(terms["loss"]):
+                raise TrainingError(f"{description}: the loss is {terms['loss']} at epoch {epoch}, batch {index + 1} "
+                                    f"(lower learning_rate, or set max_grad_norm)")
+            scaler.scale(outputs.loss / recipe.grad_accumulation).backward()
+            if (index + 1) % recipe.grad_accumulation == 0 or index + 1 == batches_per_epoch:
+                if recipe.max_grad_norm:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(trainable, recipe.max_grad_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                state["steps"] += 1
+            for name, value in terms.items():
+                totals[name] = totals.get(name, 0.0) + value
+            state["images"] += len(chunk)
+            bar.update(1)
+            bar.set_postfix(loss=f"{terms['loss']:.3f}")
+        bar.close()
+        state["history"].append(_means(totals, batches_per_epoch))
+        state["train_s"] += time.perf_counter() - started
+        state["epoch"] = epoch
+        with store.epoch_checkpoint(epoch) as path:
+            torch.save({**{k: v for k, v in state.items() if k != "resumed"}, "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, path)
+    model.eval()
+    with store.atomic(store.weights.name) as path:
+        torch.save(model.state_dict(), path)
+    history = state["history"]
+    return store.finish(FitRecord(
+        epochs=recipe.epochs, steps=state["steps"], train_s=state["train_s"], images=state["images"],
+        losses=history[-1], first_losses=history[0], history=history,
+        peak_gpu_memory_mb=torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
+        resumed_after_epoch=state["resumed"],
+    ))
+
+
+def load_weights(model: torch.nn.Module, store: TrainedStore, device: str = "cpu") -> None:
+    """Load a finished fit's weights into ``model``."""
+    model.load_state_dict(torch.load(store.weights, map_location=device, weights_only=True))
+    model.eval()

@@ -1,0 +1,169 @@
+"""Fine-tuning inside the matrix (``--rf100vl-train``): a detector trained by the plugin on a
+generated export of clear shapes learns it; Grounding DINO's few-shot recipe runs on the
+embedded sample; weights are reused, a killed fit resumes at its epoch, seeds give their rows
+and both spreads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.helpers import link, results
+from tests.support.shapes_export import write_shapes_export
+
+TINY_DETR = ["--rf100vl-model", "rt-detrv2:tiny", "--rf100vl-dataset", "shapes", "--rf100vl-device", "cpu",
+             "--rf100vl-max-rounds=1", "-p", "no:cacheprovider"]
+FAST = ["--rf100vl-train-option", "batch_size=4", "--rf100vl-train-option", "learning_rate=2e-3"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _training_modules_loaded_once() -> None:
+    """What fitting imports (the Hungarian matcher's scipy, the models), before any in-process
+    run: pytester drops the modules a run imported, and these cannot be imported twice."""
+    import scipy.optimize  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+    import pytest_rf100vl.adapters.grounding_dino  # noqa: F401
+    import pytest_rf100vl.adapters.rt_detr  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_shapes_export(tmp_path_factory.mktemp("shapes") / "export")
+
+
+@pytest.fixture
+def shapes_dir(data_dir: Path, shapes: Path) -> Path:
+    link(data_dir, "shapes", shapes)
+    return data_dir
+
+
+def _row(folder: Path, **wanted: object) -> dict:
+    (row,) = [row for row in results(folder) if all(row.get(k) == v for k, v in wanted.items())]
+    return row
+
+
+def test_a_detector_trained_by_the_plugin_learns_the_shapes_it_scored_zero_on(
+    pytester: pytest.Pytester, shapes_dir: Path
+) -> None:
+    before, after = pytester.path / "before", pytester.path / "after"
+    pytester.runpytest(*TINY_DETR, f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={before}"
+                       ).assert_outcomes(passed=1)
+    pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=40", "--rf100vl-train", "train",
+                       f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={after}").assert_outcomes(passed=1)
+    untrained, trained = _row(before), _row(after)
+    assert untrained["regime"] == "zero-shot" and untrained["ap"] < 2
+    assert trained["regime"] == "fully-supervised" and trained["train_split"] == "train"
+    assert trained["ap"] >= 30, trained["ap"]
+    assert trained["train_loss_final"] < trained["train_loss_first"] and trained["train_steps"] == 40 * 12
+    assert json.loads(trained["hyperparameters"])["epochs"] == 40 and trained["weights_sha256"]
+    summary = (after / "summary.md").read_text(encoding="utf-8")
+    assert "## AP50:95 (%), fully supervised (train)" in summary and "## Fine-tuning" in summary
+
+
+def test_grounding_dino_few_shot_recipe_runs_on_the_sample_and_a_rerun_loads_its_weights(
+    pytester: pytest.Pytester, small_sample: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rf100vl_hf.sample import write_sample_export
+
+    from pytest_rf100vl.adapters.grounding_dino import GroundingDinoAdapter
+
+    write_sample_export(data_dir / "sample-full")
+    calls: list[str] = []
+    fit = GroundingDinoAdapter.fit
+    monkeypatch.setattr(GroundingDinoAdapter, "fit", lambda self, *a: calls.append("fit") or fit(self, *a))
+    args = ["--rf100vl-model", "grounding-dino:tiny", "--rf100vl-dataset", "sample-full", "--rf100vl-device", "cpu",
+            f"--rf100vl-data-dir={data_dir}", "--rf100vl-train", "fewshot_10", "--rf100vl-max-rounds=1",
+            "-p", "no:cacheprovider"]
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    folder = pytester.path / ".rf100vl" / "results"
+    first = _row(folder)
+    hyper = json.loads(first["hyperparameters"])
+    assert (first["recipe"], hyper["epochs"], hyper["batch_size"], hyper["learning_rate"]) == ("gdino-fewshot", 5, 4, 3e-4)
+    assert first["regime"] == "few-shot" and first["train_loss_final"] < first["train_loss_first"]
+    assert calls == ["fit"]
+    pytester.runpytest(*args).assert_outcomes(passed=1)  # the row is reused: nothing loads
+    pytester.runpytest(*args, "--rf100vl-rerun").assert_outcomes(passed=1)  # scored again on the stored weights
+    assert calls == ["fit"]
+    again = results(folder)[-1]
+    assert again["weights_reused"] is True and again["weights_sha256"] == first["weights_sha256"]
+    assert again["ap"] == first["ap"]
+
+
+def _watch_and_kill(process: subprocess.Popen, trained: Path, deadline: float) -> None:
+    """Kill ``process`` as soon as a fit under ``trained`` has finished its first epoch."""
+    while time.monotonic() < deadline and process.poll() is None:
+        if any(trained.glob("*/*/*/epoch-0001.pt")):
+            process.kill()
+            return
+        time.sleep(0.02)
+    raise AssertionError("the fit never finished its first epoch")
+
+
+def test_a_fit_killed_in_its_second_epoch_resumes_there_and_scores_as_an_uninterrupted_one(
+    pytester: pytest.Pytester, shapes_dir: Path
+) -> None:
+    args = [*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=3", "--rf100vl-train", "train",
+            f"--rf100vl-data-dir={shapes_dir}"]
+    whole = pytester.path / "whole"
+    pytester.runpytest(*args, f"--rf100vl-results={whole}").assert_outcomes(passed=1)
+
+    folder = pytester.path / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *args, f"--rf100vl-results={folder}"],
+                               cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _watch_and_kill(process, folder / "trained", time.monotonic() + 240)
+    assert process.wait(60) == -9 and not (folder / "results.jsonl").exists()
+    pytester.runpytest(*args, f"--rf100vl-results={folder}").assert_outcomes(passed=1)
+    resumed, uninterrupted = _row(folder), _row(whole)
+    assert resumed["train_resumed_after_epoch"] == 1 and uninterrupted["train_resumed_after_epoch"] is None
+    assert resumed["weights_sha256"] == uninterrupted["weights_sha256"]
+    assert resumed["ap"] == uninterrupted["ap"] and resumed["train_steps"] == uninterrupted["train_steps"]
+
+
+def test_three_seeds_give_three_rows_and_both_spreads_over_seeds(pytester: pytest.Pytester, shapes_dir: Path) -> None:
+    folder = pytester.path / "results"
+    result = pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=1", "--rf100vl-train",
+                                "fewshot_10", "--rf100vl-seeds", "0-2", "--rf100vl-train-option", "federated=true",
+                                f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={folder}")
+    result.assert_outcomes(passed=3)
+    rows = results(folder)
+    assert sorted(row["seed"] for row in rows) == [0, 1, 2] and len({row["weights_sha256"] for row in rows}) == 3
+    assert all(json.loads(row["hyperparameters"])["federated"] is True for row in rows)
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "std of the mean (Table 8)" in summary and "mean of the std (Table 9)" in summary
+    line = next(line for line in summary.splitlines() if line.startswith("| All |"))
+    seeds, datasets, *figures = [cell.strip() for cell in line.strip("|").split("|")][1:]
+    assert (seeds, datasets) == ("3", "1") and all(figure != "—" for figure in figures)
+    result.stdout.fnmatch_lines(["*test_detection?rt-detrv2:tiny-shapes-seed2?*"])  # one test per seed
+
+
+def test_stac_labels_the_rest_of_train_with_its_teachers_f1_threshold(pytester: pytest.Pytester,
+                                                                      shapes_dir: Path) -> None:
+    folder = pytester.path / "results"
+    pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train", "semisup_10", "--rf100vl-recipe", "stac",
+                       "--rf100vl-train-option", "epochs=2", "--rf100vl-train-option", "student_epochs=1",
+                       f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={folder}").assert_outcomes(passed=1)
+    row = _row(folder)
+    details = json.loads(row["train_details"])
+    assert row["regime"] == "semi-supervised" and row["recipe"] == "stac"
+    assert set(details) == {"teacher_steps", "teacher_train_s", "threshold", "teacher_f1", "pseudo_boxes"}
+    assert details["teacher_steps"] == 2 * 2  # 5 labelled images, batches of 4
+
+
+def test_a_model_that_cannot_be_fine_tuned_is_left_out_and_seeds_need_training(
+    pytester: pytest.Pytester, small_sample: Path, data_dir: Path
+) -> None:
+    link(data_dir, "small", small_sample)
+    base = ["--rf100vl-model", "oracle", "--rf100vl-dataset", "small", f"--rf100vl-data-dir={data_dir}",
+            "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*base, "--rf100vl-train", "train", "--rf100vl-allow-empty")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*oracle cannot be fine-tuned (it has no recipe)*"])
+    refused = pytester.runpytest(*base, "--rf100vl-seeds", "0-2")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT*"])
