@@ -57,6 +57,8 @@ class RTDetrV2Adapter(HFDetector):
     }
     default_recipes: ClassVar[dict[str, str]] = dict.fromkeys(
         ("few-shot", "semi-supervised", "fully-supervised"), "detr-finetune")
+    fresh_head = False
+    """Whether the classification head was made for the task (random) rather than loaded."""
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:
@@ -88,9 +90,11 @@ class RTDetrV2Adapter(HFDetector):
             self._head_for(task.classes)
 
     def _head_for(self, classes: list[str]) -> None:
-        """The checkpoint with a classification head for ``classes`` (new, random)."""
+        """The checkpoint with a classification head for ``classes`` (new, random: drawn from a
+        fixed seed, so that an untrained head answers the same in every run)."""
         import transformers
 
+        torch.manual_seed(0)
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the re-initialised head is the point, not news
         try:
@@ -101,6 +105,12 @@ class RTDetrV2Adapter(HFDetector):
             transformers.logging.set_verbosity(verbosity)
         self.model.to(self.torch_device).eval()
         self.trained_weights = None
+        self.fresh_head = True
+
+    @property
+    def is_smoke(self) -> bool:
+        """A head made for the task and never trained scores nothing but chance, whatever the checkpoint."""
+        return super().is_smoke or (self.fresh_head and self.trained_weights is None)
 
     def detect(self, images: list[Image.Image]) -> list[Detections]:
         outputs = self.model(pixel_values=self.to_model(self.pixel_inputs(images)["pixel_values"]))

@@ -10,6 +10,11 @@ scored, and on each domain mean and ``All``, with percentile bootstrap confidenc
 
 Draws are seeded by ``seed`` and the dataset's (or domain's) name, so an interval does not
 change with the other datasets compared. :data:`RESAMPLES` draws by default.
+
+A significance statement comes with it (:func:`rf100vl_hf.metrics.seeds.significance`):
+Welch's t-test over seeds when both sides fine-tuned with several seeds (their rows of a
+dataset differ only by ``seed``; the bootstrap then uses each side's lowest seed), else the
+Wilcoxon signed-rank test over the datasets compared.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class Comparison:
     datasets: list[Difference]
     means: list[Difference]
     skipped: dict[str, str] = field(default_factory=dict)  # dataset -> why it was not compared
+    significance: str | None = None  # the test's statement (its method named)
     resamples: int = RESAMPLES
     confidence: float = CONFIDENCE
     seed: int = 0
@@ -71,8 +77,11 @@ def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str, dict[str, Any]]]:
-    """A folder's rows by dataset (of ``model`` when given: a spec or an adapter name)."""
+def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
+    """A folder's rows by dataset (of ``model`` when given: a spec or an adapter name), lowest
+    seed first; a dataset's rows may differ only by seed."""
+    from rf100vl_hf.results.tables import over_seeds
+
     root, rows = located_rows(folder)
     if not rows:
         raise DataError(folder, "rows", "no RF100-VL rows to compare (UOUO rows are not compared)")
@@ -86,10 +95,11 @@ def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str,
     for row in rows:
         by_dataset.setdefault(str(row["dataset"]), []).append(row)
     for dataset, several in by_dataset.items():
-        if len(several) > 1:
+        if len(over_seeds(several)) > 1:
             raise DataError(folder, f"rows of {dataset}", f"{len(several)} of them ({', '.join(column_labels(several))}"
                             f"): choose one model with {option}, or compare folders holding one row per dataset")
-    return root, {dataset: several[0] for dataset, several in by_dataset.items()}
+        several.sort(key=lambda row: (row.get("seed") is None, row.get("seed") or 0))
+    return root, by_dataset
 
 
 def _label(folder: Path, rows: dict[str, dict[str, Any]]) -> str:
@@ -126,8 +136,12 @@ def compare(
 
     if resamples < 1 or not 0 < confidence <= 1:
         raise ValueError(f"need at least one resample and a confidence in (0, 1], got {resamples}, {confidence}")
-    root_a, rows_a = _side(folder_a, model_a, "--model-a")
-    root_b, rows_b = _side(folder_b, model_b, "--model-b")
+    from rf100vl_hf.metrics.seeds import significance
+
+    root_a, seeded_a = _side(folder_a, model_a, "--model-a")
+    root_b, seeded_b = _side(folder_b, model_b, "--model-b")
+    rows_a = {name: rows[0] for name, rows in seeded_a.items()}
+    rows_b = {name: rows[0] for name, rows in seeded_b.items()}
     skipped = {name: f"only in {which}" for which, mine, other in (("A", rows_a, rows_b), ("B", rows_b, rows_a))
                for name in mine if name not in other}
     common = [name for name in rows_a if name in rows_b]
@@ -142,8 +156,11 @@ def compare(
         for name in compared:
             differences.append(_dataset_difference(rows_a[name], root_a, rows_b[name], root_b, data_dir, fewshot_dir,
                                                    resamples, confidence, seed, bar.update))
+    tested = significance([row for name in compared for row in seeded_b[name]],
+                          [row for name in compared for row in seeded_a[name]], "B", "A")
     return Comparison(_label(folder_a, rows_a), _label(folder_b, rows_b), differences,
-                      _mean_differences(differences, resamples, confidence, seed), skipped, resamples, confidence, seed)
+                      _mean_differences(differences, resamples, confidence, seed), skipped, tested.statement,
+                      resamples, confidence, seed)
 
 
 def _dataset_difference(
@@ -211,6 +228,8 @@ def notes(comparison: Comparison) -> list[str]:
              f"{percent}% percentile bootstrap intervals, {comparison.resamples} resamples (seed {comparison.seed}): "
              "over images for a dataset (paired), over datasets for a mean; n is the images of a dataset, the "
              "datasets of a mean"]
+    if comparison.significance:
+        lines.append(f"significance: {comparison.significance}")
     lines += [f"not compared: {name}: {why}" for name, why in comparison.skipped.items()]
     return [one_line(line) for line in lines]
 

@@ -158,3 +158,27 @@ def test_a_folder_without_results_is_a_one_line_error(world, tmp_path, capsys) -
     assert main(["results", "compare", str(tmp_path), str(world["root"] / "b")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"rf100vl-hf: error: {tmp_path}: results.jsonl: missing") and err.count("\n") == 1
+
+
+def _seeded(world: dict[str, Any], folder: Path, spec: str, jitter: float, false_per_image: int) -> Path:
+    """A folder of ``spec`` fine-tuned with seeds 0-2: one row per dataset and seed."""
+    lines = []
+    for seed in range(3):
+        predictions = {name: noisy_predictions(np.random.default_rng(100 * seed + i), world["exported"][name].truth,
+                                               jitter, false_per_image) for i, name in enumerate(DATASETS)}
+        write_folder(folder / f"seed{seed}", spec, world["exported"], predictions, seed=seed, train_split="train")
+        lines += (folder / f"seed{seed}" / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    (folder / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_the_comparison_says_whether_the_difference_is_significant_and_by_which_test(world, tmp_path) -> None:
+    plain = compare(world["root"] / "a", world["root"] / "b", data_dir=world["data"], resamples=50, progress=False)
+    assert plain.significance.startswith("B is higher than A by ")
+    assert "Wilcoxon signed-rank test over 3 datasets" in plain.significance
+    weak = _seeded(world, tmp_path / "weak", "weak", 0.15, 6)
+    strong = _seeded(world, tmp_path / "strong", "strong", 0.02, 1)
+    seeded = compare(weak, strong, data_dir=world["data"], resamples=50, progress=False)
+    assert "Welch t-test over seeds (3 and 3)" in seeded.significance
+    assert seeded.significance.endswith("significant at 0.05") and "not significant" not in seeded.significance
+    assert len(seeded.datasets) == 3  # one bootstrap per dataset, on each side's lowest seed

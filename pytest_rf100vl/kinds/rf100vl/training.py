@@ -148,18 +148,17 @@ def fit_or_load(
     from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
     from pytest_rf100vl.run.guard import adapter_call
 
+    train = load_split(training.split)
+    task = detection_task(adapter, train, metadata, training.split, "names", load_split)
     record = store.record()
     if record is not None:
         with adapter_call("the adapter's load_trained"):
+            adapter.set_task(task)  # a closed-set detector's head is made for these classes first
             adapter.load_trained(store)
         return record, False
-    train = load_split(training.split)
     rest = unlabelled(load_split("train"), train) if training.regime == "semi-supervised" else None
-    data = TrainingData(
-        split=training.split, train=Samples(train), validation=Samples(load_split("validation")),
-        task=detection_task(adapter, train, metadata, training.split, "names", load_split),
-        unlabelled=Samples(rest) if rest is not None else (),
-    )
+    data = TrainingData(split=training.split, train=Samples(train), validation=Samples(load_split("validation")),
+                        task=task, unlabelled=Samples(rest) if rest is not None else ())
     with adapter_call("the adapter's fit"):
         record = adapter.fit(data, training.recipe, store)
     return record, True
