@@ -179,44 +179,13 @@ class RTDetrV2Adapter(HFDetector):
         return out
 
     def _stac(self, data: TrainingData, recipe: Recipe, store: "TrainedStore") -> "FitRecord":
-        from dataclasses import replace
+        from rf100vl_hf.training.stac import stac
 
-        from rf100vl_hf.training.stac import f1_maximizing_threshold, pseudo_labels
-        from rf100vl_hf.training.store import TrainedStore
-
-        if not len(data.unlabelled):
-            raise ValueError(f"recipe 'stac' needs unlabelled images: train on a semi-supervised split, "
-                             f"not {data.split!r}")
-        teacher_store = TrainedStore(store.folder / "teacher", store.key)
-        teacher = teacher_store.record()  # a run killed while the student trained keeps its teacher
-        if teacher is None:
-            teacher = self._train(data.train, data.task, recipe, teacher_store)
-        else:
+        def load(teacher: "TrainedStore") -> None:
             self.restore_pretrained()
             self.set_task(data.task)
-            self.load_trained(teacher_store)
-        truth = {i: (data.validation[i].boxes, data.validation[i].labels) for i in range(len(data.validation))}
-        choice = f1_maximizing_threshold(self._predictions(data.validation), truth)
-        pseudo = pseudo_labels(self._predictions(data.unlabelled), choice.threshold)
-        labelled = _Joined(data.train, data.unlabelled.relabelled(pseudo))  # type: ignore[attr-defined]
-        student_recipe = replace(recipe, epochs=int(recipe.extra["student_epochs"]))
-        record = self._train(labelled, data.task, student_recipe, store)
-        record.details = {"teacher_steps": teacher.steps, "teacher_train_s": teacher.train_s,
-                          "threshold": choice.threshold, "teacher_f1": choice.f1,
-                          "pseudo_boxes": int(sum(len(labels) for _, labels in pseudo.values()))}
-        record.train_s += teacher.train_s
-        store.finish(record)
-        return record
+            self.load_trained(teacher)
 
-
-class _Joined:
-    """Two sequences of samples read as one."""
-
-    def __init__(self, first: Any, second: Any):
-        self.first, self.second = first, second
-
-    def __len__(self) -> int:
-        return len(self.first) + len(self.second)
-
-    def __getitem__(self, index: int) -> "Sample":
-        return self.first[index] if index < len(self.first) else self.second[index - len(self.first)]
+        return stac(data.train, data.validation, data.unlabelled, recipe, store,  # type: ignore[arg-type]
+                    train=lambda samples, r, s: self._train(samples, data.task, r, s), load=load,
+                    predict=self._predictions)

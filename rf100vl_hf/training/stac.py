@@ -1,18 +1,24 @@
 """STAC (Sohn et al. 2020) for the semi-supervised regime (RF100-VL Table 7, "w/ STAC"): a
 teacher trained on the labelled 10% labels the rest of train; its boxes are kept above the
 confidence that maximises the teacher's F1 on the validation split, and a student is trained
-on both. Here are the choice of that confidence and the pseudo-labels; the recipe is the
-adapter's.
+on both. Here are the choice of that confidence, the pseudo-labels and the teacher-student
+sequence (:func:`stac`); how a model trains and predicts is the adapter's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rf100vl_hf.boxes import box_iou
+
+if TYPE_CHECKING:
+    from rf100vl_hf.training.recipe import Recipe
+    from rf100vl_hf.training.samples import Sample, Samples
+    from rf100vl_hf.training.store import FitRecord, TrainedStore
 
 Predictions = Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
 """Image id -> ``xyxy`` boxes ``(N, 4)``, scores ``(N,)``, class indices ``(N,)``."""
@@ -87,3 +93,58 @@ def pseudo_labels(predictions: Predictions, threshold: float) -> dict[int, tuple
         keep = np.asarray(scores) >= threshold
         out[image_id] = (np.asarray(boxes).reshape(-1, 4)[keep], np.asarray(labels)[keep])
     return out
+
+
+class Joined(Sequence["Sample"]):
+    """Two sequences of samples read as one (the labelled split, then the pseudo-labelled rest)."""
+
+    def __init__(self, first: Sequence["Sample"], second: Sequence["Sample"]):
+        self.first, self.second = first, second
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.second)
+
+    def __getitem__(self, index: int) -> "Sample":  # type: ignore[override]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        return self.first[index] if index < len(self.first) else self.second[index - len(self.first)]
+
+
+def truth_of(samples: Sequence["Sample"]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each sample's true ``xyxy`` boxes and classes, by position."""
+    return {i: (samples[i].boxes, samples[i].labels) for i in range(len(samples))}
+
+
+def stac(
+    labelled: Sequence["Sample"], validation: Sequence["Sample"], unlabelled: "Samples", recipe: "Recipe",
+    store: "TrainedStore", *, train: Callable[[Sequence["Sample"], "Recipe", "TrainedStore"], "FitRecord"],
+    load: Callable[["TrainedStore"], None], predict: Callable[[Sequence["Sample"]], Predictions],
+) -> "FitRecord":
+    """The teacher (trained on ``labelled`` for ``recipe.epochs``, kept in ``store/teacher`` so
+    that a run killed while the student trains keeps it), its F1-maximising confidence on
+    ``validation``, its pseudo-labels on ``unlabelled``, and the student, trained on both for
+    ``recipe.extra["student_epochs"]``; the student's record says what the teacher cost.
+
+    ``train(samples, recipe, store)`` fits the model from its checkpoint into ``store``,
+    ``load(store)`` loads a finished fit, ``predict(samples)`` gives the model's detections by
+    position."""
+    from rf100vl_hf.training.store import TrainedStore
+
+    if not len(unlabelled):
+        raise ValueError("recipe 'stac' needs unlabelled images: train on a semi-supervised split")
+    teacher_store = TrainedStore(store.folder / "teacher", store.key)
+    teacher = teacher_store.record()
+    if teacher is None:
+        teacher = train(labelled, recipe, teacher_store)
+    else:
+        load(teacher_store)
+    choice = f1_maximizing_threshold(predict(validation), truth_of(validation))
+    pseudo = pseudo_labels(predict(unlabelled), choice.threshold)
+    student = replace(recipe, epochs=int(recipe.extra["student_epochs"]))
+    record = train(Joined(labelled, unlabelled.relabelled(pseudo)), student, store)
+    record.details = {**record.details, "teacher_steps": teacher.steps, "teacher_train_s": teacher.train_s,
+                      "threshold": choice.threshold, "teacher_f1": choice.f1,
+                      "pseudo_boxes": int(sum(len(labels) for _, labels in pseudo.values()))}
+    record.train_s += teacher.train_s
+    return store.finish(record)

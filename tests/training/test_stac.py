@@ -98,3 +98,65 @@ def test_pseudo_labels_keep_exactly_the_boxes_at_or_above_the_threshold() -> Non
     kept = pseudo_labels({7: (boxes, np.array([0.2, 0.5, 0.9]), np.array([1, 0, 1]))}, 0.5)
     np.testing.assert_array_equal(kept[7][0], boxes[1:])
     assert kept[7][1].tolist() == [0, 1]
+
+
+class _Unlabelled(list):
+    """Unlabelled samples that can be relabelled, as :class:`~rf100vl_hf.training.samples.Samples` are."""
+
+    def relabelled(self, labels: dict) -> list:
+        from dataclasses import replace
+
+        return [replace(s, boxes=labels[i][0], labels=labels[i][1]) for i, s in enumerate(self)]
+
+
+def test_stac_trains_a_teacher_once_and_a_student_on_labels_plus_confident_pseudo_labels(tmp_path) -> None:
+    from PIL import Image
+
+    from rf100vl_hf.training.recipe import Recipe
+    from rf100vl_hf.training.samples import Sample
+    from rf100vl_hf.training.stac import stac
+    from rf100vl_hf.training.store import FitRecord, TrainedStore
+
+    image = Image.new("RGB", (32, 32))
+    labelled = [Sample(image, np.array([_box(0, 0)]), np.array([0]))]
+    validation = [Sample(image, np.array([_box(0, 0)]), np.array([0]))]
+    unlabelled = _Unlabelled([Sample(image, np.zeros((0, 4)), np.zeros(0, dtype=np.int64)) for _ in range(2)])
+    # a teacher that finds the true box at 0.8 and a wrong one at 0.9 on validation (F1 is best
+    # at 0.8: one of two kept is right), and on the unlabelled images boxes at 0.85 and 0.5
+    guesses = {id(validation): ([_box(0, 0), _box(20, 20)], [0.8, 0.9]),
+               id(unlabelled): ([_box(5, 5), _box(1, 1)], [0.85, 0.5])}
+    trained: list[tuple[int, int, str]] = []
+
+    def train(samples, recipe, store):
+        trained.append((len(samples), recipe.epochs, store.folder.name))
+        if store.folder.name != "teacher" and len(trained) == 2:
+            raise KeyboardInterrupt  # killed while the student trains
+        store.weights.parent.mkdir(parents=True, exist_ok=True)
+        store.weights.write_bytes(b"weights")
+        return store.finish(FitRecord(epochs=recipe.epochs, steps=3, train_s=2.0, images=3, losses={}, first_losses={}))
+
+    def predict(samples):
+        boxes, scores = guesses[id(samples)]
+        return {i: (np.array(boxes), np.array(scores), np.array([0, 0])) for i in range(len(samples))}
+
+    recipe = Recipe("stac", epochs=4, batch_size=1, learning_rate=1e-3, extra={"student_epochs": 7})
+    store = TrainedStore(tmp_path / "fit", {"model": "m"})
+    loads: list[str] = []
+    arguments = dict(train=train, load=lambda s: loads.append(s.folder.name), predict=predict)
+    with pytest.raises(KeyboardInterrupt):
+        stac(labelled, validation, unlabelled, recipe, store, **arguments)
+    record = stac(labelled, validation, unlabelled, recipe, store, **arguments)
+    assert trained == [(1, 4, "teacher"), (3, 7, "fit"), (3, 7, "fit")] and loads == ["teacher"]
+    assert record.details["threshold"] == 0.8 and record.details["teacher_f1"] == pytest.approx(2 / 3)
+    assert record.details["pseudo_boxes"] == 2  # the 0.85 box of each unlabelled image
+    assert record.train_s == 4.0 and store.record().details == record.details
+
+
+def test_stac_refuses_a_split_with_nothing_unlabelled(tmp_path) -> None:
+    from rf100vl_hf.training.recipe import Recipe
+    from rf100vl_hf.training.stac import stac
+    from rf100vl_hf.training.store import TrainedStore
+
+    with pytest.raises(ValueError, match="needs unlabelled images"):
+        stac([], [], _Unlabelled(), Recipe("stac", epochs=1, batch_size=1, learning_rate=1e-3),
+             TrainedStore(tmp_path, {}), train=None, load=None, predict=None)

@@ -3,6 +3,7 @@ thresholds file, and the comparison with the paper (``--rf100vl-reference paper`
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from typing import Any
@@ -95,7 +96,9 @@ def reference_checks(
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"the paper has no {regime} results for {subset}"))
             continue
         table = paper_table(table_name, regime)
-        method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods, regime)
+        trained = json.loads(any_row.get("hyperparameters") or "{}")
+        method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods, regime, any_row.get("recipe"),
+                           bool(trained.get("federated")))
         if method is None or method not in table:
             why = (f"no row {method!r} in the {regime} section of {table_name}" if method
                    else f"no {regime} paper row for this model")

@@ -5,7 +5,8 @@ data regime (``--rf100vl-train``): a fine-tuned model never meets a zero-shot ro
 
 A model is matched to a row of the section by :data:`PAPER_METHODS` (adapter name, prompt
 mode and regime; a row may also require a word in the checkpoint, for models the paper ran
-at one size), or by ``--rf100vl-reference-method SPEC=ROW`` for any other model:
+at one size, a recipe, or the federated loss), or by ``--rf100vl-reference-method SPEC=ROW``
+for any other model:
 
 =================  ============  ================  ===========  ==============================
 adapter            prompt        regime            checkpoint   paper row
@@ -17,7 +18,15 @@ qwen2.5-vl         names         zero-shot         72B          Qwen 2.5 VL 72B 
 qwen2.5-vl         instructions  zero-shot         72B          Qwen 2.5 VL 72B (instructions only)
 lw-detr            names         fully-supervised  small        LW-DETRs
 lw-detr            names         fully-supervised  medium       LW-DETRm
+yolo               names         few-shot          yolov8n      YOLOv8n (``federated=true``:
+                                                                YOLOv8n w/ federated loss)
+yolo               names         semi-supervised   yolov8n      YOLOv8n (recipe ``stac``:
+                                                                YOLOv8n w/ STAC)
+yolo               names         fully-supervised  yolov8n      YOLOv8n
+yolo               names         fully-supervised  yolo11n      YOLOv11n
 =================  ============  ================  ===========  ==============================
+
+and likewise for the s and m sizes of YOLOv8 and YOLO11.
 
 A domain is compared only once every catalogue dataset of that domain (in the subset run:
 all, or rf20vl for Table 3) has a score, because the paper's number is a mean over all of
@@ -52,6 +61,20 @@ class PaperMethod:
     row: str
     checkpoint_word: str | None = None
     regime: str = "zero-shot"
+    recipe: str | None = None  # None: any recipe
+    federated: bool = False
+
+
+def _yolo_rows() -> tuple[PaperMethod, ...]:
+    """Tables 2 and 7's YOLO rows: YOLOv8 n/s/m in every fine-tuned regime (with the federated
+    loss for few-shot, with STAC for semi-supervised), YOLO11 n/s/m fully supervised."""
+    variants = (("few-shot", "", "ultralytics", False), ("few-shot", " w/ federated loss", "ultralytics", True),
+                ("semi-supervised", "", "ultralytics", False), ("semi-supervised", " w/ STAC", "stac", False),
+                ("fully-supervised", "", "ultralytics", False))
+    v8 = tuple(PaperMethod("yolo", "names", f"YOLOv8{size}{suffix}", f"yolov8{size}", regime, recipe, federated)
+               for size in "nsm" for regime, suffix, recipe, federated in variants)
+    return v8 + tuple(PaperMethod("yolo", "names", f"YOLOv11{size}", f"yolo11{size}", "fully-supervised",
+                                  "ultralytics") for size in "nsm")
 
 
 PAPER_METHODS: tuple[PaperMethod, ...] = (
@@ -62,6 +85,7 @@ PAPER_METHODS: tuple[PaperMethod, ...] = (
     PaperMethod("qwen2.5-vl", "instructions", "Qwen 2.5 VL 72B (instructions only)", "72B"),
     PaperMethod("lw-detr", "names", "LW-DETRs", "small", regime="fully-supervised"),
     PaperMethod("lw-detr", "names", "LW-DETRm", "medium", regime="fully-supervised"),
+    *_yolo_rows(),
 )
 
 
@@ -78,15 +102,17 @@ def paper_table(table: str, regime: str | None = None) -> dict[str, dict[str, fl
     return {row["method"]: {k: float(v) for k, v in row.items() if k not in skip and v} for row in rows}
 
 
-def paper_row(spec: str, checkpoint: str | None, prompt: str, overrides: dict[str, str],
-              regime: str = "zero-shot") -> str | None:
-    """The paper row that ``spec`` (run with ``prompt``, in ``regime``) reproduces, if any."""
+def paper_row(spec: str, checkpoint: str | None, prompt: str, overrides: dict[str, str], regime: str = "zero-shot",
+              recipe: str | None = None, federated: bool = False) -> str | None:
+    """The paper row that ``spec`` (run with ``prompt``, in ``regime``, fine-tuned by ``recipe``
+    with or without the federated loss) reproduces, if any."""
     name = spec.partition(":")[0]
     for key in (spec, name):
         if key in overrides:
             return overrides[key]
     for method in PAPER_METHODS:
-        if method.adapter == name and method.prompt == prompt and method.regime == regime:
+        if (method.adapter, method.prompt, method.regime, method.federated) == (name, prompt, regime, federated) \
+                and method.recipe in (None, recipe):
             if method.checkpoint_word is None or method.checkpoint_word.lower() in (checkpoint or "").lower():
                 return method.row
     return None
