@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import shutil
 import time
@@ -111,18 +112,18 @@ def write_dataset(train: Sequence["Sample"], validation: Sequence["Sample"], cla
     from rf100vl_hf.training.samples import normalized_targets
 
     for split, samples in (("train", train), ("val", validation)):
-        images, labels = folder / "images" / split, folder / "labels" / split
-        images.mkdir(parents=True, exist_ok=True)
-        labels.mkdir(parents=True, exist_ok=True)
+        image_dir, label_dir = folder / "images" / split, folder / "labels" / split
+        image_dir.mkdir(parents=True, exist_ok=True)
+        label_dir.mkdir(parents=True, exist_ok=True)
         for index in range(len(samples)):
             sample = samples[index]
-            sample.image.save(images / f"{index:06d}.jpg", quality=95)
-            boxes, classes = normalized_targets(sample)
-            lines = [f"{int(c)} " + " ".join(f"{v:.6f}" for v in box) for box, c in zip(boxes, classes)]
-            (labels / f"{index:06d}.txt").write_text("\n".join(lines), encoding="utf-8")
-    names = "".join(f"  {i}: {name!r}\n" for i, name in enumerate(classes))
+            sample.image.save(image_dir / f"{index:06d}.jpg", quality=95)
+            boxes, labels = normalized_targets(sample)
+            lines = [f"{int(c)} " + " ".join(f"{v:.6f}" for v in box) for box, c in zip(boxes, labels)]
+            (label_dir / f"{index:06d}.txt").write_text("\n".join(lines), encoding="utf-8")
+    names = "".join(f"  {i}: {json.dumps(name)}\n" for i, name in enumerate(classes))  # JSON strings are YAML
     yaml = folder / "data.yaml"
-    yaml.write_text(f"path: {folder}\ntrain: images/train\nval: images/val\nnames:\n{names}", encoding="utf-8")
+    yaml.write_text(f"path: {folder.resolve()}\ntrain: images/train\nval: images/val\nnames:\n{names}", encoding="utf-8")
     return yaml
 
 

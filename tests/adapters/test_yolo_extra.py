@@ -34,3 +34,24 @@ def test_ultralytics_leaves_image_reading_and_saving_as_they_were(tmp_path: Path
     (tmp_path / "broken.jpg").write_bytes(b"not an image")
     with pytest.raises(PIL.UnidentifiedImageError):  # not an attempt to install a HEIF plugin
         PIL.Image.open(tmp_path / "broken.jpg")
+
+
+def test_the_split_is_written_as_an_ultralytics_dataset_with_the_class_names_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from pytest_rf100vl.adapters.yolo import write_dataset
+    from rf100vl_hf.training.samples import Sample
+
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with the yolo extra")
+    monkeypatch.chdir(tmp_path)
+    image = Image.new("RGB", (200, 100))
+    train = [Sample(image, np.array([[0.0, 0.0, 100.0, 50.0], [10.0, 10.0, 10.0, 20.0]]), np.array([1, 0]))]
+    names = ["it's", 'a "quoted" \\ name', "naïve: yes", "7"]
+    data = yaml.safe_load(write_dataset(train, train[:0], names, Path("relative")).read_text("utf-8"))
+    assert data["names"] == dict(enumerate(names)) and Path(data["path"]).is_absolute()
+    labels = (Path("relative") / "labels" / "train" / "000000.txt").read_text().splitlines()
+    assert labels == ["1 0.250000 0.250000 0.500000 0.500000"]  # the zero-width box is left out
+    assert (Path("relative") / "images" / "train" / "000000.jpg").is_file()

@@ -105,8 +105,9 @@ def test_a_federated_yolo_fit_masks_every_batchs_classification_loss(pytester: p
                                                                     shapes_dir: Path) -> None:
     pytester.makeconftest(COUNT_MASKS)
     pytester.runpytest_subprocess(*ARGS, "--rf100vl-train-option", "epochs=1", "--rf100vl-train-option",
-                                  "federated=true", f"--rf100vl-data-dir={shapes_dir}").assert_outcomes(passed=1)
-    (row,) = results(pytester.path / ".rf100vl" / "results")
+                                  "federated=true", f"--rf100vl-data-dir={shapes_dir}",
+                                  "--rf100vl-results=relative/results").assert_outcomes(passed=1)  # a relative folder too
+    (row,) = results(pytester.path / "relative" / "results")
     assert json.loads(row["hyperparameters"])["federated"] is True
     masks = (pytester.path / "masks.txt").read_text().splitlines()
     assert len(masks) == 6  # one per batch: 48 images in batches of 8
