@@ -174,6 +174,9 @@ class Adapter(ABC):
     default_recipes: ClassVar[dict[str, str]] = {}
     """The recipe each regime (``few-shot``, ``semi-supervised``, ``fully-supervised``) uses
     unless ``--rf100vl-recipe`` names another."""
+    training_libraries: ClassVar[tuple[str, ...]] = ("torch", "transformers")
+    """The packages :meth:`fit` trains with: their versions key the trained weights, so an
+    upgrade trains again rather than reusing weights another version made."""
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         self.check_options(options)

@@ -142,6 +142,7 @@ class YoloAdapter(PromptKeyedAdapter):
     }
     default_recipes: ClassVar[dict[str, str]] = dict.fromkeys(
         ("few-shot", "semi-supervised", "fully-supervised"), "ultralytics")
+    training_libraries: ClassVar[tuple[str, ...]] = ("torch", "ultralytics")
     fresh_head = False
     """Whether the head was made for the task (random) rather than loaded."""
 

@@ -63,6 +63,8 @@ def test_yolo_trains_on_the_split_and_reports_ultralytics_own_map_beside_ours(py
     assert row["regime"] == "fully-supervised" and row["recipe"] == "ultralytics" and row["train_epochs"] == 2
     assert 0 <= row["ultralytics_val_map50_95"] <= 100 and row["train_steps"] == 2 * 6 and row["weights_sha256"]
     assert set(json.loads(row["train_losses"])) >= {"loss", "box_loss", "cls_loss", "dfl_loss"}
+    (key,) = (folder / "trained").rglob("key.json")
+    assert set(json.loads(key.read_text())["versions"]) == {"torch", "ultralytics", "rf100vl-hf"}
     pytester.runpytest_subprocess(*args, "--rf100vl-rerun").assert_outcomes(passed=1)
     again = results(folder)[-1]
     assert (pytester.path / "fits.txt").read_text().split() == ["fit"]

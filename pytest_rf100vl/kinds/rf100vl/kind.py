@@ -232,7 +232,8 @@ class Rf100vlKind(BenchmarkKind):
         model = {"model": described["model"], "checkpoint": described["checkpoint"],
                  "model_revision": described["revision"],
                  "adapter_options": options_column(adapter.identity_options(adapter.options))}
-        store = store_for(self.settings.results, pair.model, pair.dataset, training_key(model, metadata, training))
+        store = store_for(self.settings.results, pair.model, pair.dataset, training_key(model, metadata, training,
+                                                                                    adapter.training_libraries))
         record, fitted = fit_or_load(adapter, training, store, metadata, lambda split: session.dataset(pair, split))
         adapter.trained_weights = record.weights_sha256
         return record, fitted, store

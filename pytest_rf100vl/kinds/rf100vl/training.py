@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 TRAINED = "trained"
 """The results folder's subfolder of trained weights."""
-TRAINED_VERSIONS = ("torch", "transformers", "accelerate", "rf100vl-hf")
 
 
 @dataclass(frozen=True)
@@ -99,24 +98,26 @@ def identity_columns(training: TrainingPlan | None, metadata: dict[str, Any]) ->
     return dict(zip(TRAINING_IDENTITY, values))
 
 
-def training_key(model: dict[str, Any], metadata: dict[str, Any], training: TrainingPlan) -> dict[str, Any]:
-    """Everything a fit's weights depend on (the trained-weights store's key)."""
+def training_key(model: dict[str, Any], metadata: dict[str, Any], training: TrainingPlan,
+                 libraries: tuple[str, ...]) -> dict[str, Any]:
+    """Everything a fit's weights depend on (the trained-weights store's key): ``libraries`` are
+    the packages the adapter trains with, whose versions are part of it."""
     return {
         **{key: model.get(key) for key in ("model", "checkpoint", "model_revision", "adapter_options")},
         "dataset": metadata["name"],
         "dataset_fingerprint": metadata.get("fingerprint"),
         **identity_columns(training, metadata),
         "regime": training.regime,
-        "versions": _training_versions(),
+        "versions": _versions((*libraries, "rf100vl-hf")),
     }
 
 
-def _training_versions() -> dict[str, str | None]:
-    """The installed versions of what trains (read from metadata: nothing is imported)."""
+def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
+    """The installed versions of ``packages`` (read from metadata: nothing is imported)."""
     from importlib.metadata import PackageNotFoundError, version
 
     found: dict[str, str | None] = {}
-    for package in TRAINED_VERSIONS:
+    for package in packages:
         try:
             found[package] = version(package)
         except PackageNotFoundError:
