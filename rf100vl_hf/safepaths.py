@@ -1,16 +1,15 @@
-"""Keep the files read from a folder inside that folder, whatever links it holds, and read
-only regular files.
+"""Keep the paths read from a folder inside that folder, and read only regular files.
 
-A dataset folder may itself be a symbolic link (a data folder made of links to exports
-kept elsewhere is fine), but a file or sub-folder *inside* it that links outside would
-embed another part of the disk in the Arrow cache and in every exported shard. Both
-readers, RF100-VL exports and UOUO cut-out sources, refuse such links with this check,
-and refuse a FIFO, a device or a socket by name before opening it: opening a FIFO waits
-for a writer that never comes, and a device reads without end.
+A path that climbs out of its folder (``../``, an absolute ``file_name``) is refused: the
+annotation file names a file of the export. Links are not checked: an export (or a cut-out
+source) may link files kept elsewhere, and what a link leads to is read as the file itself.
+A FIFO, a device or a socket is refused by name before it is opened: opening a FIFO waits for
+a writer that never comes, and a device reads without end.
 """
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -26,17 +25,20 @@ _SPECIAL = (
 
 
 def resolve_inside(root: Path, path: Path, where: str | Path, field: str, *, what: str = "folder") -> Path:
-    """``path`` with every link resolved, or a :class:`DataError` at ``where``/``field``
-    when it leads outside ``root`` (itself resolved first, so ``root`` may be a link)."""
+    """``path`` under the resolved ``root`` (its ``..`` steps taken; links inside it are left to
+    be followed when it is read), or a :class:`DataError` at ``where``/``field`` when it leads
+    outside ``root`` or is a loop of links."""
+    inside = Path(os.path.normpath(os.path.abspath(path)))
+    top = Path(os.path.normpath(os.path.abspath(root)))
+    if not inside.is_relative_to(top):
+        raise DataError(where, field, f"{path} leads outside the {what} {root}")
     try:
-        resolved = path.resolve()
+        path.resolve()  # only to find a loop of links: where a link leads is not checked
     except RuntimeError:  # what Path.resolve raises on a loop of links before Python 3.13
         raise DataError(where, field, f"{path} cannot be followed: it is a loop of links") from None
     except OSError as exc:
         raise DataError(where, field, f"{path} cannot be followed ({exc.strerror})") from None
-    if not resolved.is_relative_to(root.resolve()):
-        raise DataError(where, field, f"{path} leads outside the {what} {root} (it resolves to {resolved})")
-    return resolved
+    return root.resolve() / inside.relative_to(top)
 
 
 def special_kind(mode: int) -> str | None:

@@ -37,8 +37,8 @@ alpha above 0 is much larger than the alpha box (by :data:`HAZE_AREA_RATIO` in a
 - a mask must have the size of its image;
 - a category needs at least ``min_images`` images (default :data:`MIN_IMAGES`), and a
   source at least four categories, because a mosaic shows four different ones;
-- no path may lead outside the root (``..`` in a manifest, a symbolic link), and none may be
-  a FIFO, a device or a socket (refused by name before it is opened, which could block);
+- no path may climb out of the root (``..`` in a manifest; links are followed wherever they
+  lead), and none may be a FIFO, a device or a socket (refused by name before it is opened, which could block);
 - every manifest field has its documented type (a category name is a non-empty string);
 - a category name, a folder name and a file name hold no control character
   (:mod:`rf100vl_hf.controls`) and are Unicode text: a category name reaches prompts,
@@ -142,7 +142,7 @@ class CutoutSource:
 
 
 def _inside(root: Path, path: Path, where: Path, field: str) -> Path:
-    """``path`` resolved, or an error when it leads outside ``root`` (or is a loop of links)."""
+    """``path`` under the root, or an error when it climbs out of ``root`` (or is a loop of links)."""
     return resolve_inside(root, path, where, field, what="source folder")
 
 
