@@ -259,6 +259,16 @@ class Adapter(ABC):
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
         """Detections for each image of the batch, in order."""
 
+    def detections_of(self, samples: Sequence["Sample"], batch_size: int = 16) -> dict[int, tuple[np.ndarray, ...]]:
+        """:meth:`predict` on training samples, as STAC's teacher labels them: position ->
+        ``xyxy`` boxes, scores, class indices."""
+        out = {}
+        for start in range(0, len(samples), batch_size):
+            items = [ImageItem(samples[i].image, i, str(i)) for i in range(start, min(start + batch_size, len(samples)))]
+            for item, found in zip(items, self.predict(items)):
+                out[item.image_id] = (found.boxes, found.scores, found.labels)
+        return out
+
     def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
         """UOUO grounding. Detectors answer with their best box for the target's name; the
         quadrant is then read from the box centre by the scorer."""

@@ -26,7 +26,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 import torch
 from PIL import Image
 from transformers import RTDetrImageProcessor, RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
@@ -168,16 +167,6 @@ class RTDetrV2Adapter(HFDetector):
         outputs = self.model(pixel_values=pixels, labels=labels)
         return SimpleNamespace(loss=outputs.loss, loss_dict=outputs.loss_dict)
 
-    def _predictions(self, samples: Any) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """The model's detections of every sample, by position."""
-        self.model.eval()
-        out = {}
-        with torch.inference_mode():
-            for index in range(len(samples)):
-                (found,) = self.detect([samples[index].image])
-                out[index] = (found.boxes, found.scores, found.labels)
-        return out
-
     def _stac(self, data: TrainingData, recipe: Recipe, store: "TrainedStore") -> "FitRecord":
         from rf100vl_hf.training.stac import stac
 
@@ -188,4 +177,4 @@ class RTDetrV2Adapter(HFDetector):
 
         return stac(data.train, data.validation, data.unlabelled, recipe, store,  # type: ignore[arg-type]
                     train=lambda samples, r, s: self._train(samples, data.task, r, s), load=load,
-                    predict=self._predictions)
+                    predict=self.detections_of)

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 TINY_YAML = "yolov8n.yaml"
 GRADIENT_CLIP = 10.0  # ultralytics' own, fixed
 NOMINAL_BATCH = 64  # ultralytics' ``nbs``: gradients accumulate up to it
-PREDICT_BATCH = 16
 
 
 def _file_revision(path: str | None) -> str | None:
@@ -219,7 +218,7 @@ class YoloAdapter(PromptKeyedAdapter):
 
             record = stac(data.train, data.validation, data.unlabelled, recipe, store,  # type: ignore[arg-type]
                           train=lambda samples, r, s: self._train(samples, data, r, s),
-                          load=self.load_trained, predict=self._predictions)
+                          load=self.load_trained, predict=self.detections_of)
         else:
             record = self._train(data.train, data, recipe, store)
         self.set_task(data.task)
@@ -277,16 +276,6 @@ class YoloAdapter(PromptKeyedAdapter):
             history=[_losses(row) for row in history], resumed_after_epoch=latest[0] if latest else None,
             details={"ultralytics_val_map50_95": 100 * float(validation.box.map)},
         ))
-
-    def _predictions(self, samples: Sequence["Sample"]) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """The model's detections of every sample, by position (for STAC's teacher)."""
-        out = {}
-        for start in range(0, len(samples), PREDICT_BATCH):
-            images = [ImageItem(samples[index].image, index, str(index))
-                      for index in range(start, min(start + PREDICT_BATCH, len(samples)))]
-            for item, found in zip(images, self.predict(images)):
-                out[item.image_id] = (found.boxes, found.scores, found.labels)
-        return out
 
     def load_trained(self, store: "TrainedStore") -> None:
         self.model = _yolo()(str(store.weights))
