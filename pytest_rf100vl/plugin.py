@@ -111,7 +111,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     shown = ", ".join(datasets[:8]) + (f", ... ({len(datasets)} in all)" if len(datasets) > 8 else "")
     lines = [
         f"rf100vl: {len(session.pairs)} pair(s); models: {', '.join(settings.models)}; datasets: {shown}",
-        f"rf100vl: device {settings.device}, dtype {settings.dtype}, batch size {settings.batch_size}; "
+        f"rf100vl: device {settings.device}, dtype {settings.dtype}, batch size {settings.batch_size}, attention "
+        f"{settings.value('rf100vl_attention') or 'auto'}{', compiled' if settings.value('rf100vl_compile') else ''}; "
         f"results in {settings.results}",
     ]
     for name, kind in session.kinds.items():

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
@@ -144,8 +144,9 @@ class Adapter(ABC):
     default_checkpoint: ClassVar[str | None] = None
     prompt_modes: ClassVar[tuple[str, ...]] = ("names",)
     needs_ground_truth: ClassVar[bool] = False  # only the oracle: the runner fills task.ground_truth
-    device_maps: ClassVar[bool] = False
-    """True when the adapter takes ``device_map`` (a model spread over devices by accelerate)."""
+    transformers_model: ClassVar[bool] = False
+    """True when the adapter runs a transformers model: it takes ``device_map`` (a model spread
+    over devices by accelerate), ``attention`` (the attention implementation) and ``compile``."""
     submitted_output: ClassVar[bool] = False
     """True when the output is a submission scored exactly as submitted (replayed files): the
     runner then changes nothing pycocotools would not (no clipping to the image)."""
@@ -328,6 +329,28 @@ class Adapter(ABC):
 
     def close(self) -> None:
         """Release memory; called once when the session ends."""
+
+
+@runtime_checkable
+class Pipelined(Protocol):
+    """A detector whose :meth:`~Adapter.predict` is three stages the runner can overlap across
+    batches, so that a GPU never waits for the host (``docs/scale.md``, "Feeding the GPU").
+    ``predict(batch)`` must equal ``collect(launch(prepare(batch)))``; the runner calls the
+    stages of different batches from different threads, ``prepare`` on its own.
+
+    Example: ``prepare`` returns the batch's pixels on the device, ``launch`` the model's raw
+    outputs (queued there, nothing waits for them), ``collect`` the detections, read back in
+    one copy (:class:`~pytest_rf100vl.adapters.pipelined.PipelinedDetector` does this for the
+    transformers detectors)."""
+
+    def prepare(self, batch: list[ImageItem]) -> Any:
+        """The model's inputs for ``batch``, on its device."""
+
+    def launch(self, prepared: Any) -> Any:
+        """The model's outputs for prepared inputs, without waiting for the device."""
+
+    def collect(self, launched: Any) -> list[Detections]:
+        """Detections of each image of the batch, in order."""
 
 
 TINY = "tiny"

@@ -55,7 +55,8 @@ from transformers import (
 from rf100vl_hf.training.recipe import Recipe
 
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, GroundingQuery, TrainingData
-from pytest_rf100vl.adapters.hf import HFDetector, plain_text, to_numpy
+from pytest_rf100vl.adapters.hf import plain_text, read_back
+from pytest_rf100vl.adapters.pipelined import PipelinedDetector
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
@@ -177,7 +178,7 @@ def tiny_bert_tokenizer() -> BertTokenizer:
     return BertTokenizer(vocab={by_id.get(i, f"[unused{i}]"): i for i in range(size)}, model_max_length=256)
 
 
-class GroundingDinoAdapter(HFDetector):
+class GroundingDinoAdapter(PipelinedDetector):
     """Grounding DINO; default checkpoint ``IDEA-Research/grounding-dino-tiny``."""
 
     name = "grounding-dino"
@@ -279,21 +280,32 @@ class GroundingDinoAdapter(HFDetector):
             return tuple(caption.text for caption in self._captions([query.target], None))
         return tuple(caption.text for caption in self.captions)
 
-    def detect(self, images: list[Image.Image]) -> list[Detections]:
-        vision = self.pixel_inputs(images)
+    def inputs(self, images: list[Image.Image]) -> dict[str, torch.Tensor]:
+        """The processor's pixels and pixel mask, on the device."""
+        return {key: self.to_model(value) for key, value in self.pixel_inputs(images).items()}
+
+    def outputs(self, vision: dict[str, torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per caption: every query's token logits and ``cxcywh`` box."""
+        batch = len(vision["pixel_values"])
+        found = []
+        for encoding in self.encodings:
+            text = {key: self.to_model(value.expand(batch, -1)) for key, value in encoding.items()}
+            outputs = self.model(**vision, **text)
+            found.append((outputs.logits, outputs.pred_boxes))
+        return found
+
+    def detections(self, outputs: list[tuple[torch.Tensor, torch.Tensor]], images: list[Image.Image]) -> list[Detections]:
+        """Each caption's boxes per image, in caption order."""
         sizes = torch.tensor([[image.width, image.height] * 2 for image in images], dtype=torch.float32)
-        parts: list[list[Detections]] = []
-        for caption, encoding in zip(self.captions, self.encodings):
-            text = {key: value.expand(len(images), -1) for key, value in encoding.items()}
-            outputs = self.model(**{key: self.to_model(value) for key, value in {**vision, **text}.items()})
-            parts.append(self.decode(outputs.logits, outputs.pred_boxes, caption, sizes))
-        return [Detections.concatenate(list(per_image)) for per_image in zip(*parts)]
+        per_caption = [self.decode(logits, boxes, caption, sizes)
+                       for (logits, boxes), caption in zip(outputs, self.captions)]
+        return read_back([tuple(torch.cat(parts) for parts in zip(*per_image)) for per_image in zip(*per_caption)])
 
     def decode(
         self, logits: torch.Tensor, boxes: torch.Tensor, caption: Caption, sizes: torch.Tensor
-    ) -> list[Detections]:
+    ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Per image: boxes in pixels (``sizes`` holds ``w, h, w, h`` per image), the best
-        class span's score and the class index in the task."""
+        class span's score and the class index in the task, on the device."""
         probs = logits.float().sigmoid()
         token_class = torch.full((probs.shape[-1],), len(caption.spans), dtype=torch.long, device=probs.device)
         for position, (start, end) in enumerate(caption.spans):
@@ -306,7 +318,9 @@ class GroundingDinoAdapter(HFDetector):
             keep &= scores > self.options["text_threshold"]
         pixels = box_convert(boxes.float(), "cxcywh", "xyxy") * sizes.to(boxes.device)[:, None, :]
         labels = torch.tensor(caption.classes, device=best.device)[best]
-        return [to_numpy(pixels[i][keep[i]], scores[i][keep[i]], labels[i][keep[i]]) for i in range(len(sizes))]
+        rows, queries = keep.nonzero(as_tuple=True)
+        counts = torch.bincount(rows, minlength=len(sizes)).tolist()
+        return list(zip(*(t[rows, queries].split(counts) for t in (pixels, scores, labels))))
 
 
 class MMGroundingDinoAdapter(GroundingDinoAdapter):

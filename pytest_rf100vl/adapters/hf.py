@@ -140,25 +140,46 @@ def pad_elongated(image: Image.Image, max_aspect: float = MAX_ASPECT) -> Image.I
 
 def image_tensors(images: list[Image.Image], device: torch.device) -> list[torch.Tensor]:
     """Each RGB image as a ``(3, H, W)`` uint8 tensor on ``device``, so that the image
-    processor's resizing and normalising run there rather than on the CPU. On CUDA the host
-    copy is pinned and the transfer asynchronous."""
-    tensors = []
-    for image in images:
-        rgb = image if image.mode == "RGB" else image.convert("RGB")
-        tensor = torch.from_numpy(np.array(rgb)).permute(2, 0, 1)
+    processor's resizing and normalising run there rather than on the CPU. Images of one size
+    travel together: one host array and one copy (pinned and asynchronous on CUDA) per size,
+    not one per image."""
+    tensors: list[torch.Tensor] = [torch.empty(0)] * len(images)
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for index, image in enumerate(images):
+        by_size.setdefault(image.size, []).append(index)
+    for indices in by_size.values():
+        pixels = torch.from_numpy(np.stack([np.asarray(_rgb(images[i])) for i in indices]))  # (n, H, W, 3)
         if device.type == "cuda":
-            tensor = tensor.pin_memory().to(device, non_blocking=True)
-        tensors.append(tensor.to(device))
+            pixels = pixels.pin_memory().to(device, non_blocking=True)
+        for index, tensor in zip(indices, pixels.to(device).permute(0, 3, 1, 2)):
+            tensors[index] = tensor
     return tensors
 
 
-def to_numpy(boxes: torch.Tensor, scores: torch.Tensor, labels: torch.Tensor) -> Detections:
-    """Tensors of one image (any device, any dtype) as :class:`Detections`."""
-    return Detections(
-        boxes.detach().float().cpu().numpy().astype("float64").reshape(-1, 4),
-        scores.detach().float().cpu().numpy().astype("float64").reshape(-1),
-        labels.detach().cpu().numpy().astype("int64").reshape(-1),
-    )
+def _rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def read_back(parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> list[Detections]:
+    """Each image's ``(boxes, scores, labels)`` tensors (any device, any dtype) as
+    :class:`Detections`, read back to the host in one copy: the batch waits for the device
+    once, not three times per image. Labels travel as float32, exact for any class index."""
+    if not parts:
+        return []
+    packed = torch.cat([
+        torch.cat([boxes.float().reshape(-1, 4), scores.float().reshape(-1, 1), labels.float().reshape(-1, 1)], dim=1)
+        for boxes, scores, labels in parts
+    ])
+    host = packed.cpu().numpy().astype(np.float64)
+    ends = np.cumsum([len(scores) for _, scores, _ in parts])[:-1]
+    return [Detections(chunk[:, :4], chunk[:, 4], chunk[:, 5].astype(np.int64)) for chunk in np.split(host, ends)]
+
+
+def attention_implementation(model: Any) -> str | None:
+    """The attention implementation a loaded transformers model runs (``sdpa``, ``eager``...),
+    as transformers' attention documentation reads it, from the model's config."""
+    value = getattr(model.config, "_attn_implementation", None)
+    return value if isinstance(value, str) else None
 
 
 class HFDetector(PromptKeyedAdapter):
@@ -172,7 +193,11 @@ class HFDetector(PromptKeyedAdapter):
 
     model_class: ClassVar[Any]
     option_defaults: ClassVar[dict[str, Any]] = {}
-    device_maps = True
+    transformers_model = True
+    compiles: ClassVar[bool] = False
+    """Whether ``compile=True`` runs the model's forward through ``torch.compile`` (the
+    detectors of :mod:`~pytest_rf100vl.adapters.pipelined`); other adapters run uncompiled,
+    and their rows say so."""
 
     def __init__(
         self,
@@ -180,10 +205,14 @@ class HFDetector(PromptKeyedAdapter):
         device: str = "cpu",
         dtype: str = "float32",
         device_map: str | None = None,
+        attention: str | None = None,
+        compile: bool = False,
         **options: Any,
     ):
         super().__init__(checkpoint, device, dtype, **options)
         self.device_map = device_map
+        self.attention = attention
+        self.compile = compile and self.compiles
         self.torch_device = torch_device(device)
         self.torch_dtype = resolve_dtype(dtype)
         if self.checkpoint == TINY:
@@ -198,15 +227,29 @@ class HFDetector(PromptKeyedAdapter):
 
     def restore_pretrained(self) -> None:
         """Load the checkpoint's own weights (a fit starts from them, whatever ran before)."""
-        if self.device_map is None:
-            self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype)
-            self.model.to(self.torch_device).eval()
-        else:  # accelerate places the layers; inputs go where the first ones are
-            self.model = self.model_class.from_pretrained(self.source, dtype=self.torch_dtype,
-                                                          device_map=self.device_map)
-            self.model.eval()
-            self.torch_device = self.model.device
+        self.model = self.load_model()
         self.trained_weights = None
+
+    def load_model(self, **overrides: Any) -> Any:
+        """The checkpoint's model on its device(s), in eval mode, with the requested attention
+        implementation; ``overrides`` go to ``from_pretrained`` (a new classification head, say)."""
+        arguments: dict[str, Any] = {"dtype": self.torch_dtype, **overrides}
+        if self.attention is not None:
+            arguments["attn_implementation"] = self.attention
+        if self.device_map is not None:  # accelerate places the layers; inputs go where the first ones are
+            arguments["device_map"] = self.device_map
+        try:
+            model = self.model_class.from_pretrained(self.source, **arguments)
+        except (ValueError, ImportError) as exc:
+            if self.attention is None:
+                raise
+            raise ValueError(f"adapter {self.name!r}: {self.model_class.__name__} could not be loaded with "
+                             f"attention {self.attention!r}: {exc}") from None
+        if self.device_map is None:
+            model.to(self.torch_device)
+        else:
+            self.torch_device = model.device
+        return model.eval()
 
     def load_trained(self, store: "TrainedStore") -> None:
         from rf100vl_hf.training.loop import load_weights
@@ -248,7 +291,8 @@ class HFDetector(PromptKeyedAdapter):
         return self.checkpoint == TINY
 
     def describe(self) -> dict[str, Any]:
-        described = {**super().describe(), "device_map": self.device_map}
+        described = {**super().describe(), "device_map": self.device_map,
+                     "attention": attention_implementation(self.model), "compiled": self.compile}
         if self.device_map is not None:
             placed = getattr(self.model, "hf_device_map", None) or {"": self.model.device}  # one device: no map
             described["device"] = ", ".join(sorted({str(d) for d in placed.values()}))

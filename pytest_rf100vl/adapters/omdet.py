@@ -23,11 +23,12 @@ from transformers import (
     OmDetTurboProcessor,
 )
 
-from pytest_rf100vl.adapters.base import Detections, GroundingQuery
-from pytest_rf100vl.adapters.hf import HFDetector, image_tensors, tiny_clip_tokenizer, to_numpy
+from pytest_rf100vl.adapters.base import Detections, DetectionTask, GroundingQuery
+from pytest_rf100vl.adapters.hf import read_back, tiny_clip_tokenizer
+from pytest_rf100vl.adapters.pipelined import PipelinedDetector
 
 
-class OmDetTurboAdapter(HFDetector):
+class OmDetTurboAdapter(PipelinedDetector):
     """OmDet-Turbo; default checkpoint ``omlab/omdet-turbo-swin-tiny-hf``."""
 
     name = "omdet-turbo"
@@ -80,15 +81,27 @@ class OmDetTurboAdapter(HFDetector):
         assert self.task is not None
         return tuple(self.task.classes)
 
-    def detect(self, images: list[Image.Image]) -> list[Detections]:
-        classes = list(self.task.classes)
-        inputs = self.processor(
-            images=image_tensors(images, self.torch_device),
-            text=[classes] * len(images),
-            return_tensors="pt",
-            device=self.torch_device,  # resizing and normalising run on the model's device
-        )
-        outputs = self.model(**{key: self.to_model(value) for key, value in inputs.items() if key != "pixel_mask"})
+    def set_task(self, task: DetectionTask) -> None:
+        """Encode the label list and task prompt once, as the processor does for each image."""
+        super().set_task(task)
+        encoding = self.processor(images=[torch.zeros(3, 1, 1, dtype=torch.uint8)], text=[list(task.classes)],
+                                  return_tensors="pt")
+        self.text = {key: value.to(self.torch_device) for key, value in encoding.items()
+                     if key.startswith(("tasks_", "classes_")) and key != "classes_structure"}
+
+    def inputs(self, images: list[Image.Image]) -> dict[str, torch.Tensor]:
+        """The processor's pixels (resized and normalised on the device) and the task's text
+        encoding repeated for each image, as the processor would give a batch of them."""
+        assert self.task is not None
+        pixels = self.to_model(self.pixel_inputs(images)["pixel_values"])
+        text = {key: value.repeat(len(images), 1) for key, value in self.text.items()}
+        structure = torch.full((len(images),), len(self.task.classes), dtype=torch.long, device=self.torch_device)
+        return {"pixel_values": pixels, **text, "classes_structure": structure}
+
+    def outputs(self, inputs: dict[str, torch.Tensor]) -> Any:
+        return self.model(**inputs)
+
+    def detections(self, outputs: Any, images: list[Image.Image]) -> list[Detections]:
         coords, logits = outputs.decoder_coord_logits.float(), outputs.decoder_class_logits.float()
         broken = ~torch.isfinite(coords).all(dim=-1)
         outputs.decoder_coord_logits = coords.nan_to_num(0.0, 0.0, 0.0)
@@ -99,4 +112,4 @@ class OmDetTurboAdapter(HFDetector):
             nms_threshold=self.options["nms_iou"],
             target_sizes=[(image.height, image.width) for image in images],
         )
-        return [to_numpy(r["boxes"], r["scores"], r["labels"]) for r in results]
+        return read_back([(r["boxes"], r["scores"], r["labels"]) for r in results])

@@ -39,7 +39,6 @@ import math
 import re
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,11 +56,13 @@ from transformers import (
     OwlViTImageProcessor,
     OwlViTProcessor,
 )
+from transformers.image_transforms import center_to_corners_format
 
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample, GroundingQuery
 from rf100vl_hf.progress import progress_bar
 
-from pytest_rf100vl.adapters.hf import HFDetector, image_tensors, plain_text, tiny_clip_tokenizer, to_numpy
+from pytest_rf100vl.adapters.hf import image_tensors, plain_text, read_back, tiny_clip_tokenizer
+from pytest_rf100vl.adapters.pipelined import PipelinedDetector
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -144,13 +145,17 @@ def owlv2_pixel_values(images: list[torch.Tensor], processor: Owlv2ImageProcesso
     their device without building the padded square: rescale, pad to a square at the
     bottom and right, blur with sigma ``(square / out - 1) / 2`` and resize bilinearly are
     all linear and act on rows and columns separately, so each axis is one matrix
-    (:func:`axis_operator`); then normalise."""
+    (:func:`axis_operator`); then normalise. Images of one size are resized together: two
+    matrix products per size, whatever the number of images and channels."""
     out_h, out_w = processor.size.height, processor.size.width
-    mean = torch.tensor(processor.image_mean, device=images[0].device).view(-1, 1, 1)
-    std = torch.tensor(processor.image_std, device=images[0].device).view(-1, 1, 1)
-    pixels = []
-    for image in images:
-        _, height, width = image.shape
+    device = images[0].device
+    mean = torch.tensor(processor.image_mean, device=device).view(-1, 1, 1)
+    std = torch.tensor(processor.image_std, device=device).view(-1, 1, 1)
+    pixels: list[torch.Tensor] = [torch.empty(0)] * len(images)
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for index, image in enumerate(images):
+        by_size.setdefault((image.shape[1], image.shape[2]), []).append(index)
+    for (height, width), indices in by_size.items():
         square = max(height, width)
         sigma_h, sigma_w = max((square / out_h - 1) / 2, 0.0), max((square / out_w - 1) / 2, 0.0)
         blur = sigma_h > 0 and sigma_w > 0  # the processor skips the blur unless both axes shrink
@@ -158,13 +163,16 @@ def owlv2_pixel_values(images: list[torch.Tensor], processor: Owlv2ImageProcesso
         size_w = 2 * math.ceil(3 * sigma_w) + 1 if blur else 0
         # the processor hands (height, width) parameters to torchvision's (x, y) arguments:
         # rows are blurred with the width's kernel and columns with the height's
-        rows = axis_operator(height, square, out_h, sigma_w, size_w, processor.rescale_factor, image.device)
-        columns = axis_operator(width, square, out_w, sigma_h, size_h, 1.0, image.device)
-        resized = []
-        for channel in image:
-            along_rows = rows @ channel.float()  # (out_h, width), rescaled
-            resized.append((columns @ along_rows.T.contiguous()).T)  # (out_h, out_w)
-        pixels.append((torch.stack(resized) - mean) / std)
+        rows = axis_operator(height, square, out_h, sigma_w, size_w, processor.rescale_factor, device)
+        columns = axis_operator(width, square, out_w, sigma_h, size_h, 1.0, device)
+        planes = len(indices) * 3  # every channel of every image of this size, side by side
+        group = torch.stack([images[i] for i in indices]).float()  # (n, 3, H, W)
+        along_rows = rows @ group.permute(2, 0, 1, 3).reshape(height, planes * width)  # (out_h, planes * W), rescaled
+        along_rows = along_rows.reshape(out_h, planes, width).permute(2, 1, 0).reshape(width, planes * out_h)
+        resized = (columns @ along_rows).reshape(out_w, planes, out_h).permute(1, 2, 0)  # (planes, out_h, out_w)
+        normalised = (resized.reshape(len(indices), 3, out_h, out_w) - mean) / std
+        for index, image in zip(indices, normalised):
+            pixels[index] = image
     return torch.stack(pixels)
 
 
@@ -180,12 +188,15 @@ def uses_matrix_preprocessing(processor: Any) -> bool:
     )
 
 
-class OwlAdapter(HFDetector):
+class OwlAdapter(PipelinedDetector):
     """The OWL family; subclasses name the architecture's classes."""
 
     config_class: ClassVar[Any]
     image_processor_class: ClassVar[Any]
     processor_class: ClassVar[Any]
+    square_input: ClassVar[bool]
+    """Whether the processor pads each image to a square (OWLv2): boxes then scale by the
+    longer side, as its post-processing does, rather than by width and height (OWL-ViT)."""
     prompt_modes = ("names", "instructions", "fewshot")
     option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5, "template": "a photo of a {}"}
 
@@ -284,25 +295,21 @@ class OwlAdapter(HFDetector):
             return owlv2_pixel_values(image_tensors(images, self.torch_device), processor)
         return self.pixel_inputs(images)["pixel_values"]
 
-    def _image_tower(self, images: list[Image.Image]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _image_tower(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per patch: image features ``(B, P, D)``, class embeddings and normalised
         ``cxcywh`` boxes in the processed (square) frame."""
-        pixels = self.pixel_values(images)
-        feature_map = self.model.image_embedder(pixel_values=self.to_model(pixels))[0]
+        feature_map = self.model.image_embedder(pixel_values=pixels)[0]
         batch, height, width, dim = feature_map.shape
         features = feature_map.reshape(batch, height * width, dim)
         _, class_embeds = self.model.class_predictor(features)
         return features, class_embeds, self.model.box_predictor(features, feature_map)
 
-    def _pixel_boxes(
-        self, logits: torch.Tensor, boxes: torch.Tensor, images: list[Image.Image], threshold: float
-    ) -> list[dict]:
-        """The processor's post-processing: best class per box, in pixels of each image."""
-        outputs = SimpleNamespace(logits=logits.float(), pred_boxes=boxes.float())
-        sizes = [(image.height, image.width) for image in images]
-        return self.processor.post_process_grounded_object_detection(
-            outputs=outputs, threshold=threshold, target_sizes=sizes
-        )
+    def pixel_corners(self, boxes: torch.Tensor, images: list[Image.Image]) -> torch.Tensor:
+        """Normalised ``cxcywh`` patch boxes ``(B, P, 4)`` as ``xyxy`` pixels of each image, as
+        the processor's post-processing scales them."""
+        sizes = [(image.width, image.height) for image in images]
+        scale = [[max(w, h)] * 4 if self.square_input else [w, h, w, h] for w, h in sizes]
+        return center_to_corners_format(boxes.float()) * torch.tensor(scale, device=boxes.device)[:, None, :]
 
     def _image_queries(
         self, examples: tuple[FewShotExample, ...], num_classes: int
@@ -313,13 +320,12 @@ class OwlAdapter(HFDetector):
         for example in progress_bar(examples, desc=f"{self.name}: few-shot queries", disable=not examples):
             if len(example.labels) == 0:
                 continue
-            _, class_embeds, boxes = self._image_tower([example.image])
-            logits = torch.zeros(boxes.shape[:2] + (1,), device=boxes.device)
-            (predicted,) = self._pixel_boxes(logits, boxes, [example.image], threshold=-1.0)  # every box, in order
+            _, class_embeds, boxes = self._image_tower(self.inputs([example.image]))
+            (predicted,) = self.pixel_corners(boxes, [example.image])  # every patch's box, in order
             target = torch.as_tensor(
                 np.asarray(example.boxes, dtype=np.float32).reshape(-1, 4), device=self.torch_device
             )
-            best = box_iou(target, predicted["boxes"].to(self.torch_device)).argmax(dim=1)
+            best = box_iou(target, predicted.to(self.torch_device)).argmax(dim=1)
             embeds = torch.nn.functional.normalize(class_embeds[0, best].float(), dim=-1)
             labels = torch.as_tensor(np.asarray(example.labels, dtype=np.int64), device=self.torch_device)
             sums.index_add_(0, labels, embeds)
@@ -327,16 +333,30 @@ class OwlAdapter(HFDetector):
         found = counts > 0
         return sums / counts.clamp(min=1)[:, None], found
 
-    def detect(self, images: list[Image.Image]) -> list[Detections]:
-        features, _, boxes = self._image_tower(images)
-        queries = self.queries.to(features.dtype)[None].expand(len(images), -1, -1)
+    def inputs(self, images: list[Image.Image]) -> torch.Tensor:
+        return self.to_model(self.pixel_values(images))
+
+    def outputs(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every patch's class logits ``(B, P, classes)`` and ``cxcywh`` box ``(B, P, 4)``."""
+        features, _, boxes = self._image_tower(pixels)
+        queries = self.queries.to(features.dtype)[None].expand(len(pixels), -1, -1)
         logits, _ = self.model.class_predictor(features, queries, None)
-        results = self._pixel_boxes(logits, boxes, images, threshold=self.options["score_threshold"])
-        out = []
-        for result in results:
-            keep = batched_nms(result["boxes"], result["scores"], result["labels"], self.options["nms_iou"])
-            out.append(to_numpy(result["boxes"][keep], result["scores"][keep], result["labels"][keep]))
-        return out
+        return logits, boxes
+
+    def detections(self, outputs: tuple[torch.Tensor, torch.Tensor], images: list[Image.Image]) -> list[Detections]:
+        """The processor's post-processing (best class per patch, above ``score_threshold``,
+        in pixels), on the whole batch at once, then class-wise NMS per image."""
+        logits, boxes = outputs
+        best = logits.float().max(dim=-1)
+        scores, labels = best.values.sigmoid(), best.indices
+        corners = self.pixel_corners(boxes, images)
+        rows, patches = (scores > self.options["score_threshold"]).nonzero(as_tuple=True)
+        counts = torch.bincount(rows, minlength=len(images)).tolist()
+        kept = []
+        for b, s, l in zip(*(t[rows, patches].split(counts) for t in (corners, scores, labels))):
+            keep = batched_nms(b, s, l, self.options["nms_iou"])
+            kept.append((b[keep], s[keep], l[keep]))
+        return read_back(kept)
 
 
 class Owlv2Adapter(OwlAdapter):
@@ -348,6 +368,7 @@ class Owlv2Adapter(OwlAdapter):
     config_class = Owlv2Config
     image_processor_class = Owlv2ImageProcessor
     processor_class = Owlv2Processor
+    square_input = True
 
 
 class OwlVitAdapter(OwlAdapter):
@@ -359,3 +380,4 @@ class OwlVitAdapter(OwlAdapter):
     config_class = OwlViTConfig
     image_processor_class = OwlViTImageProcessor
     processor_class = OwlViTProcessor
+    square_input = False

@@ -53,14 +53,25 @@ def adapter_class(name: str) -> type[Adapter]:
 
 
 def create(
-    spec: str, device: str = "cpu", dtype: str = "float32", device_map: str | None = None, **options: Any
+    spec: str,
+    device: str = "cpu",
+    dtype: str = "float32",
+    device_map: str | None = None,
+    attention: str | None = None,
+    compile: bool = False,
+    **options: Any,
 ) -> Adapter:
-    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``;
-    ``device_map="auto"`` spreads a transformers model over every visible device."""
+    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``.
+    For a transformers model: ``device_map="auto"`` spreads it over every visible device,
+    ``attention`` names its attention implementation (``None``: transformers' choice, SDPA
+    where the model has it) and ``compile`` runs its forward through ``torch.compile``; other
+    adapters refuse a device map and run as they are (their rows record no attention and no
+    compilation)."""
     name, checkpoint = parse_spec(spec)
     cls = adapter_class(name)
-    if device_map is None:
+    if not cls.transformers_model:
+        if device_map is not None:
+            raise ValueError(f"adapter {name!r} runs no transformers model, so it cannot take a device map")
         return cls(checkpoint, device=device, dtype=dtype, **options)
-    if not cls.device_maps:
-        raise ValueError(f"adapter {name!r} runs no transformers model, so it cannot take a device map")
-    return cls(checkpoint, device=device, dtype=dtype, device_map=device_map, **options)
+    return cls(checkpoint, device=device, dtype=dtype, device_map=device_map, attention=attention, compile=compile,
+               **options)

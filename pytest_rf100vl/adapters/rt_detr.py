@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from PIL import Image
 from transformers import RTDetrImageProcessor, RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
+from transformers.image_transforms import center_to_corners_format
 
 from rf100vl_hf.training.recipe import Recipe
 
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, TrainingData
-from pytest_rf100vl.adapters.hf import HFDetector, image_tensors, to_numpy
+from pytest_rf100vl.adapters.hf import image_tensors, read_back
+from pytest_rf100vl.adapters.pipelined import PipelinedDetector
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 MAX_DETECTIONS = 300
 
 
-class RTDetrV2Adapter(HFDetector):
+class RTDetrV2Adapter(PipelinedDetector):
     """RT-DETRv2; default checkpoint ``PekingU/rtdetr_v2_r18vd`` (COCO)."""
 
     name = "rt-detrv2"
@@ -97,12 +99,11 @@ class RTDetrV2Adapter(HFDetector):
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the re-initialised head is the point, not news
         try:
-            self.model = self.model_class.from_pretrained(
-                self.source, dtype=self.torch_dtype, num_labels=len(classes), ignore_mismatched_sizes=True,
+            self.model = self.load_model(
+                num_labels=len(classes), ignore_mismatched_sizes=True,
                 id2label=dict(enumerate(classes)), label2id={name: i for i, name in enumerate(classes)})
         finally:
             transformers.logging.set_verbosity(verbosity)
-        self.model.to(self.torch_device).eval()
         self.trained_weights = None
         self.fresh_head = True
 
@@ -111,18 +112,23 @@ class RTDetrV2Adapter(HFDetector):
         """A head made for the task and never trained scores nothing but chance, whatever the checkpoint."""
         return super().is_smoke or (self.fresh_head and self.trained_weights is None)
 
-    def detect(self, images: list[Image.Image]) -> list[Detections]:
-        outputs = self.model(pixel_values=self.to_model(self.pixel_inputs(images)["pixel_values"]))
+    def inputs(self, images: list[Image.Image]) -> torch.Tensor:
+        return self.to_model(self.pixel_inputs(images)["pixel_values"])
+
+    def outputs(self, pixels: torch.Tensor) -> Any:
+        return self.model(pixel_values=pixels)
+
+    def detections(self, outputs: Any, images: list[Image.Image]) -> list[Detections]:
+        """The best ``max_detections`` (query, class) pairs of each image by sigmoid score, as
+        transformers' RT-DETR post-processing ranks them, with boxes in pixels."""
         probs = outputs.logits.float().sigmoid()
-        count = min(self.options["max_detections"], probs.shape[1] * probs.shape[2])
-        out = []
-        for image, p, boxes in zip(images, probs, outputs.pred_boxes.float()):
-            scores, flat = p.flatten().topk(count)
-            cx, cy, w, h = boxes[flat // p.shape[1]].unbind(-1)
-            scale = torch.tensor([image.width, image.height] * 2, device=boxes.device)
-            xyxy = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], dim=-1) * scale
-            out.append(to_numpy(xyxy, scores, flat % p.shape[1]))
-        return out
+        classes = probs.shape[2]
+        count = min(self.options["max_detections"], probs.shape[1] * classes)
+        scores, flat = probs.flatten(1).topk(count, dim=1)
+        boxes = outputs.pred_boxes.float().gather(1, (flat // classes)[..., None].expand(-1, -1, 4))
+        scale = torch.tensor([[image.width, image.height] * 2 for image in images], device=boxes.device)[:, None, :]
+        xyxy = center_to_corners_format(boxes) * scale
+        return read_back(list(zip(xyxy, scores, flat % classes)))
 
     # -- fine-tuning --------------------------------------------------------------------
     def fit(self, data: TrainingData, recipe: Recipe, store: "TrainedStore") -> "FitRecord":

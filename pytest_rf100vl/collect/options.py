@@ -18,7 +18,7 @@ import pytest
 from rf100vl_hf.constants import DTYPES
 from rf100vl_hf.devices import DEVICE_HELP, check_device_name
 
-from pytest_rf100vl.core.settings import DEFAULT_RESULTS, AdapterOption, Option, Settings
+from pytest_rf100vl.core.settings import AUTO_BATCH, DEFAULT_RESULTS, AdapterOption, Option, Settings
 from pytest_rf100vl.report.verdict import fraction
 
 GROUP = "rf100vl"
@@ -44,6 +44,19 @@ def _shard(value: str) -> tuple[int, int]:
     return int(part), int(count)
 
 
+def _batch_size(value: str) -> int | str:
+    text = value.strip().lower()
+    if text == AUTO_BATCH:
+        return AUTO_BATCH
+    try:
+        size = int(text)
+    except ValueError:
+        raise ValueError(f"expected a number of images or {AUTO_BATCH}, got {value!r}") from None
+    if size < 1:
+        raise ValueError(f"must be at least 1 (or {AUTO_BATCH}), got {size}")
+    return size
+
+
 def _device(value: str) -> str:
     return check_device_name(value)
 
@@ -55,7 +68,12 @@ CORE_OPTIONS: tuple[Option, ...] = (
     Option("device", "str", f"{DEVICE_HELP} (default: auto)", "DEVICE", default="auto", check=_device),
     Option("dtype", "str", "float32, float16 or bfloat16 (default: float32)", "DTYPE", default="float32",
            choices=DTYPES),
-    Option("batch-size", "int", "images per adapter call (default: 1)", "N", default=1, minimum=1),
+    Option("batch-size", "str", "images per adapter call, or auto: on CUDA the largest batch that fits, found "
+           "once per model (default: 1)", "N|auto", default=1, check=_batch_size),
+    Option("attention", "str", "attention implementation of transformers models: sdpa, eager, flash_attention_2... "
+           "(default: transformers' choice, SDPA where the model has it; recorded in each row)", "NAME"),
+    Option("compile", "flag", "run each transformers detector's forward through torch.compile; the compile time "
+           "falls in the warm-up, out of the throughput, and is recorded as compile_s", "", default=False),
     Option("results", "path", f"folder of results files (default: {DEFAULT_RESULTS})", "DIR"),
     Option("thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain or All), "
            "min_accuracy or min_miou (target: uouo-random or uouo-mmd) columns", "FILE"),

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 DEFAULT_RESULTS = Path(".rf100vl") / "results"
+AUTO_BATCH = "auto"
+"""``--rf100vl-batch-size auto``: the largest batch that fits on the GPU (``run/batch_size.py``)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class Settings:
     datasets: tuple[str, ...] = ()
     device: str = "auto"
     dtype: str = "float32"
-    batch_size: int = 1
+    batch_size: int | str = 1  # or "auto"
     results: Path = DEFAULT_RESULTS
     thresholds: Path | None = None
     adapter_options: tuple[AdapterOption, ...] = ()

@@ -79,15 +79,17 @@ def common_columns(
     described: dict[str, Any],
     options: dict[str, Any],
     split: str,
-    batch_size: int,
+    batch_size: int | str,
     timing: "Timing",
     counts: "OutputCounts",
     run_id: str,
     rounds: "list[Timing] | None" = None,
 ) -> dict[str, Any]:
-    """The columns of every row; ``described`` is the adapter's ``describe()``, ``timing`` and
-    ``counts`` the scoring round's, ``rounds`` every timed round (default: the scoring one)."""
+    """The columns of every row; ``described`` is the adapter's ``describe()``, ``batch_size``
+    what was asked (a number or ``auto``), ``timing`` and ``counts`` the scoring round's,
+    ``rounds`` every timed round (default: the scoring one)."""
     latency = timing.latency_ms()
+    compiled = bool(described.get("compiled"))
     return {
         "run_id": run_id,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -112,7 +114,11 @@ def common_columns(
         "device": described["device"],
         "dtype": described["dtype"],
         "device_map": described.get("device_map"),
-        "batch_size": batch_size,
+        "batch_size": timing.batch_size,
+        "batch_size_requested": str(batch_size),
+        "attention": described.get("attention"),
+        "compiled": compiled,
+        "compile_s": timing.compile_seconds() if compiled else None,
         **{f"{package.replace('-', '_')}_version": v for package, v in versions().items()},
         **hardware_columns(),
         "smoke": bool(described["smoke"]),

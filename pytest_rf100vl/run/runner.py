@@ -26,6 +26,7 @@ from rf100vl_hf.boxes import Sanitized, sanitize_detections
 from rf100vl_hf.images import open_rgb
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.run.pipeline import pipelined_loop, pipelines
 
 if TYPE_CHECKING:
     import datasets
@@ -86,6 +87,7 @@ class Timing:
     warmup_batches: int = 0
     warmup_seconds: float = 0.0
     cached_images: int = 0
+    batch_size: int = 1  # images per model call the loop ran with (``auto`` resolved)
 
     @property
     def n_images(self) -> int:
@@ -97,6 +99,13 @@ class Timing:
         steady = self.seconds - self.warmup_seconds
         images = sum(self.batch_sizes[self.warmup_batches :])
         return images / steady if images and steady > 0 else float("nan")
+
+    def compile_seconds(self) -> float:
+        """The warm-up's time beyond what its calls take in the steady state (the median
+        steady call's time each): what ``torch.compile`` (and any other first-call cost) took."""
+        steady = self.batch_seconds[self.warmup_batches:]
+        typical = float(np.median(steady)) if steady else 0.0
+        return max(0.0, self.warmup_seconds - typical * self.warmup_batches)
 
     def latency_ms(self) -> dict[str, float]:
         """p50 and p95 latency of a steady-state batch, and of an image (a batch's time over its size)."""
@@ -421,6 +430,33 @@ def _timed(
     return clock.timing(warmup)
 
 
+def _timed_pipeline(
+    adapter: Adapter,
+    batches: Iterable[list[ImageItem]],
+    total: int,
+    lookup: Callable[[list[ImageItem]], dict[int, Detections]],
+    settle: Callable[[list[ImageItem], dict[int, Detections], Predict], None],
+    progress: bool,
+    description: str | None,
+    warmup: int = WARMUP_BATCHES,
+) -> Timing:
+    """:func:`~pytest_rf100vl.run.pipeline.pipelined_loop` under the loop's clock: each batch is
+    timed from its forward's launch to its detections kept."""
+    from rf100vl_hf.progress import progress_bar
+
+    clock = _Clock(adapter.device)
+    with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
+
+        def called(began: float, sent: int, cached: int) -> None:
+            clock.cached += cached
+            if sent:
+                clock.called(began, sent)
+            bar.update(sent + cached)
+
+        pipelined_loop(adapter, batches, lookup, settle, called)
+    return clock.timing(warmup)
+
+
 def _timed_concurrently(
     batches: Iterable[list[T]],
     total: int,
@@ -471,17 +507,50 @@ def _timed_concurrently(
     return clock.timing(warmup)
 
 
+def largest_image(dataset: "datasets.Dataset", id_column: str, name_column: str | None) -> ImageItem:
+    """The split's image with the most pixels (by its ``width`` and ``height`` columns when it
+    has them, else its first), decoded."""
+    position = 0
+    if {"width", "height"} <= set(dataset.column_names):
+        areas = [w * h for w, h in zip(dataset["width"], dataset["height"])]
+        position = max(range(len(areas)), key=areas.__getitem__)
+    (batch,) = raw_batches(dataset.select([position]), 1, id_column, name_column)
+    return decode_batch(batch)[0]
+
+
+def _batch_size(
+    adapter: Adapter, requested: int | str, dataset: "datasets.Dataset", columns: tuple[str, str | None],
+    ask: Callable[[list[ImageItem]], Any],
+) -> int:
+    """Images per model call: ``requested``, or for ``auto`` the size found once per model by
+    asking ``ask`` batches of copies of the split's largest image (``run/batch_size.py``); one
+    for a model called image by image from several threads."""
+    from pytest_rf100vl.run.batch_size import batch_size_for, copies
+
+    if adapter.concurrency > 1:
+        return 1
+    probe: list[ImageItem] = []
+
+    def run(size: int) -> Any:
+        probe[:] = probe or [largest_image(dataset, *columns)]
+        return ask(copies(probe[0], size))
+
+    return batch_size_for(adapter, requested, run)
+
+
 def run_inference(
     adapter: Adapter,
     dataset: "datasets.Dataset",
-    batch_size: int = 1,
+    batch_size: int | str = 1,
     progress: bool = True,
     description: str | None = None,
     loop: LoopOptions = LoopOptions(),
 ) -> InferenceResult:
-    """Run ``adapter`` (its task already set) over every image of ``dataset``; an adapter with
+    """Run ``adapter`` (its task already set) over every image of ``dataset``, ``batch_size``
+    images per call (a number, or ``auto``); an adapter with
     :attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency` above 1 is called one image at a
-    time from that many threads."""
+    time from that many threads, and a :class:`~pytest_rf100vl.adapters.base.Pipelined` one
+    through :mod:`~pytest_rf100vl.run.pipeline`."""
     from pytest_rf100vl.run.answers import open_answers
 
     assert adapter.task is not None, "set_task must be called before run_inference"
@@ -505,9 +574,16 @@ def run_inference(
         settle([item for item in items if item.image_id in known], adapter.predict, known)
         return [item for item in items if item.image_id not in known]
 
-    batches = decoded_batches(dataset, batch_size if adapter.concurrency <= 1 else 1)
+    size = _batch_size(adapter, batch_size, dataset, ("image_id", "file_name"), adapter.predict)
+    batches = decoded_batches(dataset, size)
     try:
-        if adapter.concurrency <= 1:
+        if pipelines(adapter):
+            timing = _timed_pipeline(
+                adapter, batches, len(dataset), lambda items: answers.found(items) if answers is not None else {},
+                lambda items, known, predict: settle(items, predict, known), progress, description,
+                loop.warmup_batches,
+            )
+        elif adapter.concurrency <= 1:
             timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
         else:
             timing = _timed_concurrently(
@@ -518,6 +594,7 @@ def run_inference(
     finally:
         if answers is not None:
             answers.close()
+    timing.batch_size = size
     return InferenceResult(detections, counts, timing)
 
 
@@ -536,7 +613,7 @@ def run_grounding(
     adapter: Adapter,
     dataset: "datasets.Dataset",
     queries: list[GroundingQuery],
-    batch_size: int = 1,
+    batch_size: int | str = 1,
     progress: bool = True,
     description: str | None = None,
     loop: LoopOptions = LoopOptions(),
@@ -571,9 +648,9 @@ def run_grounding(
         return [m for m in mosaics if m[1].image_id not in known]
 
     concurrent = adapter.concurrency > 1
-    batches = _with_queries(
-        decoded_batches(dataset, 1 if concurrent else batch_size, id_column="mosaic_id", name_column=None), queries
-    )
+    size = _batch_size(adapter, batch_size, dataset, ("mosaic_id", None),
+                       lambda items: adapter.ground(items, [queries[0]] * len(items)))
+    batches = _with_queries(decoded_batches(dataset, size, id_column="mosaic_id", name_column=None), queries)
     try:
         if not concurrent:
             timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
@@ -586,6 +663,7 @@ def run_grounding(
     finally:
         if cache is not None:
             cache.close()
+    timing.batch_size = size
     return GroundingResult([answered[position] for position in range(len(dataset))], errors, counts, timing)
 
 

@@ -166,7 +166,9 @@ class MatrixSession:
                 )
                 return adapter or registry.create(
                     spec, device=self.device, dtype=self.settings.dtype,
-                    device_map=self.settings.value("rf100vl_device_map"), **options,
+                    device_map=self.settings.value("rf100vl_device_map"),
+                    attention=self.settings.value("rf100vl_attention"),
+                    compile=self.settings.value("rf100vl_compile"), **options,
                 )
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
@@ -263,7 +265,8 @@ class MatrixSession:
 BENCHMARK_FIELDS = (
     "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds", "throughput_from", "warmup_s", "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms",
     "latency_image_p50_ms", "latency_image_p95_ms",
-    "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size", "spec", "model", "checkpoint", "model_revision",
+    "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size", "batch_size_requested", "attention",
+    "compiled", "compile_s", "spec", "model", "checkpoint", "model_revision",
     "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
 )
 

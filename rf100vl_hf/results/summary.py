@@ -35,8 +35,9 @@ def _namer(rows: Sequence[dict[str, Any]]) -> Callable[[dict[str, Any]], str]:
 
 
 def environment(rows: Sequence[dict[str, Any]]) -> str:
-    """One line saying what the run ran on: devices and dtypes, and the versions of what scores depend on."""
-    devices = ", ".join(dict.fromkeys(f"{row.get('device')} ({row.get('dtype')})" for row in rows))
+    """One line saying what the run ran on: devices with the dtype, batch size, attention and
+    compilation of the models run there, and the versions of what scores depend on."""
+    devices = ", ".join(dict.fromkeys(f"{row.get('device')} ({_loop(row)})" for row in rows))
     versions = {
         key.removesuffix("_version").replace("_", "-"): value
         for row in rows[:1]
@@ -54,6 +55,19 @@ def environment(rows: Sequence[dict[str, Any]]) -> str:
     return (f"Ran on {devices}" + (f" [{hardware}]" if hardware else "") + "; "
             + ", ".join(f"{name} {value}" for name, value in versions.items())
             + (f" (commit {commits})" if commits != MISSING else ""))
+
+
+def _loop(row: dict[str, Any]) -> str:
+    """How a row's model was run: dtype, batch size (and ``auto`` when it was found), attention, compilation."""
+    parts = [str(row.get("dtype"))]
+    if row.get("batch_size") is not None:
+        found = " (auto)" if row.get("batch_size_requested") == "auto" else ""
+        parts.append(f"batch {row['batch_size']}{found}")
+    if row.get("attention"):
+        parts.append(f"{row['attention']} attention")
+    if row.get("compiled"):
+        parts.append("compiled")
+    return ", ".join(parts)
 
 
 def _listed(values: Sequence[Any]) -> str:

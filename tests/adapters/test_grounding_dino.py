@@ -9,7 +9,14 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
 from pytest_rf100vl.adapters.grounding_dino import build_captions, clean_description, clean_name, tiny_bert_tokenizer
-from tests.adapters.reference import ON_DEVICE, assert_same_detections, on_device, reference_model
+from tests.adapters.reference import (
+    ON_DEVICE,
+    assert_same_detections,
+    full_float32,
+    on_device,
+    reference_model,
+    to_device,
+)
 
 CLASSES = ["Red Fox", "cat", "St. Bernard"]
 
@@ -93,7 +100,7 @@ def test_decode_maps_spans_to_classes_and_boxes_to_pixels(dino, tokenizer) -> No
     logits[0, 0, caption.spans[2][0] + 1] = 3.0  # second token of "st bernard"
     logits[0, 1, caption.spans[0][0]] = 1.0  # first token of "red fox"
     boxes = torch.tensor([[[0.5, 0.5, 0.5, 0.5], [0.25, 0.75, 0.5, 0.5]]])
-    (detections,) = dino.decode(logits, boxes, caption, torch.tensor([[200.0, 100.0, 200.0, 100.0]]))
+    (detections,) = dino.detections([(logits, boxes)], [Image.new("RGB", (200, 100))])
     np.testing.assert_array_equal(detections.labels, [2, 0])
     np.testing.assert_allclose(detections.scores, torch.sigmoid(torch.tensor([3.0, 1.0])).numpy(), rtol=1e-6)
     np.testing.assert_allclose(detections.boxes, [[50, 25, 150, 75], [0, 50, 100, 100]], atol=1e-4)
@@ -145,17 +152,18 @@ def test_preprocessing_on_device_gives_transformers_own_detections(dino, device:
     items = noise_items((300, 200), (130, 410), (60, 40))  # different sizes: the batch is padded
     images = [item.image for item in items]
     model, processor = reference_model(adapter)
-    inputs = processor(images=images, text=[caption.text] * len(images), return_tensors="pt")
-    with torch.inference_mode():
+    inputs = to_device(processor(images=images, text=[caption.text] * len(images), return_tensors="pt"),
+                       model.device)
+    with full_float32(), torch.inference_mode():
         outputs = model(**inputs)
+        found = adapter.predict(items)
     kept = processor.post_process_grounded_object_detection(
         outputs, inputs["input_ids"], threshold=adapter.options["box_threshold"], text_threshold=0.0,
         target_sizes=[(image.height, image.width) for image in images],
     )
-    sizes = torch.tensor([[image.width, image.height] * 2 for image in images], dtype=torch.float32)
-    scored = adapter.decode(outputs.logits, outputs.pred_boxes, caption, sizes)
+    scored = adapter.detections([(outputs.logits, outputs.pred_boxes)], images)
     expected = [
-        {"boxes": result["boxes"].numpy(), "scores": span.scores, "labels": span.labels}
+        {"boxes": result["boxes"].cpu().numpy(), "scores": span.scores, "labels": span.labels}
         for result, span in zip(kept, scored)
     ]
-    assert_same_detections(adapter.predict(items), expected)
+    assert_same_detections(found, expected)

@@ -11,7 +11,15 @@ from PIL import Image
 from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboObjectDetectionOutput
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
-from tests.adapters.reference import ON_DEVICE, assert_same_detections, on_device, reference_model
+from tests.adapters.reference import (
+    ON_DEVICE,
+    assert_same_detections,
+    full_float32,
+    host,
+    on_device,
+    reference_model,
+    to_device,
+)
 
 CLASSES = ["cat", "red fox", "dog"]
 
@@ -91,20 +99,22 @@ def test_runs_in_bfloat16() -> None:
 
 @pytest.mark.parametrize("device", ON_DEVICE)
 def test_preprocessing_on_device_gives_transformers_own_detections(omdet, device: str) -> None:
-    """Against transformers' own processor (PIL images, CPU), the model and the processor's post-processing."""
+    """Against transformers' own processor (PIL images, CPU), the model and the processor's
+    post-processing on the adapter's device."""
     adapter = on_device(omdet, device)
     adapter.set_task(DetectionTask("toy", CLASSES))
     items = noise_items((300, 200), (130, 410))
     images = [item.image for item in items]
     model, processor = reference_model(adapter)
     inputs = processor(images=images, text=[CLASSES] * len(images), return_tensors="pt")
-    with torch.inference_mode():
-        outputs = model(**{key: value for key, value in inputs.items() if key != "pixel_mask"})
+    with full_float32(), torch.inference_mode():
+        outputs = model(**to_device({key: value for key, value in inputs.items() if key != "pixel_mask"},
+                                    model.device))
+        found = adapter.predict(items)
     results = processor.post_process_grounded_object_detection(
         outputs,
         threshold=adapter.options["score_threshold"],
         nms_threshold=adapter.options["nms_iou"],
         target_sizes=[(image.height, image.width) for image in images],
     )
-    expected = [{key: result[key].numpy() for key in ("boxes", "scores", "labels")} for result in results]
-    assert_same_detections(adapter.predict(items), expected)
+    assert_same_detections(found, [host(result) for result in results])

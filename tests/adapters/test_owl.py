@@ -11,7 +11,15 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import DetectionTask, FewShotExample, GroundingQuery, ImageItem, create
 from pytest_rf100vl.adapters.owl import instruction_query
-from tests.adapters.reference import ON_DEVICE, assert_same_detections, on_device, reference_model
+from tests.adapters.reference import (
+    ON_DEVICE,
+    assert_same_detections,
+    full_float32,
+    host,
+    on_device,
+    reference_model,
+    to_device,
+)
 
 CLASSES = ["cat", "red fox", "dog"]
 INSTRUCTIONS = {"cat": "- **Small** felines, often striped. Box the whole body.", "red fox": "Foxes are orange canids."}
@@ -122,12 +130,11 @@ def test_fewshot_query_is_the_embedding_of_the_best_matching_box(owl) -> None:
     which checks that few-shot boxes and predictions share one pixel frame."""
     (item,) = noise_items((120, 80))
     with torch.inference_mode():
-        _, class_embeds, boxes = owl._image_tower([item.image])
-        logits = torch.zeros(boxes.shape[:2] + (1,))
-        (predicted,) = owl._pixel_boxes(logits, boxes, [item.image], threshold=-1.0)
+        _, class_embeds, boxes = owl._image_tower(owl.inputs([item.image]))
+        (predicted,) = owl.pixel_corners(boxes, [item.image])
     chosen = 5
     example = FewShotExample(
-        item.image, predicted["boxes"][chosen : chosen + 1].numpy().astype(np.float64), np.array([1])
+        item.image, predicted[chosen : chosen + 1].numpy().astype(np.float64), np.array([1])
     )
     with pytest.warns(UserWarning, match="no few-shot box"):
         owl.set_task(DetectionTask("toy", CLASSES, prompt="fewshot", fewshot=(example,)))
@@ -153,8 +160,9 @@ SHAPES = ((300, 200), (130, 410), (512, 384), (60, 40))  # downscaled (blurred) 
 
 
 def reference_detections(adapter, images: list[Image.Image]) -> list[dict]:
-    """What transformers' own processor, the model's full forward and the processor's
-    post-processing give on CPU (plus the adapter's documented class-wise NMS)."""
+    """What transformers' own processor (on the CPU), the model's full forward and the
+    processor's post-processing give on the adapter's device (plus the adapter's documented
+    class-wise NMS)."""
     from torchvision.ops import batched_nms
 
     model, processor = reference_model(adapter)
@@ -168,14 +176,14 @@ def reference_detections(adapter, images: list[Image.Image]) -> list[dict]:
         return_tensors="pt",
     )
     with torch.inference_mode():
-        outputs = model(**inputs)
+        outputs = model(**to_device(inputs, model.device))
     results = processor.post_process_grounded_object_detection(
         outputs, threshold=adapter.options["score_threshold"], target_sizes=[(i.height, i.width) for i in images]
     )
     kept = []
     for result in results:
         keep = batched_nms(result["boxes"], result["scores"], result["labels"], adapter.options["nms_iou"])
-        kept.append({key: result[key][keep].numpy() for key in ("boxes", "scores", "labels")})
+        kept.append(host(result, keep))
     return kept
 
 
@@ -187,7 +195,9 @@ def test_preprocessing_on_device_gives_transformers_own_detections(owl, device: 
     assert uses_matrix_preprocessing(adapter.processor.image_processor) == (adapter.name == "owlv2")
     adapter.set_task(DetectionTask("toy", CLASSES))
     items = noise_items(*SHAPES)
-    assert_same_detections(adapter.predict(items), reference_detections(adapter, [item.image for item in items]))
+    with full_float32():
+        found, expected = adapter.predict(items), reference_detections(adapter, [item.image for item in items])
+    assert_same_detections(found, expected)
 
 
 @pytest.mark.parametrize("device", ON_DEVICE)

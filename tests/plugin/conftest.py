@@ -30,6 +30,7 @@ def _heavy_modules_loaded_once() -> None:
     import datasets  # noqa: F401
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
+    import numpy.fft  # noqa: F401  (numpy's extension modules refuse a second import too)
     import torch  # noqa: F401
 
     import rf100vl_hf.metrics  # noqa: F401
