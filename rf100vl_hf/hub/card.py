@@ -21,7 +21,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from rf100vl_hf.controls import visible
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub.eval_results import eval_yaml_for, write_eval_yaml
+from rf100vl_hf.hub.eval_yaml import eval_yaml_for, write_eval_yaml
 from rf100vl_hf.hub.export import ConfigExport, SplitExport, umask_mode
 
 CARD_FILE = "README.md"
@@ -58,7 +58,7 @@ def write_card(out: Path, configs: list[ConfigExport], card_data: dict[str, Any]
     """Write ``out/README.md`` (YAML header and markdown ``body``) atomically and return its path.
 
     A repository of RF100-VL or UOUO configs also gets its ``eval.yaml``, which declares the
-    benchmark's tasks to the Hub (see :mod:`.eval_results`). Control characters in ``body``
+    benchmark's tasks to the Hub (see :mod:`.eval_yaml`). Control characters in ``body``
     (text from metadata read back from an earlier card) are written as their escapes; the YAML
     writer escapes those of the header itself.
     """

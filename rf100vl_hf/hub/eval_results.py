@@ -1,122 +1,56 @@
-"""The Hub's evaluation results: ``eval.yaml`` for the benchmark datasets, and
-``.eval_results/*.yaml`` entries for model repositories.
+"""A model's evaluation results for the Hub: ``.eval_results/*.yaml`` entries built from
+results rows with huggingface_hub's own ``EvalResultEntry``, from results only.
 
-A benchmark dataset declares its tasks in ``eval.yaml`` at the root of its repository; a
-model repository reports scores on those tasks in ``.eval_results/*.yaml``, which the Hub
-shows on the model page and aggregates into the benchmark's leaderboard. The entries are
-built with huggingface_hub's own ``EvalResultEntry`` and ``eval_result_entries_to_yaml``.
+The Hub shows these entries on the model page and ranks them on the benchmark's leaderboard
+(the tasks are those of :mod:`.eval_yaml`). So a value is written only when it is the
+model's result on the task:
 
-Tasks:
+- rows that are not results are refused: smoke rows (random weights: the score means
+  nothing), rows of a limited run (``--rf100vl-limit N``: the first N images of each split)
+  and, with ``partial``, means over part of a task's datasets. ``allow_unofficial`` writes
+  them, with ``notes`` saying what they are (``--allow-unofficial``);
+- the rows must have measured the checkpoint of the model repository they go to
+  (:func:`check_model_repo`, which a push runs; ``--model-repo-mismatch-ok`` overrides);
+- a task whose datasets the rows do not all cover is left out (listed in ``skipped``).
 
-- RF100-VL: ``all`` (mean AP50:95 over the 100 datasets), ``rf20vl`` (over the RF20-VL
-  subset) and one per domain (``aerial``, ``document``, ``flora-fauna``, ``industrial``,
-  ``medical``, ``sports``, ``other``), each over the ``test`` split;
-- UOUO: ``random`` and ``mmd`` (mIoU), ``random-quadrant`` and ``mmd-quadrant`` (quadrant
-  accuracy), each on its config's ``test`` split.
+Each entry has the task's value, the date of the latest row it comes from (an ISO-8601
+string, quoted in the YAML), the source and notes naming a prompt mode, split or
+fine-tuning that is not the default. The benchmark's revision and the source's user or org
+are filled in when pushing (:mod:`.eval_publish`). Every file written is checked with
+huggingface_hub's parser and against the specification (:mod:`.specification`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError, Rf100vlError
+from rf100vl_hf.hub.eval_yaml import UOUO_TASKS, rf100vl_means, slug
+from rf100vl_hf.hub.specification import eval_result_problems
 
-EVAL_FILE = "eval.yaml"
 EVAL_FOLDER = ".eval_results"
-FRAMEWORK = "rf100vl-hf"
 DEFAULT_PROMPT = "names"
 DEFAULT_SPLIT = "test"
+ALLOW_UNOFFICIAL = "--allow-unofficial"
+MISMATCH_OK = "--model-repo-mismatch-ok"
 SMOKE_NOTE = "smoke run: random weights, the score means nothing"
 """In the notes of an entry computed from a smoke row (random weights, or a replay of them)."""
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def rf100vl_tasks() -> dict[str, tuple[str, list[str]]]:
-    """Task id -> (description, the catalogue datasets its mean covers)."""
-    from rf100vl_hf.rf100vl import catalog
-
-    tasks = {
-        "all": ("Mean AP50:95 (%) over the 100 datasets, maxDets 500", [e.basename for e in catalog.select()]),
-        "rf20vl": ("Mean AP50:95 (%) over the RF20-VL subset", [e.basename for e in catalog.select(subset="rf20vl")]),
-    }
-    for domain in catalog.DOMAINS:
-        tasks[_slug(domain)] = (f"Mean AP50:95 (%) over the {domain} datasets",
-                                [e.basename for e in catalog.select(domain=domain)])
-    return tasks
-
-
-UOUO_TASKS: dict[str, tuple[str, str, str]] = {
-    "random": ("mIoU of the answered boxes on random mosaics", "uouo-random", "miou"),
-    "mmd": ("mIoU of the answered boxes on hard (MMD-nearest) mosaics", "uouo-mmd", "miou"),
-    "random-quadrant": ("quadrant accuracy on random mosaics", "uouo-random", "accuracy"),
-    "mmd-quadrant": ("quadrant accuracy on hard (MMD-nearest) mosaics", "uouo-mmd", "accuracy"),
-}
-"""UOUO task id -> (description, results dataset, row key)."""
-
-
-def rf100vl_eval_yaml() -> dict[str, Any]:
-    """The ``eval.yaml`` of an RF100-VL benchmark repository (its tasks are means over configs)."""
-    return {
-        "name": "RF100-VL",
-        "description": "Roboflow100-VL: 100 object-detection datasets in 7 domains, scored by pycocotools "
-                       "AP50:95 at maxDets 500 on each test split and averaged per domain.",
-        "evaluation_framework": FRAMEWORK,
-        "tasks": [{"id": task, "description": description, "split": DEFAULT_SPLIT}
-                  for task, (description, _) in rf100vl_tasks().items()],
-    }
-
-
-def uouo_eval_yaml(configs: Sequence[str] = ("random", "mmd")) -> dict[str, Any]:
-    """The ``eval.yaml`` of a UOUO benchmark repository holding ``configs``."""
-    return {
-        "name": "UOUO",
-        "description": "Uncontextualized Uncommon Objects: 800x800 mosaics of four uncommon objects; "
-                       "'where is the X' scored by mIoU and 'which quadrant' by accuracy.",
-        "evaluation_framework": FRAMEWORK,
-        "tasks": [{"id": task, "description": description, "config": dataset.removeprefix("uouo-"),
-                   "split": DEFAULT_SPLIT}
-                  for task, (description, dataset, _) in UOUO_TASKS.items() if dataset.removeprefix("uouo-") in configs],
-    }
-
-
-def write_eval_yaml(out: Path, content: dict[str, Any]) -> Path:
-    import yaml
-
-    path = Path(out) / EVAL_FILE
-    path.write_text(yaml.safe_dump(content, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return path
-
-
-def eval_yaml_for(configs: Sequence[Any]) -> dict[str, Any] | None:
-    """The ``eval.yaml`` of an exported repository from its configs' metadata (benchmark and
-    config names); None when the configs carry no readable metadata or mix benchmarks."""
-    from rf100vl_hf.metadata import read_metadata
-
-    benchmarks = set()
-    for config in configs:
-        try:
-            benchmarks.add(read_metadata(config.info()).get("benchmark"))
-        except (ValueError, KeyError, TypeError):
-            return None
-    if benchmarks == {"rf100vl"}:
-        return rf100vl_eval_yaml()
-    if benchmarks == {"uouo"}:
-        return uouo_eval_yaml([config.name for config in configs])
-    return None
-
-
-# ---------------------------------------------------------------- entries of a model
-
-
 class EvalResultsError(Rf100vlError, ValueError):
     """Rows that cannot make evaluation results (several models, nothing covered...)."""
+
+
+class UnofficialResultsError(EvalResultsError):
+    """Rows that are not results of the benchmark (smoke, limited, partial means)."""
+
+
+class ModelRepoMismatchError(EvalResultsError):
+    """Rows that did not measure the checkpoint of the model repository they would go to."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +60,16 @@ class EvalFile:
     name: str
     entries: list[Any]  # huggingface_hub.EvalResultEntry
     skipped: dict[str, str]
+    model: str  # the spec of the rows
+    checkpoints: tuple[str | None, ...]  # what the rows measured
+
+    @property
+    def path(self) -> str:
+        return f"{EVAL_FOLDER}/{self.name}.yaml"
 
 
-def _model_rows(rows: Sequence[dict[str, Any]], model: str | None) -> list[dict[str, Any]]:
+def model_rows(rows: Sequence[dict[str, Any]], model: str | None) -> list[dict[str, Any]]:
+    """The rows of ``model`` (a spec or an adapter name); all rows when they hold one model."""
     specs = list(dict.fromkeys(str(row.get("spec") or row.get("model")) for row in rows))
     if model is None:
         if len(specs) > 1:
@@ -140,16 +81,102 @@ def _model_rows(rows: Sequence[dict[str, Any]], model: str | None) -> list[dict[
     return chosen
 
 
-def _notes(prompt: str | None, split: str | None, extra: Sequence[str] = (), smoke: bool = False) -> str | None:
-    parts = [*([SMOKE_NOTE] if smoke else []),
-             *([f"prompt mode: {prompt}"] if prompt and prompt != DEFAULT_PROMPT else []),
-             *([f"split: {split}"] if split and split != DEFAULT_SPLIT else []), *extra]
+def check_model_repo(files: Sequence[EvalFile], model_repo: str, mismatch_ok: bool = False) -> None:
+    """Refuse files of rows whose checkpoint is not ``model_repo`` (Hub ids compare without
+    case): their scores are another model's, or a local copy's."""
+    other = sorted({str(checkpoint or "(none recorded)") for file in files if file.entries
+                    for checkpoint in file.checkpoints if str(checkpoint or "").casefold() != model_repo.casefold()})
+    if other and not mismatch_ok:
+        spec = next(file.model for file in files)
+        raise ModelRepoMismatchError(
+            f"the rows of {spec} measured checkpoint {', '.join(other)}, not {model_repo}: their scores are not "
+            f"{model_repo}'s; push them to the repository of that checkpoint, or give {MISMATCH_OK} if "
+            f"{model_repo} holds what they measured")
+
+
+def _unofficial(row: dict[str, Any]) -> list[str]:
+    """What makes a row not a result of the benchmark, as notes."""
+    from rf100vl_hf.results.rows import LIMIT
+
+    return ([SMOKE_NOTE] if row.get("smoke") else []) + (
+        [f"limited run: the first {row[LIMIT]} images of each split"] if row.get(LIMIT) else [])
+
+
+def _without_superseded_limits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows, less the limited rows of a (dataset, prompt, split, training) a full row covers."""
+    from rf100vl_hf.results.rows import LIMIT, TRAINING_IDENTITY
+
+    def where(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row.get("dataset"), row.get("prompt"), row.get("split"), *(str(row.get(k)) for k in TRAINING_IDENTITY))
+
+    full = {where(row) for row in rows if not row.get(LIMIT)}
+    return [row for row in rows if not row.get(LIMIT) or where(row) not in full]
+
+
+def refuse_unofficial(rows: Sequence[dict[str, Any]], partial_tasks: Sequence[str]) -> None:
+    """Raise :class:`UnofficialResultsError` saying which of the rows used are not results and
+    why (``partial_tasks``: the tasks given a mean over part of their datasets)."""
+    from rf100vl_hf.results.rows import LIMIT
+
+    smoke = sorted({str(row.get("dataset")) for row in rows if row.get("smoke")})
+    limited = sorted({str(row.get("dataset")) for row in rows if row.get(LIMIT)})
+    reasons = []
+    if smoke:
+        reasons.append(f"{len(smoke)} smoke row(s) (random weights: the score means nothing) on {_few(smoke)}")
+    if limited:
+        reasons.append(f"{len(limited)} row(s) of a limited run (--rf100vl-limit: the first images of each split "
+                       f"only) on {_few(limited)}")
+    if partial_tasks:
+        reasons.append(f"--partial means over part of the datasets of {_few(list(partial_tasks))}")
+    if reasons:
+        raise UnofficialResultsError(
+            f"not results of the benchmark: {'; '.join(reasons)}. Published, they would rank on its leaderboard as "
+            f"the model's scores; {ALLOW_UNOFFICIAL} writes them with notes saying what they are")
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _notes(rows: Sequence[dict[str, Any]], extra: Sequence[str] = ()) -> str | None:
+    first = rows[0]
+    parts = [*dict.fromkeys(note for row in rows for note in _unofficial(row)), *extra]
+    if first.get("prompt") and first["prompt"] != DEFAULT_PROMPT:
+        parts.append(f"prompt mode: {first['prompt']}")
+    if first.get("split") and first["split"] != DEFAULT_SPLIT:
+        parts.append(f"split: {first['split']}")
+    if first.get("recipe"):
+        parts.append(f"fine-tuned on the {first.get('train_split')} split with recipe {first['recipe']}"
+                     + (f", seed {first['seed']}" if first.get("seed") is not None else ""))
     return "; ".join(parts) or None
 
 
 def _date(rows: Sequence[dict[str, Any]]) -> str | None:
-    stamps = sorted(str(row["timestamp"]) for row in rows if row.get("timestamp"))
-    return stamps[-1] if stamps else None
+    """The latest timestamp of the rows, as the ISO-8601 text they hold (None if none reads)."""
+    stamps = []
+    for row in rows:
+        text = str(row.get("timestamp"))
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            continue
+        stamps.append((when if when.tzinfo else when.replace(tzinfo=timezone.utc), text))
+    return max(stamps)[1] if stamps else None
+
+
+def _one_per_dataset(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The group's rows by dataset; two measurements of one dataset (another revision,
+    options, dtype, training...) cannot make one score."""
+    from rf100vl_hf.results.rows import IDENTITY
+
+    by_dataset: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        other = by_dataset.setdefault(row["dataset"], row)
+        if other is not row:
+            differ = [key for key in IDENTITY if other.get(key) != row.get(key)]
+            raise EvalResultsError(f"the rows hold two measurements of {row.get('spec')} on {row['dataset']} "
+                                   f"(they differ in {', '.join(differ)}): choose one run with --run or --latest")
+    return by_dataset
 
 
 def eval_files(
@@ -159,114 +186,121 @@ def eval_files(
     benchmark_revision: str | None = None,
     source_url: str | None = None,
     partial: bool = False,
+    allow_unofficial: bool = False,
 ) -> list[EvalFile]:
     """The evaluation results of one model's rows on the benchmark dataset ``benchmark``: one
-    file per benchmark, prompt mode and split. A task whose datasets the rows do not all cover
-    is left out (listed in ``skipped``), unless ``partial``: then its value is the mean over
-    the datasets run, and the notes say how many of how many. Rows of limited runs (the first
-    images of each split only) are never reported."""
+    file per benchmark, prompt mode, split and fine-tuning. A mean task whose datasets the
+    rows do not all cover is left out (listed in ``skipped``), unless ``partial``: then its
+    value is the mean over the datasets run, and the notes say how many of how many. Rows
+    that are not results are refused unless ``allow_unofficial`` (see the module)."""
     from huggingface_hub import EvalResultEntry
 
-    from rf100vl_hf.results.rows import LIMIT, latest
+    from rf100vl_hf.results.rows import TRAINING_IDENTITY, latest
 
-    rows = [row for row in latest(_model_rows(rows, model)) if not row.get(LIMIT)]
+    rows = _without_superseded_limits(latest(model_rows(rows, model)))
+    spec = str(rows[0].get("spec") or rows[0].get("model")) if rows else str(model)
     common = {"dataset_id": benchmark, "dataset_revision": benchmark_revision, "source_url": source_url,
               "source_name": "rf100vl-hf results" if source_url else None}
-    files = []
+    files, used, partial_tasks = [], [], []
     detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    for (prompt, split), chosen in _groups(detection).items():
-        scores = {row["dataset"]: float(row["ap"]) for row in chosen if isinstance(row.get("ap"), (int, float))}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in detection:
+        key = (row.get("prompt"), row.get("split"), *(str(row.get(k)) for k in TRAINING_IDENTITY))
+        groups.setdefault(key, []).append(row)
+    for chosen in groups.values():
+        scored = {name: row for name, row in _one_per_dataset(chosen).items() if isinstance(row.get("ap"), (int, float))}
         entries, skipped = [], {}
-        for task, (_, datasets) in rf100vl_tasks().items():
-            covered = [scores[d] for d in datasets if d in scores]
-            if not covered or (len(covered) < len(datasets) and not partial):
-                skipped[task] = f"{len(covered)} of {len(datasets)} datasets scored"
+        for task in rf100vl_means():
+            covered = [scored[d] for d in task.datasets if d in scored]
+            if not covered or (len(covered) < len(task.datasets) and not partial):
+                skipped[task.id] = f"{len(covered)} of {len(task.datasets)} datasets scored"
                 continue
-            extra = [f"partial: {len(covered)} of {len(datasets)} datasets"] if len(covered) < len(datasets) else []
-            smoke = any(row.get("smoke") for row in chosen if row["dataset"] in datasets)
-            entries.append(EvalResultEntry(task_id=task, value=round(sum(covered) / len(covered), 2),
-                                           date=_date(chosen), notes=_notes(prompt, split, extra, smoke), **common))
-        files.append(EvalFile("_".join(["rf100vl", *_variant(prompt, split)]), entries, skipped))
+            extra = []
+            if len(covered) < len(task.datasets):
+                extra.append(f"partial: {len(covered)} of {len(task.datasets)} datasets")
+                partial_tasks.append(task.id)
+            entries.append(EvalResultEntry(task_id=task.id, value=round(sum(r["ap"] for r in covered) / len(covered), 2),
+                                           date=_date(covered), notes=_notes(covered, extra), **common))
+        used += scored.values()
+        for name in sorted(scored):
+            row = scored[name]
+            entries.append(EvalResultEntry(task_id=name, value=round(float(row["ap"]), 2), date=_date([row]),
+                                           notes=_notes([row]), **common))
+        files.append(EvalFile("_".join(["rf100vl", *_variant(chosen[0])]), entries, skipped, spec,
+                              _checkpoints(scored.values())))
     grounding = [row for row in rows if row.get("benchmark") == "uouo"]
     if grounding:
-        by_dataset = {row["dataset"]: row for row in grounding}
+        by_dataset = _one_per_dataset(grounding)
         entries, skipped = [], {}
-        for task, (_, dataset, key) in UOUO_TASKS.items():
-            row = by_dataset.get(dataset)
-            if row is None or not isinstance(row.get(key), (int, float)):
-                skipped[task] = f"no {dataset} row"
+        for task in UOUO_TASKS:
+            row = by_dataset.get(task.dataset)
+            if row is None or not isinstance(row.get(task.key), (int, float)):
+                skipped[task.id] = f"no {task.dataset} row"
                 continue
-            entries.append(EvalResultEntry(task_id=task, value=round(float(row[key]), 4), date=_date([row]),
-                                           notes=_notes(None, row.get("split"), smoke=bool(row.get("smoke"))),
-                                           **common))
-        files.append(EvalFile("uouo", entries, skipped))
+            used.append(row)
+            entries.append(EvalResultEntry(task_id=task.id, value=round(float(row[task.key]), 4), date=_date([row]),
+                                           notes=_notes([row]), **common))
+        files.append(EvalFile("uouo", entries, skipped, spec, _checkpoints(by_dataset.values())))
+    if not allow_unofficial:
+        refuse_unofficial(used, partial_tasks)
     return files
 
 
-def _groups(rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
-    groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault((row.get("prompt"), row.get("split")), []).append(row)
-    return groups
+def _checkpoints(rows: Any) -> tuple[str | None, ...]:
+    return tuple(dict.fromkeys(row.get("checkpoint") for row in rows))
 
 
-def _variant(prompt: str | None, split: str | None) -> list[str]:
-    return [_slug(v) for v, default in ((prompt, DEFAULT_PROMPT), (split, DEFAULT_SPLIT)) if v and v != default]
+def _variant(row: dict[str, Any]) -> list[str]:
+    parts = [slug(str(v)) for v, default in ((row.get("prompt"), DEFAULT_PROMPT), (row.get("split"), DEFAULT_SPLIT))
+             if v and v != default]
+    if row.get("recipe"):
+        parts += [slug(f"{row.get('train_split')}-{row['recipe']}")] + \
+            ([f"seed{row['seed']}"] if row.get("seed") is not None else [])
+    return parts
+
+
+def eval_yaml_text(file: EvalFile) -> str:
+    """The file's YAML, checked: huggingface_hub parses it back, and it meets the specification."""
+    import yaml
+    from huggingface_hub import eval_result_entries_to_yaml
+
+    text = yaml.safe_dump(eval_result_entries_to_yaml(file.entries), sort_keys=False, allow_unicode=True)
+    check_eval_text(text, file.path)
+    return text
 
 
 def write_eval_files(files: Sequence[EvalFile], out: Path) -> list[Path]:
     """Write each file with entries as ``out/.eval_results/<name>.yaml``."""
-    import yaml
-    from huggingface_hub import eval_result_entries_to_yaml
-
-    folder = Path(out) / EVAL_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for file in files:
         if file.entries:
-            path = folder / f"{file.name}.yaml"
-            path.write_text(yaml.safe_dump(eval_result_entries_to_yaml(file.entries), sort_keys=False), encoding="utf-8")
+            path = Path(out) / file.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(eval_yaml_text(file), encoding="utf-8")
             paths.append(path)
     return paths
 
 
-def push_eval_results(
-    files: Sequence[EvalFile],
-    model_repo: str,
-    token: str | None = None,
-    create_pr: bool = False,
-    timeout: float | None = None,
-) -> str:
-    """Commit the files' YAML into ``model_repo`` (an existing model repository); return the
-    commit URL, or the pull request's URL with ``create_pr``."""
-    import tempfile
-
-    from huggingface_hub import CommitOperationAdd, HfApi
-
-    from rf100vl_hf.hub.network import bounded, xet_or_lfs
-    from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
-
-    if not any(file.entries for file in files):
-        skipped = "; ".join(f"{task}: {why}" for file in files for task, why in file.skipped.items())
-        raise EvalResultsError(f"no task is covered by the rows ({skipped or 'no rows'}); --partial reports partial means")
-    api = HfApi()
-    with bounded(api.endpoint, f"pushing evaluation results to {model_repo}", timeout), \
-            tempfile.TemporaryDirectory(prefix="rf100vl-eval-") as staging:
-        token = check_token(api, token)
-        paths = write_eval_files(files, Path(staging))
-        operations = [CommitOperationAdd(f"{EVAL_FOLDER}/{p.name}", str(p)) for p in paths]
-        with refused_as_auth_error(api, model_repo, "model"), xet_or_lfs(api.endpoint, model_repo, "model", token):
-            info = api.create_commit(model_repo, operations, commit_message="Add evaluation results (rf100vl-hf)",
-                                     token=token, repo_type="model", create_pr=create_pr)
-    return info.pr_url if create_pr and info.pr_url else info.commit_url
-
-
-def check_eval_file(path: Path) -> list[Any]:
-    """Parse a ``.eval_results`` YAML file back with huggingface_hub's own parser."""
+def check_eval_text(text: str, where: str) -> list[Any]:
+    """Parse ``.eval_results`` YAML with huggingface_hub's own parser, after checking it
+    against the specification; a :class:`DataError` names ``where`` and the fields at fault."""
     import yaml
     from huggingface_hub import parse_eval_result_entries
 
     try:
-        return parse_eval_result_entries(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    except (yaml.YAMLError, KeyError, TypeError) as exc:
-        raise DataError(path, "entries", f"not evaluation results ({exc})") from None
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DataError(where, "entries", f"not YAML ({str(exc).splitlines()[0]})") from None
+    found = eval_result_problems(data)
+    if found:
+        raise DataError(where, "entries", "breaks the Hub's specification: " + "; ".join(found[:5])
+                        + (f" (and {len(found) - 5} more)" if len(found) > 5 else ""))
+    try:
+        return parse_eval_result_entries(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(where, "entries", f"not evaluation results ({exc})") from None
+
+
+def check_eval_file(path: Path) -> list[Any]:
+    """A ``.eval_results`` file read back and checked (see :func:`check_eval_text`)."""
+    return check_eval_text(Path(path).read_text(encoding="utf-8"), str(path))

@@ -12,6 +12,10 @@ Every Hub call is bounded in time and explained in one line (:mod:`.network`), a
 upload uses Xet only when the server has it (:func:`.network.xet_or_lfs`). The card's
 loading example is set to the repository pushed to (:func:`.card.name_repository`), so a
 folder exported without ``--push`` is not published saying ``ORG/NAME``.
+
+A folder's ``eval.yaml`` is checked first, as the Hub checks it when it is pushed
+(:func:`.eval_yaml.check_eval_yaml`): a file the Hub would refuse is an error before anything
+is uploaded, and a framework the Hub does not list yet is a warning.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from huggingface_hub import HfApi
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
-from rf100vl_hf.hub.card import CARD_FILE, name_repository
+from rf100vl_hf.hub.card import CARD_FILE, name_repository, read_card
+from rf100vl_hf.hub.eval_yaml import EVAL_FILE, check_eval_yaml
 from rf100vl_hf.hub.export import STAGING_PREFIX
 from rf100vl_hf.hub.network import bounded, xet_or_lfs
 
 REPO_TYPE = "dataset"
 DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"
+
 
 def push_repository(
     path: Path,
@@ -43,12 +49,15 @@ def push_repository(
     The repository is created if needed (``private`` applies only then), and so is the
     branch ``revision``. The folder is the whole repository: remote files it lacks are
     deleted in the same commit (the Hub's history keeps them), except ``.gitattributes``.
-    Its card's loading example is made to name ``repo_id`` first. Each request times out
-    after ``timeout`` seconds (see :func:`.network.bounded`).
+    Its card's loading example is made to name ``repo_id`` first, and its ``eval.yaml`` is
+    checked against the configs of the card. Each request times out after ``timeout``
+    seconds (see :func:`.network.bounded`).
     """
     path = Path(path)
     if not (path / CARD_FILE).is_file():
         raise DataError(path, CARD_FILE, "missing: not a repository folder written by an export")
+    if (path / EVAL_FILE).is_file():
+        check_eval_yaml(path, {config.name: {split.name for split in config.splits} for config in read_card(path)})
     name_repository(path, repo_id)
     api = HfApi()
     with bounded(api.endpoint, f"pushing {path} to {repo_id}", timeout):

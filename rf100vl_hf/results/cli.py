@@ -55,10 +55,28 @@ or HF_TOKEN); every request times out after --timeout seconds ($RF100VL_HUB_TIME
 
 EVAL_HELP = """\
 Write the Hub's evaluation results of one model: .eval_results/*.yaml entries (value, task id
-of the benchmark's eval.yaml, benchmark revision, date, source, notes naming a prompt mode or
-split that is not the default) built with huggingface_hub's EvalResultEntry, and push them to
-the model repository, as a pull request with --create-pr (or only write them with --out).
-A task is reported only when the rows cover all its datasets, unless --partial.
+of the benchmark's eval.yaml, benchmark revision, date, source, notes naming a prompt mode,
+split or fine-tuning that is not the default) built with huggingface_hub's EvalResultEntry and
+checked against the Hub's specification, and push them to the model repository, as a pull
+request with --create-pr (an open pull request of yours that carries them is updated instead
+of a second one being opened), or only write them with --out.
+
+The Hub ranks these values on the benchmark's leaderboard, so only results are written:
+smoke rows (random weights), rows of a limited run (--rf100vl-limit) and --partial means are
+refused unless --allow-unofficial, which writes them with notes saying what they are; and
+the rows' checkpoint must be the --model-repo, unless --model-repo-mismatch-ok. A mean task
+is reported only when the rows cover all its datasets, unless --partial. When pushing, the
+entries get the benchmark's current commit (or --benchmark-revision) and, with --source, the
+attribution of the token's user or organisation; tasks the benchmark's eval.yaml does not
+declare are left out.
+"""
+
+HUB_STATUS_HELP = """\
+Read back what the Hub made of evaluation results: the entries it lists for the model (each
+with its file, and its pull request when it comes from one) and the files it refused with
+why, the open pull requests that carry .eval_results files and their tasks, and the
+leaderboard of each benchmark the entries name (or of --dataset): its rows, or why there is
+none (a benchmark whose evaluation_framework the Hub does not list has no leaderboard).
 """
 
 
@@ -213,7 +231,8 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_results(args: argparse.Namespace) -> int:
-    from rf100vl_hf.hub.eval_results import eval_files, push_eval_results, write_eval_files
+    from rf100vl_hf.hub.eval_publish import publish_eval_results
+    from rf100vl_hf.hub.eval_results import check_model_repo, eval_files, write_eval_files
 
     source = args.source or None
     source_url = None
@@ -222,10 +241,12 @@ def cmd_eval_results(args: argparse.Namespace) -> int:
 
         source_url = source if "://" in source else f"{constants.ENDPOINT}/datasets/{source}"
     files = eval_files(_rows(args), args.benchmark, model=args.model, benchmark_revision=args.benchmark_revision,
-                       source_url=source_url, partial=args.partial)
+                       source_url=source_url, partial=args.partial, allow_unofficial=args.allow_unofficial)
     for file in files:
         for task, why in file.skipped.items():
             print(f"{file.name}: task {task} left out ({why})")
+    if args.model_repo:
+        check_model_repo(files, args.model_repo, args.model_repo_mismatch_ok)
     if args.out is not None:
         for path in write_eval_files(files, args.out):
             print(f"wrote {path}")
@@ -234,8 +255,26 @@ def cmd_eval_results(args: argparse.Namespace) -> int:
         from rf100vl_hf.errors import DataError
 
         raise DataError("eval-results", "--model-repo", "give the model repository to push to (or --out to only write)")
-    url = push_eval_results(files, args.model_repo, token=args.token, create_pr=args.create_pr, timeout=args.timeout)
-    print(f"pushed: {url}")
+    pushed = publish_eval_results(files, args.model_repo, args.benchmark, token=args.token, create_pr=args.create_pr,
+                                  benchmark_revision=args.benchmark_revision, timeout=args.timeout,
+                                  mismatch_ok=args.model_repo_mismatch_ok)
+    for task, why in pushed.left_out.items():
+        print(f"task {task} left out ({why})")
+    where = f"pull request #{pushed.pull_request}" if pushed.pull_request else "main"
+    if not pushed.changed:
+        print(f"unchanged: {where} already holds these evaluation results ({pushed.url})")
+    elif pushed.updated:
+        print(f"updated {where}, which carried earlier scores: {pushed.url}")
+    else:
+        print(f"pushed to {where}: {pushed.url}")
+    return 0
+
+
+def cmd_hub_status(args: argparse.Namespace) -> int:
+    from rf100vl_hf.hub.eval_status import hub_status, status_lines
+
+    status = hub_status(args.model_repo, args.datasets or (), token=args.token, timeout=args.timeout)
+    print("\n".join(status_lines(status)))
     return 0
 
 
@@ -322,11 +361,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--benchmark-revision", metavar="SHA", help="the benchmark dataset's commit the scores are for")
     p.add_argument("--source", metavar="ORG/NAME", help="the results dataset repository (or a URL) the scores come from")
     p.add_argument("--model", metavar="SPEC", help="the model of the rows to report (needed when they hold several)")
-    p.add_argument("--partial", action="store_true", help="report means over partly covered tasks (noted)")
-    p.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing to main")
+    p.add_argument("--partial", action="store_true",
+                   help="report means over partly covered tasks (unofficial: needs --allow-unofficial)")
+    p.add_argument("--allow-unofficial", action="store_true",
+                   help="write smoke, limited and partial results too, with notes saying what they are")
+    p.add_argument("--model-repo-mismatch-ok", action="store_true",
+                   help="push rows whose checkpoint is not --model-repo (a local or fine-tuned copy of it)")
+    p.add_argument("--create-pr", action="store_true",
+                   help="open a pull request (or update yours that carries these files) instead of committing to main")
     p.add_argument("--out", type=Path, help="only write .eval_results/ into this folder, push nothing")
     _hub_options(p)
     p.set_defaults(func=cmd_eval_results)
+
+    p = commands.add_parser("hub-status", help="what the Hub lists for a model, its pull requests with scores, "
+                            "and the benchmark's leaderboard", description=HUB_STATUS_HELP, formatter_class=formatter)
+    p.add_argument("--model-repo", required=True, metavar="ORG/MODEL", help="the model repository")
+    p.add_argument("--dataset", action="append", dest="datasets", metavar="ORG/DATASET",
+                   help="a benchmark whose leaderboard to show (repeatable; default: those the entries name)")
+    _hub_options(p, "a token (default: the logged-in one or $HF_TOKEN; none is needed for public repositories)")
+    p.set_defaults(func=cmd_hub_status)
 
     _add_compare_parser(commands)
 
@@ -386,6 +439,7 @@ def add_draw_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_draw)
 
 
-def _hub_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--token", help="a token with write access (default: the logged-in one or $HF_TOKEN)")
+def _hub_options(parser: argparse.ArgumentParser,
+                 token: str = "a token with write access (default: the logged-in one or $HF_TOKEN)") -> None:
+    parser.add_argument("--token", help=token)
     parser.add_argument("--timeout", type=float, help="seconds before a Hub request gives up (default 60)")

@@ -12,17 +12,44 @@ import sys
 import pytest
 import yaml
 
-from rf100vl_hf.hub.eval_results import rf100vl_eval_yaml
+from rf100vl_hf.errors import DataError
+
+from rf100vl_hf.hub.eval_yaml import rf100vl_eval_yaml
+from rf100vl_hf.hub.specification import EVAL_YAML, TASK, eval_yaml_problems
 from rf100vl_hf.hub.export import STAGING_PREFIX, staging_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's upload
 
 
-def test_the_export_declares_the_benchmark_tasks(sample_repo):
+def test_the_export_declares_a_task_per_config_with_the_specifications_fields_only(sample_repo):
     content = yaml.safe_load((sample_repo / "eval.yaml").read_text())
-    assert content == rf100vl_eval_yaml()
-    assert [t["id"] for t in content["tasks"]] == ["all", "rf20vl", "aerial", "document", "flora-fauna",
-                                                    "industrial", "medical", "sports", "other"]
+    assert eval_yaml_problems(content) == [] and set(content) == set(EVAL_YAML)
+    assert content["evaluation_framework"] == "rf100vl-hf"
+    assert content["tasks"] == [{"id": "sample", "config": "sample", "split": "test"}]  # no mean: no catalogue dataset
+
+
+def test_a_full_repository_declares_the_means_each_on_a_config_it_has():
+    from rf100vl_hf.rf100vl import catalog
+
+    names = [entry.basename for entry in catalog.select()]
+    content = rf100vl_eval_yaml(names)
+    means = content["tasks"][:9]
+    assert [t["id"] for t in means] == ["all", "rf20vl", "aerial", "document", "flora-fauna", "industrial", "medical",
+                                        "sports", "other"]
+    assert all(set(task) == set(TASK) and task["config"] in names and task["split"] == "test"
+               for task in content["tasks"])
+    assert means[3]["config"] == catalog.select(domain="Document")[0].basename
+    assert [t["id"] for t in content["tasks"][9:]] == sorted(names)
+    rf20 = [entry.basename for entry in catalog.select(subset="rf20vl")]
+    assert [t["id"] for t in rf100vl_eval_yaml(rf20)["tasks"]][:1] == ["rf20vl"]  # "all" needs the 100
+
+
+def test_the_framework_id_is_configurable(monkeypatch):
+    monkeypatch.setenv("RF100VL_EVAL_FRAMEWORK", "my-harness")
+    assert rf100vl_eval_yaml(["bees"])["evaluation_framework"] == "my-harness"
+    monkeypatch.setenv("RF100VL_EVAL_FRAMEWORK", "Not An Id")
+    with pytest.raises(DataError, match=r"\$RF100VL_EVAL_FRAMEWORK: evaluation_framework: 'Not An Id' is not a framework"):
+        rf100vl_eval_yaml(["bees"])
 
 
 def test_exported_folders_and_files_follow_the_umask(sample_repo):

@@ -104,9 +104,11 @@ def test_a_limited_uouo_pair_asks_the_first_mosaics_only(fakes: pytest.Pytester,
 
 
 def test_limited_rows_are_never_reported_as_the_models_score_on_the_hub() -> None:
-    from rf100vl_hf.hub.eval_results import eval_files
+    from rf100vl_hf.hub.eval_results import UnofficialResultsError, eval_files
     from tests.results.factory import detection_row
 
     full, limited = detection_row("owlv2", "bees", 40.0), detection_row("owlv2", "actions", 90.0, limit=LIMIT)
-    (file,) = eval_files([full, limited], "org/rf100vl", partial=True)
-    assert {entry.task_id: entry.value for entry in file.entries} == {"all": 40.0, "flora-fauna": 40.0}
+    with pytest.raises(UnofficialResultsError, match="limited run.*--allow-unofficial"):
+        eval_files([full, limited], "org/rf100vl")
+    (file,) = eval_files([full, detection_row("owlv2", "bees", 90.0, limit=LIMIT)], "org/rf100vl")
+    assert {entry.task_id: entry.value for entry in file.entries} == {"bees": 40.0}  # the full row's

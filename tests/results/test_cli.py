@@ -114,7 +114,10 @@ def test_eval_results_writes_entries(folders, tmp_path, capsys):
 
     argv = ["results", "eval-results", str(folders[0]), "--benchmark", "org/rf100vl", "--partial",
             "--source", "org/results", "--out", str(tmp_path / "model")]
-    assert main(argv) == 0
+    assert main(argv) == 2  # partial means are not results
+    assert "--allow-unofficial" in capsys.readouterr().err
+    assert main([*argv, "--allow-unofficial"]) == 0
     entries = check_eval_file(tmp_path / "model" / ".eval_results" / "rf100vl.yaml")
-    assert {e.task_id for e in entries} >= {"all", "flora-fauna", "sports"}
+    assert {e.task_id for e in entries} >= {"all", "flora-fauna", "sports", "bees", "actions"}
+    assert {e.notes for e in entries if e.task_id == "all"} == {"partial: 2 of 100 datasets"}
     assert entries[0].source_url.endswith("/datasets/org/results")

@@ -1,5 +1,6 @@
 """The results repository on the (stand-in) Hub: append-and-merge, racing pushes, faults with
-clear one-line errors in bounded time and local files untouched, and evaluation results."""
+clear one-line errors in bounded time and local files untouched, and smoke rows marked.
+(Evaluation results for model repositories: ``tests/hub/test_eval_results.py``.)"""
 
 from __future__ import annotations
 
@@ -9,18 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rf100vl_hf.hub import results_repo
-from rf100vl_hf.hub.eval_results import (
-    EVAL_FOLDER,
-    check_eval_file,
-    eval_files,
-    push_eval_results,
-    rf100vl_eval_yaml,
-    uouo_eval_yaml,
-    write_eval_files,
-)
 from rf100vl_hf.hub.network import HubError
 from rf100vl_hf.hub.auth import HubAuthError
 from rf100vl_hf.hub.results_repo import push_results
@@ -172,75 +163,10 @@ def test_a_server_without_xet_gets_the_results_through_lfs(hub_server, tmp_path,
     assert "rf100vl/results.parquet" in hub_server.files("org/no-xet")
 
 
-# ---------------------------------------------------------------- evaluation results
-
-
-def catalogue_rows(spec: str = "owlv2", **extra):
-    from rf100vl_hf.rf100vl import catalog
-
-    aerial = [e.basename for e in catalog.select(domain="Aerial")]
-    return [detection_row(spec, name, 10.0 + i, **extra) for i, name in enumerate(aerial)] + [
-        detection_row(spec, "actions", 50.0, **extra), uouo_row(spec, "uouo-mmd", 0.5, 0.75)]
-
-
-def test_entries_name_tasks_of_the_eval_yaml_and_parse_with_huggingface_hub(tmp_path, monkeypatch):
-    from tests.results import factory
-
-    from rf100vl_hf.rf100vl import catalog
-
-    for entry in catalog.select(domain="Aerial"):
-        monkeypatch.setitem(factory.DATASETS, entry.basename, "Aerial")
-    rows = catalogue_rows(prompt="instructions")
-    files = eval_files(rows, "org/rf100vl", benchmark_revision="a" * 40, source_url="http://hub/datasets/org/results")
-    (rf100vl, uouo) = files
-    assert rf100vl.name == "rf100vl_instructions"
-    assert [e.task_id for e in rf100vl.entries] == ["aerial"]  # the only domain run in full
-    assert rf100vl.skipped["all"] == f"{len(rows) - 1} of 100 datasets scored"
-    aerial = rf100vl.entries[0]
-    assert aerial.value == pytest.approx(sum(10.0 + i for i in range(len(rows) - 2)) / (len(rows) - 2), abs=0.01)
-    assert aerial.notes == "prompt mode: instructions" and aerial.dataset_revision == "a" * 40
-    assert [e.task_id for e in uouo.entries] == ["mmd", "mmd-quadrant"]
-    partial = eval_files(rows, "org/rf100vl", partial=True)[0]
-    assert {e.task_id for e in partial.entries} == {"all", "rf20vl", "aerial", "sports"}
-    assert "partial: " in next(e for e in partial.entries if e.task_id == "all").notes
-    paths = write_eval_files([partial, uouo], tmp_path)
-    tasks = {t["id"] for t in rf100vl_eval_yaml()["tasks"]} | {t["id"] for t in uouo_eval_yaml()["tasks"]}
-    for path in paths:
-        parsed = check_eval_file(path)
-        assert parsed and {e.task_id for e in parsed} <= tasks
-        assert yaml.safe_load(path.read_text())[0]["dataset"]["id"] == "org/rf100vl"
-
-
-def test_eval_results_push_as_a_pull_request(hub_server, tmp_path):
-    import huggingface_hub
-
-    huggingface_hub.create_repo("org/model", token=hub_server.token)
-    files = eval_files([uouo_row("m", "uouo-mmd", 0.5, 0.75), uouo_row("m", "uouo-random", 0.6, 0.8)], "org/uouo")
-    url = push_eval_results(files, "org/model", token=hub_server.token, create_pr=True)
-    assert url.endswith("/org/model/discussions/1")
-    on_pr = hub_server.files("org/model", "refs/pr/1", repo_type="model")
-    entries = check_eval_file_bytes(on_pr[f"{EVAL_FOLDER}/uouo.yaml"], tmp_path)
-    assert [(e.task_id, e.value) for e in entries] == [("random", 0.6), ("mmd", 0.5), ("random-quadrant", 0.8),
-                                                        ("mmd-quadrant", 0.75)]
-    assert f"{EVAL_FOLDER}/uouo.yaml" not in hub_server.files("org/model", repo_type="model")
-
-
-def check_eval_file_bytes(data: bytes, tmp_path: Path):
-    path = tmp_path / "entries.yaml"
-    path.write_bytes(data)
-    return check_eval_file(path)
-
-
-def test_the_leaderboard_and_the_evaluation_results_mark_smoke_rows():
+def test_the_leaderboard_marks_smoke_rows():
     rows = [detection_row("owlv2", "bees", 40.0), detection_row("owlv2:tiny", "bees", 1.0, smoke=True),
             uouo_row("oracle", "uouo-mmd", 1.0, 1.0)]
     card = results_repo.card_text("org/results", rows, [])
     assert "**Models marked (smoke): random weights, scores mean nothing.**" in card
     board = card.split("## Leaderboard", 1)[1]
     assert "| owlv2:tiny (smoke) |" in board and "| owlv2 |" in board and "| oracle (smoke) |" in board
-    (smoke,) = eval_files(rows[1:2], "org/rf100vl", partial=True)
-    assert all(e.notes.startswith("smoke run: random weights, the score means nothing") for e in smoke.entries)
-    (real,) = eval_files(rows[:1], "org/rf100vl", partial=True)
-    assert all("smoke" not in e.notes for e in real.entries)
-    uouo = eval_files(rows[2:], "org/uouo")[-1]
-    assert uouo.entries and all(e.notes == "smoke run: random weights, the score means nothing" for e in uouo.entries)

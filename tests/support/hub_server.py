@@ -11,8 +11,23 @@ and ``datasets``. This server speaks the part of the Hub's HTTP API those client
   ``POST /_lfs/{oid}/verify`` (the basic transfer; the sha256 of every upload is checked);
 - ``POST /api/{type}s/{repo}/commit/{rev}`` (ndjson: header, file, lfsFile, deletedFile,
   deletedFolder; ``parentCommit`` checked: 412 when the branch moved on); with ``create_pr=1``
-  the commit opens a pull request: a new ref ``refs/pr/N`` from ``rev``, which later commits
-  (and downloads) may name as their revision;
+  the commit opens a pull request (any signed-in user may): a discussion ``N`` and a new ref
+  ``refs/pr/N`` from ``rev``, which later commits of its author or of a writer (and downloads)
+  may name as their revision while it is open;
+- ``GET /api/{type}s/{repo}/discussions`` (``type``, ``status``, ``author``, pages ``p``),
+  ``POST .../discussions/{N}/status`` and ``.../discussions/{N}/merge``;
+- evaluation results as the Hub's specification has them (``rf100vl_hf.hub.specification``,
+  the same check the library runs before a push): a commit leaving a dataset repository with
+  an ``eval.yaml`` that breaks the specification, or whose tasks name a config or split its
+  card does not list, is refused (400, as the Hub validates it at push time). A dataset is a
+  *benchmark* when its ``main`` has a valid ``eval.yaml`` whose ``evaluation_framework`` is
+  in :attr:`StandInHub.frameworks` (the Hub's list, as of the specification's date; a test
+  registers another as a merged huggingface.js pull request would). ``GET
+  /api/models/{repo}?expand=evalResults`` lists the entries of the ``.eval_results/*.yaml``
+  of ``main`` and of open pull requests (those with ``pullRequest``) on benchmarks, and each
+  file that breaks the specification or names a task its benchmark does not declare as
+  ``{"filename", "error"}``; ``GET /api/datasets/{repo}/leaderboard`` ranks them per task
+  (404 for a dataset that is not a benchmark);
 - ``POST /api/{type}s/{repo}/branch/{branch}``, ``GET /api/{type}s/{repo}/refs``;
 - ``GET /api/{type}s/{repo}[/revision/{rev}]`` (repo info), ``GET .../tree/{rev}[/{path}]``
   (``recursive``, ``expand``, paginated with a ``Link`` header), ``POST .../paths-info/{rev}``;
@@ -120,12 +135,32 @@ class Commit:
 
 
 @dataclass
+class Discussion:
+    """A pull request (the only discussions the stand-in opens): its ref is ``refs/pr/{num}``."""
+
+    num: int
+    title: str
+    author: str
+    created: str
+    base: str  # the commit it was opened from, for a merge
+    status: str = "open"  # open, closed or merged
+
+    @property
+    def ref(self) -> str:
+        return f"refs/pr/{self.num}"
+
+
+@dataclass
 class Repo:
     repo_type: str
     repo_id: str
     private: bool
     branches: dict[str, str] = field(default_factory=dict)  # also holds the refs/pr/N of pull requests
     commits: dict[str, Commit] = field(default_factory=dict)
+    discussions: list[Discussion] = field(default_factory=list)
+
+    def open_pull_requests(self) -> list[Discussion]:
+        return [d for d in self.discussions if d.status == "open"]
 
     def resolve(self, revision: str) -> Commit | None:
         """A branch name or a commit id (full, or a prefix of at least 7 characters)."""
@@ -153,7 +188,8 @@ class StandInHub:
 
     ``requests`` records ``(method, path, status)`` of every request, which helps to see
     what a client asked when a test fails; ``tree_page_size`` and ``tree_expand_page_size``
-    (1000 and 50, as on the Hub) can be lowered to exercise the client's pagination.
+    (1000 and 50, as on the Hub) and ``discussions_page_size`` (50) can be lowered to exercise
+    the client's pagination; ``frameworks`` holds the evaluation framework ids it accepts.
     """
 
     def __init__(self, root: Path):
@@ -168,6 +204,8 @@ class StandInHub:
         self.requests: list[tuple[str, str, int]] = []
         self.tree_page_size = 1000
         self.tree_expand_page_size = 50
+        self.discussions_page_size = 50
+        self.frameworks: set[str] = set(_specification().FRAMEWORKS)
         self.lock = threading.RLock()
         self.faults: dict[str, int] = {}  # route -> the status it answers
         self.hanging: set[str] = set()
@@ -307,6 +345,95 @@ class StandInHub:
             return (sha256, size) in self._announced
 
 
+    # Evaluation results ----------------------------------------------------------------
+
+    def text(self, commit: Commit, path: str) -> str | None:
+        stored = commit.files.get(path)
+        return self.read_blob(stored.sha256).decode("utf-8", "replace") if stored else None
+
+    def eval_yaml_refusal(self, files: dict[str, StoredFile]) -> str | None:
+        """Why a dataset repository holding ``files`` has an ``eval.yaml`` the Hub refuses (None: it does not)."""
+        blob = files["eval.yaml"]
+        try:
+            data = yaml.safe_load(self.read_blob(blob.sha256))
+        except yaml.YAMLError as exc:
+            return f"eval.yaml is not YAML ({str(exc).splitlines()[0]})"
+        problems = _specification().eval_yaml_problems(data)
+        card = files.get("README.md")
+        configs = _card_configs(self.read_blob(card.sha256).decode("utf-8", "replace")) if card else None
+        if not problems and configs is not None:
+            problems = _specification().task_resolution_problems(data["tasks"], *configs)
+        return "; ".join(problems) or None
+
+    def benchmark_tasks(self, dataset: str) -> tuple[list[str] | None, str]:
+        """The task ids of the benchmark ``dataset`` (None when it is not one), and why it is not."""
+        repo = self.repos.get(("dataset", dataset))
+        if repo is None or repo.private:
+            return None, f"there is no public dataset {dataset}"
+        text = self.text(repo.commits[repo.branches["main"]], "eval.yaml")
+        if text is None:
+            return None, f"{dataset} has no eval.yaml"
+        data = yaml.safe_load(text)  # validated when it was pushed
+        if data["evaluation_framework"] not in self.frameworks:
+            return None, (f"the eval.yaml of {dataset} names evaluation_framework {data['evaluation_framework']!r}, "
+                          "which is not a registered evaluation framework")
+        return [task["id"] for task in data["tasks"]], ""
+
+    def eval_result_files(self, repo: Repo) -> list[tuple[str, int | None, str]]:
+        """(path, pull request, text) of the ``.eval_results`` files of ``main`` and of each
+        open pull request (those it changes)."""
+        main = repo.commits[repo.branches["main"]]
+        found: list[tuple[str, int | None, str]] = [
+            (path, None, self.text(main, path) or "") for path in sorted(main.files) if _is_eval_file(path)]
+        for pr in repo.open_pull_requests():
+            head = repo.commits[repo.branches[pr.ref]]
+            found += [(path, pr.num, self.text(head, path) or "") for path in sorted(head.files)
+                      if _is_eval_file(path) and head.files[path].sha256 != getattr(main.files.get(path), "sha256", None)]
+        return found
+
+    def eval_results(self, repo: Repo) -> list[dict[str, Any]]:
+        """The ``evalResults`` of a model: its entries on benchmarks, and its files with errors."""
+        items: list[dict[str, Any]] = []
+        for path, pr, text in self.eval_result_files(repo):
+            origin = {"pullRequest": pr} if pr else {}
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                items.append({"filename": path, "error": f"not YAML ({str(exc).splitlines()[0]})", **origin})
+                continue
+            problems = _specification().eval_result_problems(data)
+            for entry in data if not problems else []:
+                tasks, _ = self.benchmark_tasks(entry["dataset"]["id"])
+                if tasks is not None and entry["dataset"]["task_id"] not in tasks:
+                    problems.append(f"task {entry['dataset']['task_id']!r} is not a task of the eval.yaml of "
+                                    f"{entry['dataset']['id']}")
+            if problems:
+                items.append({"filename": path, "error": "; ".join(problems), **origin})
+                continue
+            items += [{"filename": path, "data": entry, **origin} for entry in data
+                      if self.benchmark_tasks(entry["dataset"]["id"])[0] is not None]
+        return items
+
+    def leaderboard(self, dataset: str) -> list[dict[str, Any]]:
+        """The leaderboard of the benchmark ``dataset``: per task, its public models by value."""
+        tasks, why = self.benchmark_tasks(dataset)
+        if tasks is None:
+            raise HubError(404, f"{dataset} is not a benchmark: {why}")
+        found = [(repo.repo_id, item) for repo in list(self.repos.values()) if repo.repo_type == "model" and not repo.private
+                 for item in self.eval_results(repo) if item.get("data", {}).get("dataset", {}).get("id") == dataset]
+        ranked = []
+        for task in tasks:
+            of_task = sorted((pair for pair in found if pair[1]["data"]["dataset"]["task_id"] == task),
+                             key=lambda pair: -pair[1]["data"]["value"])
+            for rank, (repo_id, item) in enumerate(of_task, start=1):
+                entry, owner = item["data"], repo_id.split("/")[0]
+                ranked.append({"rank": rank, "modelId": repo_id, "value": entry["value"], "filename": item["filename"],
+                               "verified": False, "source": entry.get("source"), "notes": entry.get("notes"),
+                               "author": {"type": "org" if owner in self.orgs else "user", "name": owner},
+                               "pullRequest": item.get("pullRequest"), "taskId": task})
+        return ranked
+
+
 # Request handling ----------------------------------------------------------------------
 
 _REPO = r"(?P<repo>[^/]+/[^/]+)"
@@ -320,6 +447,10 @@ _ROUTES: list[tuple[str, str, str]] = [
     ("POST", _API + r"/commit/(?P<rev>[^/]+)$", "commit"),
     ("POST", _API + r"/branch/(?P<branch>[^/]+)$", "create_branch"),
     ("GET", _API + r"/refs$", "refs"),
+    ("GET", _API + r"/discussions$", "discussions"),
+    ("POST", _API + r"/discussions/(?P<num>\d+)/status$", "discussion_status"),
+    ("POST", _API + r"/discussions/(?P<num>\d+)/merge$", "merge"),
+    ("GET", rf"^/api/datasets/{_REPO}/leaderboard$", "leaderboard"),
     ("GET", _API + r"(?:/revision/(?P<rev>[^/]+))?$", "repo_info"),
     ("GET", _API + r"/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?$", "tree"),
     ("POST", _API + r"/paths-info/(?P<rev>[^/]+)$", "paths_info"),
@@ -387,6 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         url = urlsplit(self.path)
         self.query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        self.expand = parse_qs(url.query).get("expand", [])
         self.body = self._body() if self.command in ("POST", "PUT") else b""
         try:
             self.user = self._authenticate()
@@ -433,6 +565,19 @@ class _Handler(BaseHTTPRequestHandler):
         if write and not self.hub.can_write(self._require_user(), repo_id):
             raise HubError(403, f"You don't have the rights to write to {repo_id}")
         return repo
+
+    def _writable(self, kind: str, repo_id: str, rev: str) -> tuple[Repo, Discussion | None]:
+        """The repository a commit to ``rev`` goes to, and the pull request whose ref it is: any
+        signed-in user may open a pull request, its author may commit to it while it is open."""
+        target = self._repo(kind, repo_id)
+        user = self._require_user()
+        pr = next((d for d in target.discussions if d.ref == unquote(rev)), None)
+        opening = self.query.get("create_pr", "").lower() in ("1", "true")
+        if not (self.hub.can_write(user, repo_id) or opening or (pr is not None and pr.author == user)):
+            raise HubError(403, f"You don't have the rights to write to {repo_id}")
+        if pr is not None and pr.status != "open":
+            raise HubError(403, f"Pull request #{pr.num} is {pr.status}: commits to it are refused")
+        return target, pr
 
     def _commit(self, repo: Repo, revision: str) -> Commit:
         commit = repo.resolve(revision)
@@ -503,6 +648,69 @@ class _Handler(BaseHTTPRequestHandler):
         include = self.query.get("include_prs", "").lower() in ("1", "true")
         self._json({"branches": branches, "converts": [], "tags": [], **({"pullRequests": pulls} if include else {})})
 
+    def _discussion(self, target: Repo, num: str) -> Discussion:
+        found = next((d for d in target.discussions if d.num == int(num)), None)
+        if found is None:
+            raise HubError(404, f"Discussion #{num} not found")
+        return found
+
+    def do_discussions(self, kind: str, repo: str) -> None:
+        target = self._repo(kind, repo)
+        wanted, status, author = self.query.get("type", "all"), self.query.get("status", "all"), self.query.get("author")
+        chosen = [d for d in reversed(target.discussions) if wanted in ("all", "pull_request")
+                  and (status == "all" or d.status == status or (status == "closed" and d.status == "merged"))
+                  and author in (None, d.author)]
+        start = int(self.query.get("p") or 0) * self.hub.discussions_page_size
+        page = chosen[start : start + self.hub.discussions_page_size]
+        self._json({
+            "discussions": [{"num": d.num, "title": d.title, "author": {"name": d.author, "type": "user"},
+                             "createdAt": d.created, "status": d.status, "isPullRequest": True,
+                             "repo": {"name": repo, "type": target.repo_type}, "numComments": 0, "pinned": False}
+                            for d in page],
+            "count": len(chosen), "start": start,
+            "numClosedDiscussions": sum(d.status != "open" for d in target.discussions),
+        })
+
+    def do_discussion_status(self, kind: str, repo: str, num: str) -> None:
+        target = self._repo(kind, repo)
+        user = self._require_user()
+        pr = self._discussion(target, num)
+        if not (self.hub.can_write(user, repo) or pr.author == user):
+            raise HubError(403, f"You don't have the rights to change the status of #{num}")
+        status = self._json_body().get("status")
+        if status not in ("open", "closed") or pr.status == "merged":
+            raise HubError(400, f"cannot set the status of #{num} ({pr.status}) to {status!r}")
+        pr.status = status
+        self._json({"newStatus": {"id": self.hub.new_oid(repo, num, status)[:24], "type": "status-change",
+                                  "createdAt": _now(), "author": {"name": user}, "data": {"status": status}}})
+
+    def do_merge(self, kind: str, repo: str, num: str) -> None:
+        target = self._repo(kind, repo, write=True)
+        with self.hub.lock:
+            pr = self._discussion(target, num)
+            if pr.status != "open":
+                raise HubError(400, f"Pull request #{num} is {pr.status}")
+            base, head = target.commits[pr.base], target.commits[target.branches[pr.ref]]
+            main = target.commits[target.branches["main"]]
+            files = dict(main.files)
+            for path in set(base.files) | set(head.files):
+                before, after = base.files.get(path), head.files.get(path)
+                if (before and (before.sha256, before.lfs)) != (after and (after.sha256, after.lfs)):
+                    if after is None:
+                        files.pop(path, None)
+                    else:
+                        files[path] = after
+            oid = self.hub.new_oid(repo, "merge", num)
+            target.commits[oid] = Commit(oid, f"Merge #{num}: {pr.title}", _now(), files)
+            target.branches["main"] = oid
+            pr.status = "merged"
+        self._json({})
+
+    def do_leaderboard(self, repo: str) -> None:
+        self._repo("datasets", repo)
+        with self.hub.lock:
+            self._json(self.hub.leaderboard(repo))
+
     def do_repo_info(self, kind: str, repo: str, rev: str | None = None) -> None:
         target = self._repo(kind, repo)
         commit = self._commit(target, rev or "main")
@@ -512,12 +720,17 @@ class _Handler(BaseHTTPRequestHandler):
             match = re.match(r"^---\r?\n(.*?)\r?\n---", text, flags=re.DOTALL)
             card = (yaml.safe_load(match.group(1)) if match else None) or {}
         first = min(target.commits.values(), key=lambda c: c.date)
-        self._json({
+        info = {
             "_id": hashlib.sha1(repo.encode()).hexdigest()[:24], "id": repo, "author": repo.split("/")[0],
             "sha": commit.oid, "lastModified": commit.date, "createdAt": first.date, "private": target.private,
             "gated": False, "disabled": False, "downloads": 0, "likes": 0, "tags": [], "cardData": card,
             "siblings": [{"rfilename": path} for path in sorted(commit.files)],
-        })
+        }
+        if self.expand:  # only the properties asked for, as on the Hub
+            with self.hub.lock:
+                extra = {"evalResults": self.hub.eval_results(target)} if target.repo_type == "model" else {}
+            info = {key: value for key, value in {**info, **extra}.items() if key in ("_id", "id", *self.expand)}
+        self._json(info)
 
     # Upload ---------------------------------------------------------------------------
 
@@ -536,7 +749,7 @@ class _Handler(BaseHTTPRequestHandler):
         return any(fnmatch.fnmatch(path if "/" in p else name, p) for p in patterns)
 
     def do_preupload(self, kind: str, repo: str, rev: str) -> None:
-        target = self._repo(kind, repo, write=True)
+        target, _ = self._writable(kind, repo, rev)
         commit = self._commit(target, rev)
         answers = []
         for item in self._json_body().get("files", []):
@@ -587,7 +800,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json({"success": True})
 
     def do_commit(self, kind: str, repo: str, rev: str) -> None:
-        target = self._repo(kind, repo, write=True)
+        target, _ = self._writable(kind, repo, rev)
         lines = [json.loads(line) for line in self.body.splitlines() if line.strip()]
         if not lines or lines[0].get("key") != "header":
             raise HubError(400, "a commit payload starts with its header line")
@@ -600,17 +813,24 @@ class _Handler(BaseHTTPRequestHandler):
             parent = target.commits[target.branches[branch]]
             if header.get("parentCommit") and header["parentCommit"] != parent.oid:
                 raise HubError(412, "A commit has happened since. Please refresh and try again.")
-            if self.query.get("create_pr", "").lower() in ("1", "true"):
-                pull_request = 1 + sum(name.startswith("refs/pr/") for name in target.branches)
-                branch = f"refs/pr/{pull_request}"
             oid = self.hub.new_oid(repo, header.get("summary", ""), parent.oid)
             files = dict(parent.files)
             for line in lines[1:]:
                 self._apply(line["key"], line["value"], files, oid)
+            touched = {line["value"].get("path") for line in lines[1:]}
+            if target.repo_type == "dataset" and "eval.yaml" in files and touched & {"eval.yaml", "README.md"}:
+                refusal = self.hub.eval_yaml_refusal(files)
+                if refusal:
+                    raise HubError(400, f"Invalid eval.yaml: {refusal}")
+            if self.query.get("create_pr", "").lower() in ("1", "true"):
+                pull_request = Discussion(len(target.discussions) + 1, header.get("summary", ""), self.user or "",
+                                          _now(), parent.oid)
+                target.discussions.append(pull_request)
+                branch = pull_request.ref
             target.commits[oid] = Commit(oid, header.get("summary", ""), _now(), files)
             target.branches[branch] = oid
         prefix = _URL_PREFIX[target.repo_type]
-        pr_url = f"{self.hub.url}/{prefix}{repo}/discussions/{pull_request}" if pull_request else None
+        pr_url = f"{self.hub.url}/{prefix}{repo}/discussions/{pull_request.num}" if pull_request else None
         self._json({"success": True, "commitOid": oid, "commitUrl": f"{self.hub.url}/{prefix}{repo}/commit/{oid}",
                     "pullRequestUrl": pr_url})
 
@@ -750,6 +970,39 @@ def _card_errors(data: dict[str, Any]) -> list[str]:
     if len(names) != len(set(names)):
         errors.append("dataset_info lists a config twice")
     return errors
+
+
+def _specification() -> Any:
+    """The library's table of the Hub's specification, the check a push runs too (imported when
+    used: importing ``rf100vl_hf.hub`` imports both HF libraries, which this module must not)."""
+    from rf100vl_hf.hub import specification
+
+    return specification
+
+
+def _is_eval_file(path: str) -> bool:
+    return path.startswith(".eval_results/") and path.endswith((".yaml", ".yml"))
+
+
+def _card_configs(card: str) -> tuple[dict[str, set[str]], str | None] | None:
+    """The configs a dataset card lists (config -> splits) and its default config; None for a
+    card that lists none (its configs come from its files, which the stand-in does not infer)."""
+    match = re.match(r"^---\r?\n(.*?)\r?\n---", card, flags=re.DOTALL)
+    data = yaml.safe_load(match.group(1)) if match else None
+    entries = data.get("configs") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    configs, default = {}, None
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("config_name"), str):
+            continue
+        files = entry.get("data_files")
+        items = files if isinstance(files, list) else [files]
+        configs[entry["config_name"]] = {str(i["split"]) if isinstance(i, dict) and "split" in i else "train"
+                                         for i in items if i is not None}
+        if entry.get("default") or entry["config_name"] == "default":
+            default = entry["config_name"]
+    return configs, default
 
 
 @contextmanager
