@@ -40,6 +40,7 @@ from transformers import (
 )
 
 from pytest_rf100vl.adapters.base import GroundingQuery
+from pytest_rf100vl.adapters.hf import image_tensors
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_florence_locations
 from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter
 
@@ -58,6 +59,20 @@ POST_PROCESSOR_CONFIG = {
     "description_with_bboxes_or_polygons": {},
 }
 """The post-processing rules the published checkpoints ship (for the tiny model's processor)."""
+
+
+def byte_tokenizer() -> BartTokenizer:
+    """A BART tokenizer over single bytes (no merges, no download) with Florence-2's task
+    markup, its 1,000 location tokens and its image token."""
+    from tokenizers import pre_tokenizers
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[symbol] = len(vocab)
+    markup = ["<od>", "</od>", "<ocr>", "</ocr>", "<poly>", "</poly>", "<sep>"]
+    locations = [f"<loc_{i}>" for i in range(BINS)]
+    return BartTokenizer(vocab=vocab, merges=[], image_token="<image>",
+                         extra_special_tokens=markup + locations + ["<image>"])
 
 
 class Florence2Adapter(TextAnswerAdapter):
@@ -82,7 +97,8 @@ class Florence2Adapter(TextAnswerAdapter):
         return parse_florence_locations(text)
 
     def generate(self, images: list[Image.Image], prompts: list[str]) -> list[Reply]:
-        inputs = self.processor(text=prompts, images=images, padding=True, return_tensors="pt")
+        inputs = self.processor(text=prompts, images=image_tensors(images, self.torch_device), padding=True,
+                                return_tensors="pt", device=self.torch_device)  # resized on the model's device
         output = self.run_generate(inputs)
         return [Reply(text, (BINS, BINS)) for text in self.processor.batch_decode(output, skip_special_tokens=False)]
 
@@ -90,16 +106,8 @@ class Florence2Adapter(TextAnswerAdapter):
     def build_tiny(cls, folder: Path) -> None:
         """A one-layer 32-wide BART on a two-stage DaViT, 64-pixel images (65 image tokens)."""
         import torch
-        from tokenizers import pre_tokenizers
 
-        vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-        for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
-            vocab[symbol] = len(vocab)
-        markup = ["<od>", "</od>", "<ocr>", "</ocr>", "<poly>", "</poly>", "<sep>"]
-        locations = [f"<loc_{i}>" for i in range(BINS)]
-        tokenizer = BartTokenizer(
-            vocab=vocab, merges=[], image_token="<image>", extra_special_tokens=markup + locations + ["<image>"]
-        )
+        tokenizer = byte_tokenizer()
         image_processor = CLIPImageProcessor(
             size={"height": 64, "width": 64}, do_center_crop=False, image_seq_length=65
         )

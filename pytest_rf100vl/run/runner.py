@@ -377,27 +377,35 @@ class _Clock:
     """What a driver records of the model calls of a loop: when each returned, how long it
     took and for how many images, and how many images the answer cache answered instead."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, overlapped: bool = False):
         self.device = device
+        self.overlapped = overlapped
         self.batch_seconds: list[float] = []
         self.batch_sizes: list[int] = []
+        self.began: list[float] = []
         self.ends: list[float] = []
         self.cached = 0
         _reset_peak_memory(device)
         self.start = time.perf_counter()
 
     def called(self, began: float, images: int) -> None:
+        self.began.append(began)
         self.ends.append(time.perf_counter())
         self.batch_seconds.append(self.ends[-1] - began)
         self.batch_sizes.append(images)
 
     def timing(self, warmup: int) -> Timing:
         """The loop's :class:`Timing`: the first ``warmup`` calls to return (at most all but the
-        last) are the warm-up."""
+        last) are the warm-up. It ends when the last of them returns, or, where calls overlap
+        (a pipeline launches a batch before it collects the one before), when the first steady
+        call began: the steady state then never leaves out work done for its own batches."""
         _synchronize(self.device)
         seconds = time.perf_counter() - self.start
         warmed = max(0, min(warmup, len(self.ends) - 1))
-        warmup_seconds = self.ends[warmed - 1] - self.start if warmed else 0.0
+        warmup_seconds = 0.0
+        if warmed:
+            boundary = self.began[warmed] if self.overlapped else self.ends[warmed - 1]
+            warmup_seconds = boundary - self.start
         return Timing(seconds, self.batch_seconds, self.batch_sizes, _peak_memory_mb(self.device), warmed,
                       warmup_seconds, self.cached)
 
@@ -444,7 +452,7 @@ def _timed_pipeline(
     timed from its forward's launch to its detections kept."""
     from rf100vl_hf.progress import progress_bar
 
-    clock = _Clock(adapter.device)
+    clock = _Clock(adapter.device, overlapped=True)
     with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
 
         def called(began: float, sent: int, cached: int) -> None:

@@ -100,3 +100,22 @@ def test_ground_asks_open_vocabulary_detection_of_the_target(
 def test_instructions_mode_is_refused(florence: Florence2Adapter) -> None:
     with pytest.raises(ValueError, match="prompt mode 'instructions'"):
         florence.set_task(DetectionTask(dataset="d", classes=["cat"], prompt="instructions"))
+
+
+def test_pixels_resized_on_the_model_device_equal_the_processors_own(
+    florence: Florence2Adapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pixels the model gets (the processor run on image tensors on the model's device) are
+    those of the processor on the PIL images."""
+    images = [image_item(WIDE).image, image_item((48, 80)).image]
+    sent: dict[str, torch.Tensor] = {}
+
+    def generate(**inputs: torch.Tensor) -> torch.Tensor:
+        sent.update(inputs)
+        return torch.full((len(images), 2), florence.processor.tokenizer.eos_token_id)
+
+    monkeypatch.setattr(florence.model, "generate", generate)
+    florence.generate(images, [GROUNDING + "cat"] * 2)
+    own = florence.processor(text=[GROUNDING + "cat"] * 2, images=images, padding=True, return_tensors="pt")
+    torch.testing.assert_close(sent["pixel_values"].cpu(), own["pixel_values"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(sent["input_ids"].cpu(), own["input_ids"])
