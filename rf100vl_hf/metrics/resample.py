@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from rf100vl_hf.boxes import MAX_DETECTIONS
-from rf100vl_hf.metrics.coco import _ground_truth, _index, _mean_defined, _results, _results_dataset
+from rf100vl_hf.metrics.backends import pycocotools_indexes
+from rf100vl_hf.metrics.checks import check_ground_truth, check_results
+from rf100vl_hf.metrics.coco import _mean_defined
 
 RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
 """pycocotools' ``recThrs``: the 101 recall points precision is read at."""
@@ -100,13 +102,12 @@ class ImageMatches:
 def match_images(ground_truth: dict[str, Any], predictions: Sequence[dict[str, Any]]) -> ImageMatches:
     """Match COCO results records to a COCO ground truth, image by image, with pycocotools
     (inputs are checked as :func:`rf100vl_hf.metrics.evaluate` checks them)."""
-    from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    gt = _ground_truth(ground_truth, None)
-    results, _ = _results(predictions, gt)
+    gt = check_ground_truth(ground_truth, None)
+    results = check_results(predictions, gt)
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints every step
-        evaluator = COCOeval(_index(COCO, gt.dataset), _index(COCO, _results_dataset(gt.dataset, results)), "bbox")
+        evaluator = COCOeval(*pycocotools_indexes(gt, results), "bbox")
         evaluator.params.maxDets = [MAX_DETECTIONS]
         evaluator.params.areaRng, evaluator.params.areaRngLbl = [[0, 1e10]], ["all"]
         evaluator.evaluate()
@@ -119,7 +120,7 @@ def match_images(ground_truth: dict[str, Any], predictions: Sequence[dict[str, A
                 for j, found, ignored in zip(entry["dtIds"], entry["dtMatches"][0], entry["dtIgnore"][0]):
                     outcomes[j - 1] = IGNORED if ignored else MATCHED if found else UNMATCHED  # ids count from 1
     thresholds = len(evaluator.params.iouThrs)
-    return ImageMatches(  # the copy's image ids are places in ascending order of the input's
+    return ImageMatches(  # the indexes' image ids are places in ascending order of the input's
         tuple(gt.image_ids.tolist()), tuple(_category(e, thresholds) for e in per_category), outcomes
     )
 
