@@ -119,13 +119,24 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         own = [pair for pair in session.pairs if pair.kind == name]
         if own:
             lines += kind.header_lines(own)
-    if settings.adapter_options:
-        from rf100vl_hf.redact import public_value
+    from rf100vl_hf.redact import public_value, scrub
 
+    if settings.adapter_options:
         lines.append("rf100vl: adapter options: " + ", ".join(
             f"{o.adapter + '.' if o.adapter else ''}{o.key}={public_value(o.value)}" for o in settings.adapter_options
         ))
-    return lines
+    return [scrub(line) for line in lines]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test's report, as pytest and its reporters will show it: scrubbed of every secret."""
+    report = yield
+    if _active(item.config):
+        from pytest_rf100vl.report.scrubbing import scrub_report
+
+        scrub_report(report)
+    return report
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -146,8 +157,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     rows = state.rows
     unfinished = resume.unfinished(workers.planned_pairs(session), state, rows)
     checks = state.mean_checks(rows)
+    from rf100vl_hf.redact import scrub
+
     text = summary(rows, list(state.kinds.values()), checks, state.missing, state.errors, state.left_out)
-    text += resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED)
+    text = scrub(text + resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED))
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text
     notes = [(True, warning) for warning in _results_written(config, state.writer.folder, rows)]
@@ -156,7 +169,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from pytest_rf100vl.report.publish import push_session
 
         notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
-    config.stash[NOTES_KEY] = notes
+    config.stash[NOTES_KEY] = [(warning, scrub(line)) for warning, line in notes]
     failed = sum(check.status == FAILED for check in checks)
     config.stash[MEAN_FAILURES_KEY] = failed
     if failed and session.exitstatus == pytest.ExitCode.OK:

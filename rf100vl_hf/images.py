@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import simplejpeg
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
-from rf100vl_hf.errors import DataError
+from rf100vl_hf.errors import DataError, shown
 
 ORIENTATION_TAG = 0x0112
 TRANSPOSING_ORIENTATIONS = frozenset({5, 6, 7, 8})
@@ -168,6 +168,9 @@ def probe_image(data: bytes, path: str | Path, full: bool = False) -> ImageProbe
                 _decode_all(im, data, fmt)
             elif not _ends_cleanly(data, fmt):
                 im.load()
+    except UnidentifiedImageError:  # a text file, an archive... (a link may lead anywhere): never embedded
+        raise DataError(path, "image", f"cannot be decoded: no image format recognises it (it starts "
+                        f"{shown(data[:16])}), so it is not embedded") from None
     except Exception as exc:  # PIL raises many types for bad files; all mean the same here
         raise DataError(path, "image", f"cannot be decoded ({type(exc).__name__}: {exc})") from exc
     width, height = stored

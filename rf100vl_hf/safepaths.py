@@ -4,7 +4,10 @@ A path that climbs out of its folder (``../``, an absolute ``file_name``) is ref
 annotation file names a file of the export. Links are not checked: an export (or a cut-out
 source) may link files kept elsewhere, and what a link leads to is read as the file itself.
 A FIFO, a device or a socket is refused by name before it is opened: opening a FIFO waits for
-a writer that never comes, and a device reads without end.
+a writer that never comes, and a device reads without end. :func:`read_file` is the one read
+of a file whose link may lead anywhere: a folder, a device or a file that cannot be read
+(``/proc/self/mem``) is an error naming it, and what it reads is embedded only once the
+caller has checked it (an image is probed: a text file is never embedded).
 """
 
 from __future__ import annotations
@@ -73,3 +76,15 @@ def text_problem(text: str) -> str | None:
     if surrogate is not None:
         return f"contains a lone surrogate (\\u{ord(surrogate):04x}), which is not valid Unicode text"
     return None
+
+
+def read_file(path: Path, field: str = "file") -> bytes:
+    """The bytes of the regular file at ``path`` (links followed), or a :class:`DataError` at
+    ``path``/``field`` saying what it is instead: a folder, a FIFO, a device, or unreadable."""
+    refuse_special(path, path, field)
+    if path.is_dir():
+        raise DataError(path, field, "is a directory, not a file")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataError(path, field, f"cannot be read ({exc.strerror or exc})") from None

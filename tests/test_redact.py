@@ -33,3 +33,52 @@ def test_command_line_words_with_urls_lose_their_credentials() -> None:
     assert public_argument("openai.base_url=https://u:pw@host/v1?key=k") == "openai.base_url=https://host/v1"
     assert public_argument("https://u:pw@host/v1") == "https://host/v1"
     assert public_argument("--rf100vl-model") == "--rf100vl-model"
+
+
+# --------------------------------------------------------------------------- the session's scrubber
+
+
+def test_a_secret_is_masked_in_every_form_it_is_written_in() -> None:
+    from rf100vl_hf.redact import Scrubber
+
+    scrubber = Scrubber()
+    scrubber.remember("sk-a/b+c==\n")  # a key as $(cat keyfile) of a CRLF file leaves it
+    for written in ("sk-a/b+c==", "sk-a%2Fb%2Bc%3D%3D", "sk-a/b%2Bc%3D%3D", '"sk-a/b+c==\\n"', "'sk-a/b+c==\\n'"):
+        shown = scrubber.scrub(f"the server said {written} back")
+        assert "sk-a" not in shown and "***" in shown, written
+    assert scrubber.scrub("nothing secret here") == "nothing secret here"
+
+
+def test_a_urls_credentials_and_key_parameters_are_masked_wherever_the_url_is() -> None:
+    import base64
+
+    from rf100vl_hf.redact import Scrubber
+
+    scrubber = Scrubber()
+    scrubber.remember_url("http://robot:PA%40SS-99@host:8000/v1?api-key=QK-1234&api-version=2024-02-01")
+    basic = base64.b64encode(b"robot:PA@SS-99").decode()
+    text = scrubber.scrub(f"failed: PA@SS-99 / PA%40SS-99 / Authorization: Basic {basic} / QK-1234 on 2024-02-01")
+    assert all(secret not in text for secret in ("PA@SS", "PA%40SS", basic, "QK-1234")) and "2024-02-01" in text
+    unknown = Scrubber()  # told nothing: the patterns alone
+    assert unknown.scrub("GET https://u:pw@example.org/x?token=abc123&sig=zz9&page=2 failed") == (
+        "GET https://***:***@example.org/x?token=***&sig=***&page=2 failed")
+    assert unknown.scrub("headers: Authorization: Bearer sk-live-1234567890") == "headers: Authorization: Bearer ***"
+    assert unknown.scrub("use basic instructions; a bearer of news") == "use basic instructions; a bearer of news"
+
+
+@pytest.mark.parametrize("word", [
+    "--rf100vl-adapter-option=openai.base_url=http://user:PA%40SS-77@host/v1?api-key=QK-5678",
+    "rf100vl_adapter_option=openai.base_url=http://user:PA%40SS-77@host/v1?api-key=QK-5678",
+    "-orf100vl_adapter_option=base_url=http://user:PA%40SS-77@host/v1?api-key=QK-5678",
+    "http://user:PA%40SS-77@host/v1?api-key=QK-5678",
+])
+def test_a_command_line_word_loses_credentials_in_every_spelling(word: str) -> None:
+    from rf100vl_hf.redact import public_argument
+
+    shown = public_argument(word)
+    assert "PA%40SS" not in shown and "QK-5678" not in shown and "user" not in shown
+    assert shown.endswith("http://host/v1")
+
+
+def test_a_url_urllib_cannot_read_still_loses_its_credentials() -> None:
+    assert public_url("http://u:secret-pw@[::1/v1?key=k") == "http://[::1/v1"

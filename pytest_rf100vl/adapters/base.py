@@ -204,6 +204,16 @@ class Adapter(ABC):
             )
 
     @classmethod
+    def secrets(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """What ``options`` hold or lead to that no text the plugin writes may show (the plugin
+        tells the session's scrubber, :mod:`rf100vl_hf.redact`, before it prints anything): by
+        default the credentials of every URL among them."""
+        from rf100vl_hf.redact import url_secrets
+
+        return tuple(secret for value in options.values() if isinstance(value, str) and "://" in value
+                     for secret in url_secrets(value))
+
+    @classmethod
     def resolved_options(cls, options: dict[str, Any]) -> dict[str, Any]:
         """Every declared option with its default, overridden by ``options`` in the defaults' types."""
         defaults = cls.option_defaults or {}

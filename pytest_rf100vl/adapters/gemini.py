@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from typing import Any, ClassVar
 
+from pytest_rf100vl.adapters.bounded_http import BodyTooLarge
 from pytest_rf100vl.adapters.image_payload import SentImage
 from pytest_rf100vl.adapters.prompts import Conversation
 from pytest_rf100vl.adapters.remote import Answer, Fault, status_fault
@@ -114,9 +116,14 @@ class GeminiAdapter(ServedChatAdapter):
         from google import genai
         from google.genai import types
 
+        from pytest_rf100vl.adapters.bounded_http import installed_httpx
+
+        chosen = os.environ.get("GOOGLE_GENAI_HTTP_CLIENT", "").strip().lower()  # google-genai's own setting
+        httpx = installed_httpx(*([chosen] if chosen in ("httpx", "httpx2") else []), "httpx2", "httpx")
+        client = httpx.Client(transport=self.transport(httpx), trust_env=False, follow_redirects=True)
         retry = {"retry_options": types.HttpRetryOptions(attempts=1)} if hasattr(types, "HttpRetryOptions") else {}
         options = types.HttpOptions(base_url=self.base_url, api_version="v1beta",
-                                    timeout=int(self.calls.policy.timeout * 1000), **retry)
+                                    timeout=int(self.calls.policy.timeout * 1000), httpx_client=client, **retry)
         return genai.Client(api_key=key or NO_KEY, http_options=options)
 
     def describe(self) -> dict[str, Any]:
@@ -153,6 +160,8 @@ class GeminiAdapter(ServedChatAdapter):
             raise status_fault(int(error.code or 0), scrub(str(error.message or error)), headers) from None
         except timeouts:
             raise Fault(f"no answer within timeout={self.calls.policy.timeout:g} s", retry=True) from None
+        except BodyTooLarge as error:
+            raise Fault(f"unreadable response: {error}", retry=True, unreadable=True) from None
         except transports as error:
             raise Fault(f"connection failed: {type(error).__name__}: {scrub(str(error))}", retry=True) from None
         except ValueError as error:  # JSON that does not parse, or not as a response

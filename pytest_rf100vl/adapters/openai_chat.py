@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from pytest_rf100vl.adapters.bounded_http import BodyTooLarge
 from pytest_rf100vl.adapters.image_payload import SentImage
 from pytest_rf100vl.adapters.prompts import Conversation
 from pytest_rf100vl.adapters.remote import Answer, Fault, status_fault
@@ -61,8 +62,12 @@ class OpenAIChatAdapter(ServedChatAdapter):
     def connect(self, key: str | None) -> Any:
         import openai
 
+        from pytest_rf100vl.adapters.bounded_http import httpx_module_of
+
+        transport = self.transport(httpx_module_of(openai.DefaultHttpxClient))
         return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0,
-                             timeout=self.calls.policy.timeout)
+                             timeout=self.calls.policy.timeout,
+                             http_client=openai.DefaultHttpxClient(transport=transport, trust_env=False))
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "max_tokens": self.max_tokens}
@@ -84,6 +89,8 @@ class OpenAIChatAdapter(ServedChatAdapter):
             raise Fault(f"no answer within timeout={self.calls.policy.timeout:g} s", retry=True) from None
         except openai.APIConnectionError as error:
             cause = error.__cause__ or error
+            if isinstance(cause, BodyTooLarge):
+                raise Fault(f"unreadable response: {cause}", retry=True, unreadable=True) from None
             raise Fault(f"connection failed: {type(cause).__name__}: {scrub(str(cause))}", retry=True) from None
         except (openai.APIResponseValidationError, ValueError) as error:
             raise Fault(f"unreadable response ({type(error).__name__})", retry=True, unreadable=True) from None

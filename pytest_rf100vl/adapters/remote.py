@@ -3,13 +3,17 @@ free of secrets; one implementation for every served adapter (``openai``, ``gemi
 
 - **In flight**: at most ``concurrency`` requests at once (a semaphore held only while a
   request is on the wire, not while it waits to be retried).
-- **Time**: every attempt is bounded by ``timeout`` seconds (the client's own time-out, its
-  own retries off); a question is given up after ``max_retries`` retries.
+- **Time**: every attempt ends within ``timeout`` seconds, connection, headers and body
+  together, however slowly the server sends them (:meth:`RemoteCalls.deadline`, which the
+  adapters' transports hold to: :mod:`.bounded_http`); a question is given up after
+  ``max_retries`` retries; with ``pair_timeout``, the requests of a pair end within that many
+  seconds of its start (a request in flight is cut at it, later ones are not sent).
 - **Retries**: 408, 409, 429, 5xx, time-outs, connection errors and unreadable responses
   (not JSON, cut short) are retried with exponential backoff and jitter
   (``retry_base_delay * 2**n``, at most ``retry_max_delay``, the wait drawn from its upper
   half), or after exactly the ``Retry-After`` the server asked for (seconds or an HTTP date);
-  a server asking for more than ``retry_max_delay`` is not waited for. Other 4xx answers are
+  a server asking for more than ``retry_max_delay`` is not waited for. Each timing option has
+  a documented range (:data:`RANGES`): a value outside it is an error naming the option. Other 4xx answers are
   not retried; 401, 403 and 404 (bad key, no access, no such model) stop every later request
   of the adapter at once, with the same message, rather than failing image by image.
 - **Spend**: ``max_requests`` caps the requests sent (every attempt counts, retries too) over
@@ -18,9 +22,10 @@ free of secrets; one implementation for every served adapter (``openai``, ``gemi
   is reached still finish. A question refused by a cap fails with a message that says so.
 - **Failures**: a question that gets no answer raises :class:`RequestFailed`; the runner
   counts its image as failed (no detections) and never caches it.
-- **Secrets**: every message that leaves this module (errors, logs, warnings) has the key and
-  any credentials of the base URL replaced by ``***`` (:meth:`RemoteCalls.scrub`), and is
-  raised without its cause, so no library's traceback can carry them.
+- **Secrets**: every message that leaves this module (errors, logs, warnings) and every answer
+  a server sends (its text and the model it names) passes the session's scrubber
+  (:mod:`rf100vl_hf.redact`, which the adapter told its key and its base URL's credentials),
+  and errors are raised without their cause, so no library's traceback can carry them.
 
 Per-pair columns (:meth:`RemoteCalls.pair_columns`): ``api_requests``, ``api_retries``,
 ``api_failed_requests``, ``api_unreadable_responses``, ``api_input_tokens``,
@@ -36,13 +41,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
+
+from rf100vl_hf import redact
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +56,20 @@ RETRIED_STATUS = frozenset({408, 409, 429})
 """Client-error statuses worth another try (time-out, conflict, rate limit); every 5xx is too."""
 FATAL_STATUS = frozenset({401, 403, 404})
 """Statuses that no later request will escape (bad key, no access, unknown model)."""
-MASK = "***"
+RANGES: dict[str, tuple[float, float]] = {
+    "concurrency": (1, 1024),
+    "timeout": (0, 3600),
+    "max_retries": (0, 100),
+    "retry_base_delay": (0, 600),
+    "retry_max_delay": (0, 600),
+    "pair_timeout": (0, 10**7),
+    "max_requests": (0, float("inf")),
+    "max_cost": (0, float("inf")),
+    "input_price": (0, float("inf")),
+    "output_price": (0, float("inf")),
+}
+"""The values each option of :class:`CallPolicy` may take (``timeout`` and ``pair_timeout``
+above their minimum): a delay of 10**12 seconds is a mistake, never a wait."""
 
 
 class Fault(Exception):
@@ -108,13 +127,6 @@ def status_fault(status: int, detail: str, headers: Mapping[str, str] | None = N
                  fatal=status in FATAL_STATUS)
 
 
-def url_secrets(url: str) -> list[str]:
-    """The parts of ``url`` that may be credentials: user, password and query values."""
-    parts = urlsplit(url)
-    found = [parts.username, parts.password, *(value for _, value in parse_qsl(parts.query))]
-    return [value for value in found if value]
-
-
 def pause(seconds: float) -> None:
     """Wait before a retry (a function of its own, so tests can record the waits instead)."""
     time.sleep(seconds)
@@ -142,19 +154,21 @@ class CallPolicy:
     max_retries: int = 4
     retry_base_delay: float = 1.0
     retry_max_delay: float = 60.0
+    pair_timeout: float | None = None
     max_requests: int | None = None
     max_cost: float | None = None
     input_price: float | None = None
     output_price: float | None = None
 
-    OPTIONS = ("concurrency", "timeout", "max_retries", "retry_base_delay", "retry_max_delay", "max_requests",
-               "max_cost", "input_price", "output_price")
+    OPTIONS = ("concurrency", "timeout", "max_retries", "retry_base_delay", "retry_max_delay", "pair_timeout",
+               "max_requests", "max_cost", "input_price", "output_price")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], where: str) -> CallPolicy:
-        """The policy of an adapter's options, each checked (``where`` names the adapter in errors)."""
+        """The policy of an adapter's options, each checked against :data:`RANGES` (``where``
+        names the adapter in errors)."""
 
-        def number(key: str, minimum: float, whole: bool = False, positive: bool = False) -> Any:
+        def number(key: str, whole: bool = False, positive: bool = False) -> Any:
             value = options[key]
             if value is None:
                 return None
@@ -162,23 +176,26 @@ class CallPolicy:
                 amount = float(value)
             except (TypeError, ValueError):
                 raise ValueError(f"{where}: option {key}={value!r} is not a number") from None
-            if not np.isfinite(amount) or amount < minimum or (positive and amount == 0) or (
+            low, high = RANGES[key]
+            if not np.isfinite(amount) or not low <= amount <= high or (positive and amount == low) or (
                     whole and amount != int(amount)):
                 kind = "a whole number" if whole else "a number"
-                bound = f"above {minimum:g}" if positive else f"at least {minimum:g}"
+                bound = (f"above {low:g}" if positive else f"at least {low:g}") + (
+                    f" and at most {high:g}" if np.isfinite(high) else "")
                 raise ValueError(f"{where}: option {key}={value!r} must be {kind} {bound}")
             return int(amount) if whole else amount
 
         policy = cls(
-            concurrency=number("concurrency", 1, whole=True),
-            timeout=number("timeout", 0, positive=True),
-            max_retries=number("max_retries", 0, whole=True),
-            retry_base_delay=number("retry_base_delay", 0),
-            retry_max_delay=number("retry_max_delay", 0),
-            max_requests=number("max_requests", 0, whole=True),
-            max_cost=number("max_cost", 0),
-            input_price=number("input_price", 0),
-            output_price=number("output_price", 0),
+            concurrency=number("concurrency", whole=True),
+            timeout=number("timeout", positive=True),
+            max_retries=number("max_retries", whole=True),
+            retry_base_delay=number("retry_base_delay"),
+            retry_max_delay=number("retry_max_delay"),
+            pair_timeout=number("pair_timeout", positive=True),
+            max_requests=number("max_requests", whole=True),
+            max_cost=number("max_cost"),
+            input_price=number("input_price"),
+            output_price=number("output_price"),
         )
         if None in (policy.concurrency, policy.timeout, policy.max_retries, policy.retry_base_delay,
                     policy.retry_max_delay):
@@ -207,44 +224,66 @@ class RemoteCalls:
     def __init__(self, policy: CallPolicy, label: str, secrets: Iterable[str] = ()):
         self.policy = policy
         self.label = label
-        self.secrets = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+        redact.remember_all(secrets)
         self.total = Tally()
         self.pair = Tally()
         self._latencies: list[float] = []
         self._models: set[str] = set()
         self._fatal: str | None = None
+        self._pair_ends: float | None = None
+        self._attempt = threading.local()  # the end of the attempt this thread is making
         self._slots = threading.BoundedSemaphore(policy.concurrency)
         self._lock = threading.Lock()
 
-    def scrub(self, text: str) -> str:
-        """``text`` with every secret replaced by ``***``."""
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
-        return text
+    @staticmethod
+    def scrub(text: str) -> str:
+        """``text`` with every secret of the session masked (:func:`rf100vl_hf.redact.scrub`)."""
+        return redact.scrub(text)
+
+    def deadline(self) -> float:
+        """When (``time.monotonic``) a request starting now must be answered: by the end of the
+        attempt this thread is making (a redirect does not start the clock again), else
+        ``timeout`` from now; never after the pair's end."""
+        return getattr(self._attempt, "ends", None) or self._fresh_deadline()
+
+    def _fresh_deadline(self) -> float:
+        ends = time.monotonic() + self.policy.timeout
+        return min(ends, self._pair_ends) if self._pair_ends is not None else ends
 
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """``attempt()`` until it answers, within the policy; :class:`RequestFailed` when it
         cannot. ``attempt`` raises :class:`Fault` for a failed attempt (anything else it
-        raises is a failure too, never retried)."""
+        raises is a failure too, never retried). The answer's text and model are scrubbed."""
         for tries in range(self.policy.max_retries + 1):
             self._admit(retry=tries > 0)
             try:
                 with self._slots:
                     began = time.perf_counter()
+                    self._attempt.ends = self._fresh_deadline()
                     answer = attempt()
             except Fault as fault:
                 self._faulted(fault, tries)
                 continue
             except Exception as error:  # a bug or an unforeseen client error: not retried
                 self._fail(f"{type(error).__name__}: {error}")
+            finally:
+                self._attempt.ends = None
+            answer = replace(answer, text=redact.scrub(answer.text),
+                             model=redact.scrub(answer.model) if answer.model else answer.model)
             self._answered(answer, time.perf_counter() - began)
             return answer
         raise AssertionError("unreachable: the last attempt's fault raises")  # pragma: no cover
 
+    def _pair_over(self) -> bool:
+        return self._pair_ends is not None and time.monotonic() >= self._pair_ends
+
     def _admit(self, retry: bool) -> None:
-        """Count one more request, or refuse it (a cap reached, or a fatal answer before)."""
+        """Count one more request, or refuse it (a cap or the pair's deadline reached, or a
+        fatal answer before)."""
         with self._lock:
             refusal = self._fatal
+            if refusal is None and self._pair_over():
+                refusal = f"pair_timeout={self.policy.pair_timeout:g} s reached: request not sent"
             if refusal is None and self.policy.max_requests is not None and (
                     self.total.requests >= self.policy.max_requests):
                 refusal = (f"max_requests={self.policy.max_requests} reached: request not sent "
@@ -262,7 +301,7 @@ class RemoteCalls:
 
     def _faulted(self, fault: Fault, tries: int) -> None:
         """After a failed attempt: wait and let the loop try again, or fail the question."""
-        reason = self.scrub(fault.reason)
+        reason = redact.scrub(fault.reason)
         if fault.unreadable:
             with self._lock:
                 self.total.unreadable_responses += 1
@@ -273,6 +312,8 @@ class RemoteCalls:
             self._fail(reason)
         if not fault.retry:
             self._fail(reason)
+        if self._pair_over():
+            self._fail(f"{reason}; pair_timeout={self.policy.pair_timeout:g} s reached")
         if tries >= self.policy.max_retries:
             self._fail(f"{reason} (gave up after {tries + 1} attempt{'s' if tries else ''})")
         delay = self.backoff(tries)
@@ -281,6 +322,8 @@ class RemoteCalls:
                 self._fail(f"{reason}; the server asked to wait {fault.retry_after:g} s, more than "
                            f"retry_max_delay={self.policy.retry_max_delay:g}")
             delay = fault.retry_after
+        if self._pair_ends is not None and time.monotonic() + delay >= self._pair_ends:
+            self._fail(f"{reason}; waiting {delay:.2f} s would pass pair_timeout={self.policy.pair_timeout:g} s")
         log.info("%s: %s; retrying in %.2f s", self.label, reason, delay)
         pause(delay)
 
@@ -293,7 +336,7 @@ class RemoteCalls:
         with self._lock:
             self.total.failed_requests += 1
             self.pair.failed_requests += 1
-        raise RequestFailed(f"{self.label}: {self.scrub(reason)}") from None
+        raise RequestFailed(redact.scrub(f"{self.label}: {reason}")) from None
 
     def _answered(self, answer: Answer, seconds: float) -> None:
         with self._lock:
@@ -307,8 +350,11 @@ class RemoteCalls:
                 self._models.add(answer.model)
 
     def start_pair(self) -> None:
+        """Count a new pair, and start its ``pair_timeout``."""
         with self._lock:
             self.pair = Tally()
+            self._pair_ends = (time.monotonic() + self.policy.pair_timeout if self.policy.pair_timeout is not None
+                               else None)
             self._latencies = []
             self._models = set()
 

@@ -21,7 +21,14 @@ convention, and every request bounded, retried and counted by :mod:`.remote`.
   answer cache without a request.
 
 Secrets: the key is read from the environment variable named by ``api_key_env`` and is
-held by the client only; options, ``describe()``, rows and messages name the variable.
+held by the client only; options, ``describe()``, rows and messages name the variable. The
+key (as the environment holds it), the base URL's credentials and an ``api_key_env`` that is
+no variable's name (the key given in its place) are told to the session's scrubber
+(:meth:`ServedChatAdapter.secrets`, which the plugin asks before anything is printed), so no
+text the plugin writes shows them, whatever a server echoes back.
+
+Transport: each client gets a :mod:`.bounded_http` transport, so a request ends at its
+deadline (:meth:`~.remote.RemoteCalls.deadline`) and a body over the cap is not read.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ import os
 import re
 from abc import abstractmethod
 from dataclasses import dataclass, replace
+from types import ModuleType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from rf100vl_hf import redact
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.redact import public_url
 
@@ -41,12 +50,14 @@ from pytest_rf100vl.adapters.coordinates import QWEN25_MAX_PIXELS, QWEN25_MIN_PI
 from pytest_rf100vl.adapters.image_payload import SentImage, sent_example, sent_image, shown_example
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
 from pytest_rf100vl.adapters.prompts import FAMILIES, IMAGE_FIRST, PROMPT_STYLES, Conversation, task_conversations
-from pytest_rf100vl.adapters.remote import Answer, CallPolicy, RemoteCalls, url_secrets
+from pytest_rf100vl.adapters.remote import Answer, CallPolicy, RemoteCalls
 from pytest_rf100vl.adapters.text_answers import Reply, TextAnswerBase
 
 FAMILY_CONVENTIONS = {"qwen2.5": "qwen2.5", "qwen3": "qwen3", "gemini": "gemini", "generic": "normalized"}
 FAMILY_NAMES = {"qwen2.5": re.compile(r"qwen2\.5"), "qwen3": re.compile(r"qwen3"), "gemini": re.compile(r"gemini")}
 ENVIRONMENT_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+SHORT_NAME = 16
+"""A name of capitals and digits alone, longer than this and not set, is taken for a key."""
 NO_KEY = "EMPTY"
 """What the client is given for a server without authentication (vLLM's convention)."""
 
@@ -63,6 +74,12 @@ SERVED_OPTIONS: dict[str, Any] = {
     **{field: getattr(CallPolicy, field) for field in CallPolicy.OPTIONS},
 }
 """The options every served adapter takes (each adds its base URL, key variable and own settings)."""
+
+
+def names_a_variable(name: str) -> bool:
+    """Whether ``name`` can be an environment variable's name rather than a key given in its
+    place: capitals, digits and underscores, and set, or with an underscore, or short."""
+    return bool(ENVIRONMENT_NAME.fullmatch(name)) and (name in os.environ or "_" in name or len(name) <= SHORT_NAME)
 
 
 def guess_family(model: str) -> str:
@@ -139,12 +156,27 @@ class ServedChatAdapter(TextAnswerBase[Shown, Question]):
         self.base_url = str(self.options["base_url"]).rstrip("/")
         if urlsplit(self.base_url).scheme not in ("http", "https") or not urlsplit(self.base_url).hostname:
             raise ValueError(f"{where}: option base_url={public_url(self.base_url)!r} is not an http(s) URL")
+        redact.remember_all(type(self).secrets(self.options))
         key = self._key()
         policy = CallPolicy.from_options(self.options, where)
-        self.calls = RemoteCalls(policy, f"{self.name}:{self.checkpoint}", [key or "", *url_secrets(self.base_url)])
+        self.calls = RemoteCalls(policy, f"{self.name}:{self.checkpoint}", [key or ""])
         self.concurrency = policy.concurrency
         self._examples: dict[int, SentImage] = {}  # id of a shown few-shot image -> what is sent
         self.client = self.connect(key)
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Unknown options (``TypeError``), and values the call policy refuses (``ValueError``
+        naming the option and its range), before anything is built."""
+        super().check_options(options)
+        CallPolicy.from_options(cls.resolved_options(options), f"adapter {cls.name!r}")
+
+    def transport(self, httpx: ModuleType) -> Any:
+        """A transport of the library ``httpx`` (``httpx`` or ``httpx2``: the client's) whose
+        every request ends by :meth:`~.remote.RemoteCalls.deadline` (:mod:`.bounded_http`)."""
+        from pytest_rf100vl.adapters.bounded_http import bounded_transport
+
+        return bounded_transport(httpx, self.base_url, self.calls.deadline)
 
     def _whole(self, key: str, minimum: int) -> int | None:
         """Option ``key`` as a whole number of at least ``minimum`` (``None`` stays ``None``)."""
@@ -156,14 +188,32 @@ class ServedChatAdapter(TextAnswerBase[Shown, Question]):
             raise ValueError(f"adapter {self.name!r}: option {key}={value!r} must be a whole number >= {minimum}")
         return int(value)
 
+    @classmethod
+    def key_variables(cls, variable: str) -> tuple[str, ...]:
+        """The variables the key is read from, in order: ``variable``, then :attr:`also_keys`
+        when ``variable`` is the default one."""
+        default = cls.option_defaults["api_key_env"]  # type: ignore[index]
+        return (variable, *(cls.also_keys if variable == default else ()))
+
+    @classmethod
+    def secrets(cls, options: dict[str, Any]) -> tuple[str, ...]:
+        """What no text may show: the base URL's credentials, the key each variable the key is
+        read from holds (as the environment holds it: a trailing newline and all), and the
+        value of ``api_key_env`` when it names no variable (the key given in its place)."""
+        resolved = cls.resolved_options(options)
+        found = list(super().secrets(resolved))
+        variable = str(resolved["api_key_env"])
+        if not names_a_variable(variable):
+            return (*found, variable)
+        return (*found, *(os.environ[name] for name in cls.key_variables(variable) if os.environ.get(name)))
+
     def _key(self) -> str | None:
-        """The key, from the environment; ``None`` for a server that may need none."""
+        """The key, from the environment (stripped); ``None`` for a server that may need none."""
         variable = str(self.options["api_key_env"])
-        if not ENVIRONMENT_NAME.fullmatch(variable):
+        if not names_a_variable(variable):
             raise ValueError(f"adapter {self.name!r}: option api_key_env must name an environment variable "
-                             "(capitals, digits and underscores), not hold the key itself")
-        default = type(self).option_defaults["api_key_env"]  # type: ignore[index]
-        for name in (variable, *(self.also_keys if variable == default else ())):
+                             "(capitals, digits and underscores, such as OPENAI_API_KEY), not hold the key itself")
+        for name in self.key_variables(variable):
             if os.environ.get(name, "").strip():
                 return os.environ[name].strip()
         if urlsplit(self.base_url).hostname in self.official_hosts:

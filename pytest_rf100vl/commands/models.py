@@ -50,9 +50,28 @@ def adapters() -> list[AdapterInfo]:
         except Exception as exc:  # a broken third-party module is listed with its error, not fatal
             listed.append(AdapterInfo(name, target, source, problem=f"{target}: {type(exc).__name__}: {exc}"))
             continue
+        problem = _attribute_problem(values)
+        if problem is not None:
+            listed.append(AdapterInfo(name, target, source, problem=f"{target}: {problem}"))
+            continue
         listed.append(AdapterInfo(name, target, source, values["default_checkpoint"],
                                   tuple(values["prompt_modes"]), tuple(values["tasks"])))
     return listed
+
+
+def _attribute_problem(values: dict[str, object]) -> str | None:
+    """Why a class's attributes cannot be listed (a checkpoint that is not text or ``None``,
+    modes or tasks that are not a sequence of names), or ``None``."""
+    from rf100vl_hf.errors import shown
+
+    checkpoint = values["default_checkpoint"]
+    if checkpoint is not None and not isinstance(checkpoint, str):
+        return f"default_checkpoint is {shown(checkpoint)}, not a name or None"
+    for key in ("prompt_modes", "tasks"):
+        names = values[key]
+        if not isinstance(names, (tuple, list)) or not all(isinstance(item, str) for item in names):
+            return f"{key} is {shown(names)}, not a tuple of names"
+    return None
 
 
 def table_lines(listed: list[AdapterInfo]) -> list[str]:

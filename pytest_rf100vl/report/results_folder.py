@@ -7,6 +7,10 @@
   session ends (a column a row lacks is null in the parquet file).
 - ``predictions/<model>/<dataset>/``: what each pair answered, in its kind's format
   (``<split>.json``: COCO results, or ``<split>.jsonl``: one record per image).
+
+Every byte written here passes the session's scrubber first (:mod:`rf100vl_hf.redact`): no
+file of the folder shows a key or a URL's credentials, whatever a row, an error or a server
+put in it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+
+from rf100vl_hf.redact import scrub, scrubbed
 
 JSONL = "results.jsonl"
 PARQUET = "results.parquet"
@@ -56,9 +62,9 @@ class ResultsWriter:
         replay of a smoke run is known as one."""
         path = self.predictions_dir(spec) / dataset / f"{split}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(predictions), encoding="utf-8")
+        path.write_text(scrub(json.dumps(predictions)), encoding="utf-8")
         path.with_name(f"{split}.about.json").write_text(
-            json.dumps({"run_id": self.run_id, **about}, default=str), encoding="utf-8"
+            scrub(json.dumps({"run_id": self.run_id, **about}, default=str)), encoding="utf-8"
         )
         return path
 
@@ -66,7 +72,7 @@ class ResultsWriter:
         """A pair's answers, one JSON line per image (per mosaic for grounding)."""
         path = self.predictions_dir(spec) / dataset / f"{split}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(record, default=str) + "\n" for record in records), encoding="utf-8")
+        path.write_text(scrub("".join(json.dumps(record, default=str) + "\n" for record in records)), encoding="utf-8")
         return path
 
     def append(self, row: dict[str, Any]) -> None:
@@ -77,7 +83,7 @@ class ResultsWriter:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.jsonl) + ".lock"), self.jsonl.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, allow_nan=True) + "\n")
+            handle.write(scrub(json.dumps(row, allow_nan=True)) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -87,5 +93,5 @@ class ResultsWriter:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         if rows:
-            write_parquet(rows, self.folder / PARQUET)
-        (self.folder / SUMMARY).write_text(summary, encoding="utf-8")
+            write_parquet(scrubbed(rows), self.folder / PARQUET)
+        (self.folder / SUMMARY).write_text(scrub(summary), encoding="utf-8")

@@ -14,7 +14,8 @@ record that fails it is a miss, never served. Several processes (pytest-xdist wo
 share one file: each opens its own :class:`AnswerCache`, and writers wait for one another
 (``timeout``). A connection is not shared across ``fork``.
 
-Only answers are stored, never failures: :meth:`AnswerCache.put` refuses an exception or
+Text in an answer (a grounding model's raw reply) is stored scrubbed of the session's
+secrets (:mod:`rf100vl_hf.redact`). Only answers are stored, never failures: :meth:`AnswerCache.put` refuses an exception or
 anything that is not an answer, and the runner calls it only for images the adapter answered
 (an image it raised on is asked again on the next run).
 """
@@ -33,6 +34,7 @@ import numpy as np
 import xxhash
 
 from rf100vl_hf.errors import DataError
+from rf100vl_hf.redact import scrub
 
 from pytest_rf100vl.adapters.base import Detections, GroundingAnswer
 
@@ -122,7 +124,9 @@ def _plain(value: Any, where: str) -> Any:
         return {_ARRAY: base64.b64encode(data.tobytes()).decode(), "dtype": data.dtype.str, "shape": list(data.shape)}
     if isinstance(value, np.generic):
         return value.item()
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, str):  # a model's raw answer may echo what it was sent: never a secret
+        return scrub(value)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, Mapping):
         if _ARRAY in value or not all(isinstance(k, str) for k in value):

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.progress import follow, logger
+from rf100vl_hf.redact import scrub
 
 from pytest_rf100vl.core.pairs import pair_of
 
@@ -177,7 +178,8 @@ class LiveProgress:
             yield self.reporter
 
     def show(self, line: str) -> None:
-        """A line that updates in place on a terminal (a plain line elsewhere)."""
+        """A line that updates in place on a terminal (a plain line elsewhere), scrubbed."""
+        line = scrub(line)
         with self._terminal() as reporter:
             if reporter is None:
                 return
@@ -191,7 +193,8 @@ class LiveProgress:
             reporter.rewrite(PREFIX + line, erase=True, flush=True)
 
     def message(self, line: str, replace: bool = False) -> None:
-        """A line of its own, after the line updating in place (or over it: ``replace``)."""
+        """A line of its own, after the line updating in place (or over it: ``replace``), scrubbed."""
+        line = scrub(line)
         with self._terminal() as reporter:
             if reporter is None:
                 return

@@ -80,25 +80,32 @@ class MatrixSession:
         return self.config.invocation_params.dir / Path(chosen).expanduser()
 
     def _check_adapter_options(self) -> None:
-        """An option a model's adapter does not declare is a usage error now, before any model
-        loads. Adapters the registry does not know (made by a hook) or that declare no
-        options are checked when they are built."""
+        """An option a model's adapter does not declare, or a value it refuses, is a usage error
+        now, before any model loads; and the secrets the options hold or lead to are told to
+        the session's scrubber before anything is printed (:mod:`rf100vl_hf.redact`). Adapters
+        the registry does not know (made by a hook) or that declare no options are checked
+        when they are built."""
+        from rf100vl_hf import redact
+
         from pytest_rf100vl.adapters import registry
 
         for spec in self.settings.models:
             options = self.settings.options_for(spec)
-            if not options:
-                continue
+            redact.remember_all(secret for value in options.values() if isinstance(value, str)
+                                for secret in redact.url_secrets(value))
             try:
                 cls = registry.adapter_class(registry.parse_spec(spec)[0])
             except Exception:  # unknown to the registry, or its module fails to import: reported per pair
                 continue
             try:
                 cls.check_options(options)
+                redact.remember_all(cls.secrets(options))
             except TypeError as exc:
-                raise pytest.UsageError(
+                raise pytest.UsageError(redact.scrub(
                     f"--rf100vl-adapter-option: {exc}; NAME.KEY=VALUE sets an option for one model only"
-                ) from None
+                )) from None
+            except ValueError as exc:
+                raise pytest.UsageError(redact.scrub(f"--rf100vl-adapter-option: {exc}")) from None
 
     def _check_target(self, metric: Metric, target: str) -> str:
         """A thresholds-file target, spelled by the metric's kind and refused when it belongs to another kind."""

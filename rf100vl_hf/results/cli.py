@@ -284,6 +284,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     comparison = compare(args.a, args.b, args.model_a, args.model_b, args.data_dir, args.fewshot_dir,
                          args.resamples, args.confidence, args.seed)
+    if not comparison.datasets:
+        from rf100vl_hf.controls import one_line
+        from rf100vl_hf.errors import DataError
+
+        why = "; ".join(f"{name}: {reason}" for name, reason in comparison.skipped.items()) or "neither holds one"
+        raise DataError(f"{args.a} and {args.b}", "datasets", one_line(f"no dataset was compared ({why})"))
     if args.format == "json":
         import dataclasses
         import json

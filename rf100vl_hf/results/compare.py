@@ -19,6 +19,7 @@ Wilcoxon signed-rank test over the datasets compared.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,9 @@ def _not_comparable(a: dict[str, Any], b: dict[str, Any]) -> str | None:
         return "scored on different images: " + "; ".join(differ)
     if not all(isinstance(row.get("ap"), (int, float)) for row in (a, b)):
         return "AP is undefined (the split has no ground-truth box)"
+    for side, row in (("A", a), ("B", b)):
+        if not math.isfinite(row["ap"]):
+            return f"AP of {side} is not a number ({row['ap']})"
     return None
 
 

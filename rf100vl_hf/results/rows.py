@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rf100vl_hf.errors import DataError, Rf100vlError
+from rf100vl_hf.errors import DataError, Rf100vlError, shown
 
 JSONL = "results.jsonl"
 
@@ -89,12 +89,34 @@ def identity(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(row.get(key) for key in IDENTITY)
 
 
+def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
+    """``(field, why)`` when ``row`` lacks what every table of rows needs, else ``None``: a
+    benchmark, a dataset and a model named as text, and per-class results (when it has them) as
+    a list of objects with a class name."""
+    if not isinstance(row.get("model"), str) and isinstance(row.get("spec"), str):
+        row = {**row, "model": row["spec"]}
+    for key in ("benchmark", "dataset", "model"):
+        if not isinstance(row.get(key), str):
+            got = f", got {shown(row[key])}" if key in row and row[key] is not None else ""
+            return key, f"a results row needs {key} (a string){got}"
+    per_class = row.get("per_class")
+    if per_class is None:
+        return None
+    if not isinstance(per_class, list):
+        return "per_class", f"expected a list of {{class, ap, ap50, n_instances}}, got {shown(per_class)}"
+    for index, item in enumerate(per_class):
+        if not isinstance(item, dict) or not isinstance(item.get("class"), str):
+            return f"per_class[{index}]", f"expected an object with a class name, got {shown(item)}"
+    return None
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The rows of one ``results.jsonl``.
 
     A last line without its line break was cut short by a killed run: it is skipped with a
-    :class:`TornLineWarning`. Any other line that is not a JSON object is an error naming the
-    file and the line.
+    :class:`TornLineWarning`. Any other line that is not a JSON object, or a row without
+    what every table needs (:func:`_row_problem`), is an error naming the file, the line and
+    the field.
     """
     path = Path(path)
     try:
@@ -117,6 +139,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise DataError(path, f"line {number}", f"not JSON ({str(exc)[:120]})") from None
         if not isinstance(row, dict):
             raise DataError(path, f"line {number}", f"expected a JSON object (a results row), got {type(row).__name__}")
+        problem = _row_problem(row)
+        if problem is not None:
+            raise DataError(path, f"line {number}: {problem[0]}", problem[1])
         rows.append(row)
     return rows
 

@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -427,7 +428,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
             "supercategory": export.supercategory,
             "fingerprint": export.fingerprint,
             "fewshot": {
-                "split": config.fewshot_split if fewshot is not None else None,
+                "split": config.fewshot_split if fewshot else None,
                 "source": "official" if self.fewshot_export else "generated",
                 "k": config.fewshot_k,
                 "seed": None if self.fewshot_export else config.fewshot_seed,
@@ -502,6 +503,11 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         if "train" in self.export.splits:
             train = self.export.splits["train"].images
             chosen[config.semisup_split] = split_makers.semisup(train, config.semisup_fraction, config.semisup_seed)
+        for name in [name for name, images in chosen.items() if not images]:  # drawn from a train split without boxes
+            warnings.warn(f"{self.source.name}: the generated {name} split would hold no image (the train split has "
+                          f"{sum(len(image.annotations) for image in self.export.splits['train'].images)} boxes): "
+                          "it is left out", split_makers.FewShotWarning, stacklevel=2)
+            del chosen[name]
         return [
             datasets.SplitGenerator(name=name, gen_kwargs={"images": images, "split": name})
             for name, images in chosen.items()

@@ -6,6 +6,11 @@ an epoch does the same thing whether the run went on from the one before or resu
 its checkpoint: a fit killed in epoch 2 and resumed ends with the weights an uninterrupted
 fit has. A loss that is not finite stops the fit with the epoch and step, rather than
 training on and scoring garbage.
+
+A checkpoint it cannot resume from (truncated, not one of this loop's, another model's
+weights) is set aside with a warning and the fit starts from its first epoch; finished
+weights that do not fit the model are an error naming the file (see
+:mod:`rf100vl_hf.training.store`).
 """
 
 from __future__ import annotations
@@ -13,24 +18,25 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from rf100vl_hf.errors import Rf100vlError
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.training.recipe import Recipe
 from rf100vl_hf.training.samples import Sample
-from rf100vl_hf.training.store import FitRecord, TrainedStore
+from rf100vl_hf.training.store import CheckpointWarning, FitRecord, TrainedStore, TrainingError
 
 Step = Callable[[list[Sample]], Any]
 """A batch of samples -> the model's outputs on them, with their ``loss`` (a scalar tensor) and,
 when the model reports them, its terms (``loss_dict``): a recipe's whole forward pass."""
 
 
-class TrainingError(Rf100vlError):
-    """A fit that cannot go on (a loss that is not finite)."""
+CHECKPOINT_KEYS = ("epoch", "steps", "train_s", "images", "history", "model", "optimizer", "scaler")
+"""What an epoch checkpoint of this loop holds."""
 
 
 def _epoch_seed(recipe: Recipe, epoch: int) -> int:
@@ -57,6 +63,66 @@ def _means(totals: dict[str, float], count: int) -> dict[str, float]:
     return {name: total / max(count, 1) for name, total in totals.items()}
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+
+
+def _weights_problem(weights: Any, model: torch.nn.Module) -> str | None:
+    """Why ``weights`` are not a state dict of ``model`` (other keys, other shapes), or ``None``."""
+    if not isinstance(weights, Mapping):
+        return f"holds a {type(weights).__name__}, not a model's weights"
+    expected = model.state_dict()
+    missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or extra:
+        return (f"holds the weights of another model ({len(missing)} of this model's tensors missing, "
+                f"{len(extra)} others; first: {(missing or extra)[0]})")
+    reshaped = [name for name, tensor in expected.items()
+                if not torch.is_tensor(weights[name]) or weights[name].shape != tensor.shape]
+    if reshaped:
+        return f"holds the weights of another model ({reshaped[0]} has another shape)"
+    return None
+
+
+def _read(path: Path, device: str) -> tuple[Any, str | None]:
+    """What a checkpoint file holds, or why it cannot be read (truncated, not a torch file)."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True), None
+    except Exception as error:  # torch raises several kinds for a damaged file
+        return None, f"cannot be read ({_first_line(error)})"
+
+
+def _resume(latest: tuple[int, Path], store: TrainedStore, model: torch.nn.Module, optimizer: Any, scaler: Any,
+            device: str, description: str) -> dict[str, Any] | None:
+    """Load the last epoch's checkpoint into the model, optimizer and scaler, and return the
+    loop's state; ``None`` when it cannot be resumed from (set aside, with a warning; the
+    optimizer and scaler may then hold part of it: the caller makes new ones)."""
+    path = latest[1]
+    saved, problem = _read(path, device)
+    if problem is None and (not isinstance(saved, dict) or any(key not in saved for key in CHECKPOINT_KEYS)):
+        problem = "is not a checkpoint of this training loop"
+    if problem is None and (not isinstance(saved["epoch"], int) or saved["epoch"] < 1):
+        problem = f"holds no finished epoch (epoch {saved['epoch']!r})"
+    if problem is None:
+        problem = _weights_problem(saved["model"], model)
+    if problem is None:
+        try:
+            optimizer.load_state_dict(saved["optimizer"])
+            scaler.load_state_dict(saved["scaler"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as error:
+            problem = f"holds another optimizer's state ({_first_line(error)})"
+    if problem is not None:
+        kept = store.set_aside(path)
+        warnings.warn(f"{path}: {problem}; set aside as {kept.name}, and {description} starts again from its "
+                      "first epoch", CheckpointWarning, stacklevel=3)
+        return None
+    model.load_state_dict(saved.pop("model"))
+    for key in ("optimizer", "scaler"):
+        saved.pop(key)
+    logger.info("%s: resuming after epoch %d", description, saved["epoch"])
+    return {**saved, "resumed": saved["epoch"]}
+
+
 def train(
     model: torch.nn.Module,
     samples: Sequence[Sample],
@@ -73,18 +139,27 @@ def train(
     checkpoint when there is one."""
     if not samples:
         raise TrainingError(f"{description}: the training split has no image")
+    with store.fitting():
+        return _train(model, samples, step, recipe, store, device, description, parameters)
+
+
+def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe: Recipe, store: TrainedStore,
+           device: str, description: str, parameters: Iterable[torch.nn.Parameter] | None) -> FitRecord:
     trainable = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
-    scaler = torch.amp.GradScaler(torch.device(device).type, enabled=recipe.mixed_precision == "fp16")
+
+    def fresh() -> tuple[Any, Any]:
+        return (torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=recipe.weight_decay),
+                torch.amp.GradScaler(torch.device(device).type, enabled=recipe.mixed_precision == "fp16"))
+
+    optimizer, scaler = fresh()
     state: dict[str, Any] = {"epoch": 0, "steps": 0, "train_s": 0.0, "images": 0, "history": [], "resumed": None}
     latest = store.latest_epoch()
     if latest is not None:
-        saved = torch.load(latest[1], map_location=device, weights_only=True)
-        model.load_state_dict(saved.pop("model"))
-        optimizer.load_state_dict(saved.pop("optimizer"))
-        scaler.load_state_dict(saved.pop("scaler"))
-        state = {**saved, "resumed": saved["epoch"]}
-        logger.info("%s: resuming after epoch %d of %d", description, state["epoch"], recipe.epochs)
+        resumed = _resume(latest, store, model, optimizer, scaler, device, description)
+        if resumed is None:
+            optimizer, scaler = fresh()
+        else:
+            state = resumed
     cuda = torch.device(device).type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -140,6 +215,11 @@ def train(
 
 
 def load_weights(model: torch.nn.Module, store: TrainedStore, device: str = "cpu") -> None:
-    """Load a finished fit's weights into ``model``."""
-    model.load_state_dict(torch.load(store.weights, map_location=device, weights_only=True))
+    """Load a finished fit's weights into ``model``; weights that do not fit it (another
+    model's, put in the store by hand) are a :class:`TrainingError` naming the file."""
+    weights, problem = _read(store.weights, device)
+    problem = problem or _weights_problem(weights, model)
+    if problem is not None:
+        raise TrainingError(f"{store.weights}: {problem}; delete {store.folder} to train again")
+    model.load_state_dict(weights)
     model.eval()

@@ -63,6 +63,15 @@ class Samples(Sequence[Sample]):
                              labels=np.asarray(labels, dtype=np.int64))
         return sample
 
+    @property
+    def n_boxes(self) -> int:
+        """The boxes of the split (a relabelled image's new ones), read without decoding an image:
+        a split with none has nothing to train on."""
+        counts = [len(objects["bbox"]) for objects in self._rows["objects"]]
+        for index, (boxes, _) in self._relabelled.items():
+            counts[index] = len(np.asarray(boxes).reshape(-1, 4))
+        return sum(counts)
+
     def relabelled(self, labels: dict[int, tuple[np.ndarray, np.ndarray]]) -> "Samples":
         """The same images, those at the given positions with the given boxes and labels (pseudo-labels)."""
         copy = Samples.__new__(Samples)

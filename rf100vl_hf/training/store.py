@@ -6,6 +6,13 @@ checkpoint ``epoch-NNNN.pt`` while it trains, and once it is done ``weights.pt``
 same folder and renamed into place, so a run killed at any moment leaves the previous
 epoch's checkpoint whole: the next run resumes from it, and a finished fit is never
 repeated (the README's "Data regimes").
+
+A fit holds the folder's lock while it trains (:meth:`TrainedStore.fitting`: a second
+process fitting the same weights waits, then finds them), after checking the folder can be
+written (a read-only results folder is an error naming it before an epoch is spent) and
+removing the temporary files a killed run left. A checkpoint that cannot be resumed from
+(truncated, not a checkpoint, another model's) is set aside as ``NAME.unreadable`` with a
+:class:`CheckpointWarning`, and the fit starts again (:meth:`TrainedStore.set_aside`).
 """
 
 from __future__ import annotations
@@ -14,14 +21,28 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-KEY_FILE, RECORD_FILE, WEIGHTS_FILE = "key.json", "trained.json", "weights.pt"
+from rf100vl_hf.errors import Rf100vlError
+
+KEY_FILE, RECORD_FILE, WEIGHTS_FILE, LOCK_FILE = "key.json", "trained.json", "weights.pt", "fit.lock"
 EPOCH_PREFIX = "epoch-"
+EPOCH_FILE = re.compile(r"epoch-(\d{1,9})\.pt")
+SET_ASIDE = ".unreadable"
+
+
+class TrainingError(Rf100vlError):
+    """A fit that cannot go on: a loss that is not finite, a store that cannot be written,
+    weights that do not fit the model."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint that could not be resumed from was set aside; the fit starts again."""
 
 
 def key_digest(key: dict[str, Any]) -> str:
@@ -71,6 +92,32 @@ class TrainedStore:
         return self.folder / WEIGHTS_FILE
 
     @contextlib.contextmanager
+    def fitting(self) -> Iterator[None]:
+        """Hold the fit's lock while training (see the module docstring); a folder that cannot
+        be written is a :class:`TrainingError` naming it."""
+        from filelock import FileLock
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.folder, prefix=".probe."):
+                pass
+        except OSError as exc:
+            raise TrainingError(f"{self.folder}: the trained-weights store cannot be written "
+                                f"({exc.strerror or exc}): make the results folder writable, or choose another "
+                                "with --rf100vl-results") from None
+        with FileLock(str(self.folder / LOCK_FILE)):
+            for leftover in self.folder.glob(".*"):  # the temporary files of a run killed mid-write
+                if leftover.is_file():
+                    leftover.unlink(missing_ok=True)
+            yield
+
+    def set_aside(self, path: Path) -> Path:
+        """Rename a checkpoint that cannot be used out of the way (kept, for a person to look at)."""
+        kept = path.with_name(path.name + SET_ASIDE)
+        os.replace(path, kept)
+        return kept
+
+    @contextlib.contextmanager
     def atomic(self, name: str) -> Iterator[Path]:
         """A temporary path to write ``name`` to; renamed into place when the block ends without error."""
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -107,8 +154,10 @@ class TrainedStore:
 
     def latest_epoch(self) -> tuple[int, Path] | None:
         """The last finished epoch's checkpoint (number from 1, path), if a fit was cut short."""
-        found = sorted(self.folder.glob(f"{EPOCH_PREFIX}*.pt")) if self.folder.is_dir() else []
-        return (int(found[-1].stem.removeprefix(EPOCH_PREFIX)), found[-1]) if found else None
+        found = sorted((int(match[1]), path) for path in (self.folder.glob(f"{EPOCH_PREFIX}*.pt")
+                                                           if self.folder.is_dir() else ())
+                       if (match := EPOCH_FILE.fullmatch(path.name)) and path.is_file())
+        return found[-1] if found else None
 
     @contextlib.contextmanager
     def epoch_checkpoint(self, epoch: int) -> Iterator[Path]:
@@ -117,7 +166,8 @@ class TrainedStore:
         with self.atomic(f"{EPOCH_PREFIX}{epoch:04d}.pt") as path:
             yield path
         for older in self.folder.glob(f"{EPOCH_PREFIX}*.pt"):
-            if int(older.stem.removeprefix(EPOCH_PREFIX)) < epoch:
+            match = EPOCH_FILE.fullmatch(older.name)
+            if match and int(match[1]) < epoch:
                 older.unlink(missing_ok=True)
 
     def finish(self, record: FitRecord) -> FitRecord:

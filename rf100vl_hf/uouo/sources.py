@@ -71,7 +71,7 @@ from PIL import Image, ImageOps
 from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.images import probe_image
 from rf100vl_hf.progress import logger, progress_bar
-from rf100vl_hf.safepaths import refuse_special, resolve_inside, text_problem
+from rf100vl_hf.safepaths import read_file, refuse_special, resolve_inside, text_problem
 from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
 from rf100vl_hf.uouo.licence import Licence, source_licence
 
@@ -153,7 +153,7 @@ def _open(data: bytes) -> Image.Image:
 
 def read_rgba(path: Path, mask_path: Path | None) -> tuple[Image.Image, bytes]:
     """The image in RGBA as stored (mask applied, nothing cleared) and the bytes it came from."""
-    data = path.read_bytes()
+    data = read_file(path)
     probe_image(data, path)
     image = _open(data)
     if mask_path is None:
@@ -165,7 +165,7 @@ def read_rgba(path: Path, mask_path: Path | None) -> tuple[Image.Image, bytes]:
                 f"{path.with_suffix('').name}{MASK_SUFFIX} beside it"
             )
         return rgba, data
-    mask_data = mask_path.read_bytes()
+    mask_data = read_file(mask_path)
     probe_image(mask_data, mask_path)
     mask = _open(mask_data)
     if mask.size != image.size:
@@ -266,6 +266,9 @@ def _folder_items(root: Path, folder: Path) -> list[tuple[Path, Path | None]]:
         _entry_name(folder, entry)
         path = _inside(root, entry, entry, "path")
         refuse_special(path, entry, "file")
+        named_as_image = entry.name.lower().endswith(MASK_SUFFIX) or entry.suffix.lower() in IMAGE_EXTENSIONS
+        if named_as_image and entry.is_dir():  # a folder, or a link to one, named as an image
+            raise DataError(entry, "file", "is a directory, not a file")
         if entry.name.lower().endswith(MASK_SUFFIX):
             masks[entry.name[: -len(MASK_SUFFIX)]] = path
         elif entry.is_file() and entry.suffix.lower() in IMAGE_EXTENSIONS:

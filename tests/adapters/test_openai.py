@@ -536,8 +536,9 @@ def test_credentials_in_the_base_url_are_never_shown(openai_server: StandInOpenA
     adapter = create("openai:stand-in-vl", base_url=url)
     public = openai_server.url
     assert adapter.describe()["base_url"] == public and adapter.pair_columns()["api_base_url"] == public
-    masked = public.replace("http://", "http://***:***@")
-    assert adapter.calls.scrub(f"POST {url} failed") == f"POST {masked} failed"
+    shown = adapter.calls.scrub(f"POST {url} failed")
+    assert shown == f"POST {public.replace('http://', 'http://***@')} failed"  # user:password is one secret
+    assert adapter.calls.scrub("the password is pa55word") == "the password is ***"
 
 
 # --------------------------------------------------------------------------- the runner

@@ -83,3 +83,17 @@ def test_help_lists_the_new_options(pytester: pytest.Pytester) -> None:
     for flag in ("--rf100vl-adapter-option", "--uouo-source", "--uouo-num-mosaics", "--uouo-seed", "--uouo-clip-model",
                  "--uouo-clip-pretrained", "--uouo-min-accuracy", "--uouo-min-miou"):
         assert flag in out
+
+
+@pytest.mark.parametrize(("option", "words"), [
+    ("openai.retry_max_delay=1e12", "option retry_max_delay=1000000000000.0 must be a number at least 0 and at most 600"),
+    ("openai.timeout=1e9", "option timeout=1000000000.0 must be a number above 0 and at most 3600"),
+    ("openai.pair_timeout=0", "option pair_timeout=0.0 must be a number above 0"),
+])
+def test_an_absurd_timing_option_is_a_usage_error_naming_it(pytester: pytest.Pytester, option: str,
+                                                           words: str) -> None:
+    result = pytester.runpytest("--rf100vl-model", "openai:m", "--rf100vl-dataset", "sample",
+                                "--rf100vl-adapter-option", option, "--rf100vl-adapter-option",
+                                "openai.base_url=http://127.0.0.1:9/v1", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--rf100vl-adapter-option: adapter 'openai': {words}" in result.stderr.str()

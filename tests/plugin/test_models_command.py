@@ -144,3 +144,53 @@ def test_the_table_and_json_agree(capsys: pytest.CaptureFixture[str]) -> None:
     table = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in table[1:]] == [info["name"] for info in listed]
     assert time.perf_counter() - start < 5.0
+
+
+ODD_ADAPTERS = '''
+    from pytest_rf100vl.adapters.base import Adapter
+
+
+    class NumberModes(Adapter):
+        prompt_modes = 5
+
+        def predict(self, batch):
+            return []
+
+
+    class NoTasks(Adapter):
+        tasks = None
+        default_checkpoint = float("nan")  # only an import can tell
+
+        def predict(self, batch):
+            return []
+
+
+    class OddCheckpoint(Adapter):
+        default_checkpoint = ("org", "model")
+        prompt_modes = ("names", 3)
+
+        def predict(self, batch):
+            return []
+'''
+
+
+def test_adapters_with_attributes_of_the_wrong_kind_are_listed_with_the_reason(site: Path) -> None:
+    (site / "odd_adapters.py").write_text(textwrap.dedent(ODD_ADAPTERS).lstrip(), encoding="utf-8")
+    points = site / "thirdparty-1.0.dist-info" / "entry_points.txt"
+    points.write_text(points.read_text(encoding="utf-8").replace(
+        "[rf100vl.adapters]\n",
+        "[rf100vl.adapters]\nmodes = odd_adapters:NumberModes\nnotasks = odd_adapters:NoTasks\n"
+        "oddckpt = odd_adapters:OddCheckpoint\n"), encoding="utf-8")
+    for format in ("json", "table"):
+        result = fresh(f"from rf100vl_hf.cli import main; raise SystemExit(main(['models', '--format', '{format}']))",
+                       site)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        if format == "json":
+            listed = {info["name"]: info for info in json.loads(result.stdout)}  # valid JSON: no NaN
+        else:
+            text = result.stdout
+    assert listed["modes"]["problem"] == ("odd_adapters:NumberModes: prompt_modes is 5, not a tuple of names")
+    assert listed["notasks"]["problem"] == "odd_adapters:NoTasks: default_checkpoint is nan, not a name or None"
+    assert listed["oddckpt"]["problem"].startswith("odd_adapters:OddCheckpoint: default_checkpoint is ('org', 'model')")
+    assert listed["third"]["problem"] is None  # the good ones are listed as ever
+    assert "modes: cannot be read: odd_adapters:NumberModes: prompt_modes is 5, not a tuple of names" in text

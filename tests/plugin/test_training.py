@@ -167,3 +167,36 @@ def test_a_model_that_cannot_be_fine_tuned_is_left_out_and_seeds_need_training(
     refused = pytester.runpytest(*base, "--rf100vl-seeds", "0-2")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT*"])
+
+
+@pytest.mark.parametrize(("seeds", "message"), [
+    ("5-2", "empty seed range '5-2' (write the lower seed first: 2-5)"),
+    ("0-100000", "holds more than 100 seeds"),
+    ("0-1000000000000", "seed 1000000000000 is too large"),
+    ("٣", "expected seeds such as 0-9"),  # a digit, but not an ASCII one
+])
+def test_seeds_out_of_reason_are_a_usage_error_at_once(pytester: pytest.Pytester, small_sample: Path,
+                                                       data_dir: Path, seeds: str, message: str) -> None:
+    link(data_dir, "small", small_sample)
+    started = time.monotonic()
+    refused = pytester.runpytest("--rf100vl-model", "rt-detrv2:tiny", "--rf100vl-dataset", "small",
+                                 f"--rf100vl-data-dir={data_dir}", "--rf100vl-train", "train",
+                                 "--rf100vl-seeds", seeds, "-p", "no:cacheprovider")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR and time.monotonic() - started < 30
+    assert message in refused.stderr.str()
+
+
+def test_a_train_split_with_no_box_is_a_clear_error_of_its_pair(pytester: pytest.Pytester, data_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    from rf100vl_hf.sample import write_sample_export
+
+    export = write_sample_export(tmp_path / "boxless", sizes={"train": 8, "valid": 8, "test": 8})
+    path = export / "train" / "_annotations.coco.json"
+    coco = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**coco, "annotations": []}), encoding="utf-8")
+    link(data_dir, "boxless", export)
+    result = pytester.runpytest(*TINY_DETR[:2], "--rf100vl-dataset", "boxless", "--rf100vl-device", "cpu",
+                                f"--rf100vl-data-dir={data_dir}", "--rf100vl-train", "train", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*boxless: the train split has no box to learn from (8 images without annotations)*"])
+    assert "Traceback" not in result.stdout.str()

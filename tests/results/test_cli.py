@@ -94,7 +94,7 @@ def test_bad_input_is_one_line_and_exit_2(folders, tmp_path, capsys, argv, messa
 
 
 def test_a_bad_line_is_exit_2(tmp_path, capsys):
-    (tmp_path / "results.jsonl").write_text("{}\nnot json\n")
+    (tmp_path / "results.jsonl").write_text('{"benchmark": "rf100vl", "dataset": "bees", "model": "m"}\nnot json\n')
     assert main(["results", "table", str(tmp_path)]) == 2
     assert "results.jsonl: line 2: not JSON" in capsys.readouterr().err
 

@@ -182,3 +182,24 @@ def test_the_comparison_says_whether_the_difference_is_significant_and_by_which_
     assert "Welch t-test over seeds (3 and 3)" in seeded.significance
     assert seeded.significance.endswith("significant at 0.05") and "not significant" not in seeded.significance
     assert len(seeded.datasets) == 3  # one bootstrap per dataset, on each side's lowest seed
+
+
+def test_a_row_whose_ap_is_not_a_number_is_listed_not_compared(world, tmp_path) -> None:
+    nan = tmp_path / "nan"
+    shutil.copytree(world["root"] / "a", nan)
+    rows = [json.loads(line) for line in (nan / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows[0]["ap"] = float("nan")  # what json.dumps writes for a NaN: NaN
+    (nan / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    result = compare(nan, world["root"] / "b", data_dir=world["data"], resamples=10, progress=False)
+    assert result.skipped == {rows[0]["dataset"]: "AP of A is not a number (nan)"}
+    assert [d.name for d in result.datasets] == sorted(set(DATASETS) - {rows[0]["dataset"]})
+
+
+def test_two_folders_with_no_dataset_in_common_are_a_one_line_error(world, tmp_path, capsys) -> None:
+    write_folder(tmp_path / "only-sample", "weak", world["exported"], {"sample": world["worse"]["sample"]})
+    write_folder(tmp_path / "only-bees", "weak", world["exported"], {"bees": world["worse"]["bees"]})
+    code = main(["results", "compare", str(tmp_path / "only-sample"), str(tmp_path / "only-bees"), "--data-dir",
+                 str(world["data"]), "--resamples", "10"])
+    error = capsys.readouterr().err.splitlines()[-1]  # below the progress bar
+    assert code == 2 and error.startswith("rf100vl-hf: error: ")
+    assert error.endswith("datasets: no dataset was compared (sample: only in A; bees: only in B)")

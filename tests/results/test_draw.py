@@ -111,3 +111,29 @@ def test_what_cannot_be_drawn_is_a_clear_error(world, tmp_path, capsys) -> None:
                  "--data-dir", str(world["data"])]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rf100vl-hf: error: ") and "0 rows of actions" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("record", "field"), [
+    ({"bbox": [float("nan")] * 4}, "[0].bbox"),
+    ({"score": float("nan")}, "[0].score"),
+    ({"bbox": [1.0, 2.0]}, "[0].bbox"),
+])
+def test_predictions_that_are_not_finite_boxes_are_an_error_naming_the_record(world, tmp_path, capsys, record,
+                                                                             field) -> None:
+    first = world["first"]
+    path = tmp_path / "bad.json"
+    good = {"image_id": first["id"], "category_id": world["hit"]["category_id"], "bbox": world["hit"]["bbox"],
+            "score": 0.5}
+    path.write_text(json.dumps([{**good, **record}]), encoding="utf-8")
+    code = main(["draw", str(path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--data-dir",
+                 str(world["data"])])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert code == 2 and error.startswith(f"rf100vl-hf: error: {path}: {field}: ")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_an_empty_results_folder_is_an_error_naming_it(world, tmp_path, capsys) -> None:
+    (tmp_path / "results.jsonl").write_text("", encoding="utf-8")
+    code = main(["draw", str(tmp_path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--data-dir",
+                 str(world["data"])])
+    assert code == 2 and "--dataset: 0 rows of bees (RF100-VL rows found: none)" in capsys.readouterr().err

@@ -19,9 +19,13 @@ def test_a_torn_last_line_is_skipped_with_a_warning(tmp_path):
     assert [row["ap"] for row in rows] == [1.0]
 
 
+ROW = '{"benchmark": "rf100vl", "dataset": "bees", "model": "m"}'
+"""The least a row may hold."""
+
+
 @pytest.mark.parametrize(("content", "field"), [
-    ('{"a": 1}\nnot json\n{"b": 2}\n', "line 2"),
-    ('{"a": 1}\n{"a": \n', "line 2"),  # complete line (it has its break): not torn
+    (f'{ROW}\nnot json\n{ROW}\n', "line 2"),
+    (f'{ROW}\n{{"a": \n', "line 2"),  # complete line (it has its break): not torn
     ('[1, 2]\n', "line 1"),
     ('[' * 100000 + '\n', "line 1"),  # nested too deep for the parser
 ])
@@ -68,3 +72,25 @@ def test_rows_read_back_exactly_as_written(tmp_path):
     folder = write_jsonl(tmp_path, rows)
     (back,) = read_results([folder / "results.jsonl"])
     assert json.dumps(back) == json.dumps(rows[0])
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    (lambda row: row.pop("dataset"), "dataset", "a results row needs dataset (a string)"),
+    (lambda row: row.pop("benchmark"), "benchmark", "a results row needs benchmark (a string)"),
+    (lambda row: row.update(model=None, spec=None), "model", "a results row needs model (a string)"),
+    (lambda row: row.update(dataset=7), "dataset", "a results row needs dataset (a string), got 7"),
+    (lambda row: row.update(per_class="oops"), "per_class", "expected a list of {class, ap, ap50, n_instances}"),
+    (lambda row: row.update(per_class=[{"ap": 1.0}]), "per_class[0]", "expected an object with a class name"),
+])
+def test_a_row_without_what_every_table_needs_names_the_file_line_and_field(tmp_path, change, field, words):
+    from rf100vl_hf.cli import main
+
+    bad = detection_row("m", "bees", 10.0)
+    change(bad)
+    write_jsonl(tmp_path, [detection_row("m", "sample", 12.0), bad])
+    with pytest.raises(DataError) as error:
+        read_results([tmp_path])
+    assert (error.value.field, error.value.path) == (f"line 2: {field}", str(tmp_path / "results.jsonl"))
+    assert words in str(error.value)
+    for command in (["results", "table", str(tmp_path), "--per-class"], ["results", "summary", str(tmp_path)]):
+        assert main(command) == 2  # a one-line error, not a traceback from the tables

@@ -177,6 +177,22 @@ def _link_to_another_image(root: Path) -> None:
     edit(root, lambda d: d["images"][0].update(width=images[1]["width"], height=images[1]["height"]))
 
 
+def _relink(path: Path, target: Path) -> None:
+    path.unlink()
+    path.symlink_to(target, target_is_directory=target.is_dir())
+
+
+def _image_linking_to(target: Callable[[Path], Path]) -> Callable[[Path], None]:
+    """Put a link to ``target(root)`` in place of the first JPEG of train."""
+    return lambda root: _relink(_first(root, ".jpg")[1], target(root))
+
+
+def _text_file(root: Path) -> Path:
+    path = _outside(root) / "notes.txt"
+    path.write_text("not an image\n" * 20, encoding="utf-8")
+    return path
+
+
 def _link_loop(root: Path) -> None:
     _, image = _first(root, ".jpg")
     image.unlink()
@@ -245,6 +261,27 @@ ROWS: dict[str, Row] = {
     "control: README linking outside": Row(lambda root: _move_out(root / "README.dataset.txt", root), Accepted()),
     "image that is a link loop": Row(_link_loop, Refused(TRAIN_JSON, "images[0].file_name", "cannot be followed")),
     "control: export folder that is a link": Row(_export_folder_is_a_link, Accepted()),
+    "image linking to a text file elsewhere": Row(
+        _image_linking_to(lambda root: _text_file(root)), Refused(_image(".jpg"), "image", "no image format recognises it")
+    ),
+    "image linking to a folder": Row(
+        _image_linking_to(lambda root: _outside(root)), Refused(TRAIN_JSON, "images[0].file_name", "cannot be read (Is a directory)")
+    ),
+    "image linking to /dev/zero": Row(
+        _image_linking_to(lambda root: Path("/dev/zero")),
+        Refused(TRAIN_JSON, "images[0].file_name", "is a character device"),
+    ),
+    "image linking to /proc/self/mem": Row(
+        _image_linking_to(lambda root: Path("/proc/self/mem")),
+        Refused(TRAIN_JSON, "images[0].file_name", "cannot be read (Input/output error)"),
+    ),
+    "annotation file linking to /proc/self/mem": Row(
+        lambda root: _relink(annotation_file(root), Path("/proc/self/mem")),
+        Refused(TRAIN_JSON, "file", "cannot be read (Input/output error)"),
+    ),
+    "annotation file linking to a folder": Row(
+        lambda root: _relink(annotation_file(root), _outside(root)), Refused(TRAIN_JSON, "file", "cannot be read (Is a directory)")
+    ),
     "control: image linking to another image of the export": Row(_link_to_another_image, Accepted()),
     # ---- JSON the parser or the checks could choke on
     "JSON nested 100,000 deep": Row(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -171,6 +172,26 @@ def test_a_cutout_linked_from_outside_the_root_is_read(cutouts_copy: Path, tmp_p
     os.symlink(outside, cutouts_copy / "wemos" / "linked.png")
     wemos = read_source(cutouts_copy, progress=False).items["wemos"]
     assert "wemos/linked.png" in [cutout.source_id for cutout in wemos]
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("text", "no image format recognises it"),
+    ("folder", "is a directory, not a file"),
+    ("/dev/zero", "is a character device"),
+    ("/proc/self/mem", "cannot be read (Input/output error)"),
+])
+def test_a_cutout_linking_to_what_is_not_an_image_is_an_error_naming_it(tmp_path: Path, target: str,
+                                                                         words: str) -> None:
+    root = write_sample_source(tmp_path / "source")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("not an image\n" * 20)
+    linked = {"text": elsewhere / "notes.txt", "folder": elsewhere}.get(target, Path(target))
+    category = root / next(iter(CATEGORIES))
+    os.symlink(linked, category / "linked.png")
+    with pytest.raises(DataError, match=re.escape(words)) as error:
+        within(20, lambda: read_source(root, progress=False))
+    assert error.value.path == str(category / "linked.png")
 
 
 def test_non_images_are_skipped_with_a_warning(cutouts_copy: Path) -> None:

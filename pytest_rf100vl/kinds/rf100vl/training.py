@@ -55,18 +55,29 @@ def train_options(values: tuple[str, ...]) -> dict[str, str]:
     return options
 
 
+MAX_SEEDS = 100
+"""The most seeds a run may fit each pair with (each is a fit and a test; the papers use 10)."""
+MAX_SEED = 2**31 - 1
+"""The largest seed (what every library's generator takes)."""
+
+
 def parse_seeds(value: str) -> tuple[int, ...]:
-    """``0-9``, ``0,3,7`` or ``1-2,5``: the seeds, in order, each once."""
-    seeds: list[int] = []
+    """``0-9``, ``0,3,7`` or ``1-2,5``: the seeds, in order, each once; at most :data:`MAX_SEEDS`."""
+    seeds: dict[int, None] = {}
     for part in value.split(","):
         first, dash, last = part.strip().partition("-")
-        if not first.strip().isdigit() or (dash and not last.strip().isdigit()):
+        if not first.strip().isascii() or not first.strip().isdigit() or (
+                dash and not (last.strip().isascii() and last.strip().isdigit())):
             raise ValueError(f"expected seeds such as 0-9 or 0,3,7, got {value!r}")
         low, high = int(first), int(last) if dash else int(first)
         if high < low:
-            raise ValueError(f"empty seed range {part.strip()!r}")
-        seeds.extend(range(low, high + 1))
-    return tuple(dict.fromkeys(seeds))
+            raise ValueError(f"empty seed range {part.strip()!r} (write the lower seed first: {high}-{low})")
+        if high > MAX_SEED:
+            raise ValueError(f"seed {high} is too large (seeds are at most {MAX_SEED})")
+        if high - low + 1 + len(seeds) > MAX_SEEDS:  # counted before a range is made: 0-10**12 is refused at once
+            raise ValueError(f"{value!r} holds more than {MAX_SEEDS} seeds: each is a fit of every pair")
+        seeds.update(dict.fromkeys(range(low, high + 1)))
+    return tuple(seeds)
 
 
 def plan(adapter: type["Adapter"], split: str | None, recipe_name: str | None, options: dict[str, str],
@@ -149,9 +160,14 @@ def fit_or_load(
     from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
     from pytest_rf100vl.run.guard import adapter_call
 
+    from rf100vl_hf.training.store import TrainingError
+
     train = load_split(training.split)
     task = detection_task(adapter, train, metadata, training.split, "names", load_split)
     record = store.record()
+    if record is None and Samples(train).n_boxes == 0:
+        raise TrainingError(f"{metadata['name']}: the {training.split} split has no box to learn from "
+                            f"({len(train)} images without annotations): train on another split")
     if record is not None:
         with adapter_call("the adapter's load_trained"):
             adapter.set_task(task)  # a closed-set detector's head is made for these classes first
