@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xxhash
+from filelock import FileLock
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.redact import scrub
@@ -184,10 +185,13 @@ class AnswerCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses no commit
-            self._db.execute(_SCHEMA)
+            # switching a new file to WAL and creating its table take locks SQLite's busy wait does
+            # not cover: processes opening one file at once take turns, under a file lock
+            with FileLock(str(self.path) + ".lock", timeout=timeout):
+                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses no commit
+                self._db.execute(_SCHEMA)
         except sqlite3.DatabaseError as error:
             raise DataError(
                 self.path, "answer cache", f"not a usable SQLite answer cache ({error}); delete it to start afresh"
