@@ -125,7 +125,7 @@ def sleeping_adapter(seconds: float) -> Any:
 
 
 def test_decoding_is_hidden_behind_the_model(large_jpegs: Any) -> None:
-    from pytest_rf100vl.run.runner import decoded_batches, run_inference
+    from pytest_rf100vl.engine.runner import decoded_batches, run_inference
 
     batches = -(-N_IMAGES // BATCH_SIZE)
     start = time.perf_counter()

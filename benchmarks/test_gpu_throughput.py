@@ -166,7 +166,7 @@ def forward_ceiling(adapter: Any, items: list[Any], batch: int, seconds: float) 
 def measure(chosen: Plan, root: Path) -> list[Measured]:
     from benchmarks.gpu_models import BUILDERS, full_size
 
-    from pytest_rf100vl.run.runner import LoopOptions, decode_batch, raw_batches, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, decode_batch, raw_batches, run_inference
 
     dataset = jpeg_split(chosen.images)
     (raw,) = raw_batches(dataset.select(range(4)), 4)
@@ -242,7 +242,7 @@ def test_the_plugin_feeds_each_model_at_least_its_target_share_of_its_forward(
     print("\n" + table(rows))
     drift = {}
     if chosen.device.startswith("cuda"):
-        from pytest_rf100vl.run.runner import decode_batch, raw_batches
+        from pytest_rf100vl.engine.runner import decode_batch, raw_batches
 
         (raw,) = raw_batches(jpeg_split(4), 4)
         drift = score_drift(decode_batch(raw))

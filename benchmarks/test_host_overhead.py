@@ -123,7 +123,7 @@ def serial(adapter: Any) -> Any:
 
 
 def images_per_s(adapter: Any, dataset: Any) -> float:
-    from pytest_rf100vl.run.runner import LoopOptions, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, run_inference
 
     result = run_inference(adapter, dataset, BATCH, progress=False, loop=LoopOptions(2, None))
     assert result.n_images == N_IMAGES and result.counts.failed_images == 0
@@ -132,7 +132,7 @@ def images_per_s(adapter: Any, dataset: Any) -> float:
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR")
 def test_the_host_work_around_a_forward_fits_in_the_time_a_gpu_forward_leaves() -> None:
-    from pytest_rf100vl.run.pipeline import pipelines
+    from pytest_rf100vl.engine.pipeline import pipelines
 
     dataset = jpeg_split(N_IMAGES)
     emulated = emulated_owlv2(EmulatedGpu(FORWARD_S_PER_IMAGE))

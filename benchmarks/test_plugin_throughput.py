@@ -97,7 +97,7 @@ def compare_loops(
 
 
 def test_plugin_loop_against_a_hand_written_loop(benchmark: Any, tiny_owlv2_task: tuple[Any, Any]) -> None:
-    from pytest_rf100vl.run.runner import run_inference
+    from pytest_rf100vl.engine.runner import run_inference
 
     adapter, dataset = tiny_owlv2_task
     result = compare_loops(
@@ -154,7 +154,7 @@ def hand_written_grounding_loop(adapter: Any, dataset: Any, queries: list[Any], 
 def test_grounding_loop_against_a_hand_written_loop(
     benchmark: Any, tiny_clip_quadrant_task: tuple[Any, Any, list[Any]]
 ) -> None:
-    from pytest_rf100vl.run.runner import run_grounding
+    from pytest_rf100vl.engine.runner import run_grounding
 
     adapter, dataset, queries = tiny_clip_quadrant_task
     result = compare_loops(

@@ -59,7 +59,7 @@ def plugin_round(server: Any, split: Any, concurrency: int) -> float:
     """Images/s of the plugin's loop over the split (answer cache off)."""
     from pytest_rf100vl.adapters.base import DetectionTask
     from pytest_rf100vl.adapters.registry import create
-    from pytest_rf100vl.run.runner import LoopOptions, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, run_inference
 
     adapter = create("openai:qwen2.5-vl-72b-instruct", base_url=server.url, concurrency=concurrency)
     adapter.set_task(DetectionTask("bench", ["thing"]))

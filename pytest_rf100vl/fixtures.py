@@ -10,7 +10,7 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
         ...
 
 - ``rf100vl_settings`` (session): the validated options (:class:`~pytest_rf100vl.collect.options.Settings`);
-- ``rf100vl_pair``: the :class:`~pytest_rf100vl.collect.selection.Pair` (``model`` spec, ``dataset``
+- ``rf100vl_pair``: the :class:`~pytest_rf100vl.session.selection.Pair` (``model`` spec, ``dataset``
   name, ``kind``: the benchmark kind, ``rf100vl`` or ``uouo`` for the built-in ones);
 - ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
   a pair of a benchmark the adapter does not answer (``Adapter.tasks``) is skipped, and
@@ -38,13 +38,13 @@ if TYPE_CHECKING:
 
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.kinds.base import PairRun
-    from pytest_rf100vl.run.session import MatrixSession
+    from pytest_rf100vl.session.matrix import MatrixSession
 
 
 def matrix_session(config: pytest.Config) -> "MatrixSession":
     """The session's matrix state, created on first use (it reads the catalogue and thresholds)."""
     if SESSION_KEY not in config.stash:
-        from pytest_rf100vl.run.session import MatrixSession
+        from pytest_rf100vl.session.matrix import MatrixSession
 
         config.stash[SESSION_KEY] = MatrixSession(config, config.stash[SETTINGS_KEY], config.stash[KINDS_KEY])
     return config.stash[SESSION_KEY]  # type: ignore[return-value]
@@ -128,7 +128,7 @@ def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request
         request.getfixturevalue("rf100vl_adapter")  # loads the model, or skips a pair it does not answer
         from rf100vl_hf.errors import Rf100vlError
 
-        from pytest_rf100vl.run.guard import AdapterError
+        from pytest_rf100vl.engine.guard import AdapterError
 
         broken = None
         try:

@@ -64,8 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     config.stash[KINDS_KEY] = [kind(settings) for kind in classes]
     if settings.active:
-        from pytest_rf100vl.run import workers
-        from pytest_rf100vl.run.live import PLUGIN_NAME, LiveProgress
+        from pytest_rf100vl.session import workers
+        from pytest_rf100vl.session.live import PLUGIN_NAME, LiveProgress
 
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
         workers.configure(config)  # pytest-xdist: pairs grouped by model, one device per worker
@@ -133,7 +133,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A test's report, as pytest and its reporters will show it: scrubbed of every secret."""
     report = yield
     if _active(item.config):
-        from pytest_rf100vl.report.scrubbing import scrub_report
+        from pytest_rf100vl.session.scrubbing import scrub_report
 
         scrub_report(report)
     return report
@@ -145,9 +145,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if SESSION_KEY not in config.stash or config.option.collectonly:
         return
-    from pytest_rf100vl.report.checks import FAILED
-    from pytest_rf100vl.report.summary import summary
-    from pytest_rf100vl.run import resume, workers
+    from pytest_rf100vl.core.checks import FAILED
+    from pytest_rf100vl.session.report import summary
+    from pytest_rf100vl.session import resume, workers
 
     state = config.stash[SESSION_KEY]
     state.release()
@@ -166,7 +166,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     notes = [(True, warning) for warning in _results_written(config, state.writer.folder, rows)]
     repo_id = state.settings.value("rf100vl_push_results")
     if repo_id:
-        from pytest_rf100vl.report.publish import push_session
+        from pytest_rf100vl.session.publish import push_session
 
         notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
     config.stash[NOTES_KEY] = [(warning, scrub(line)) for warning, line in notes]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rf100vl.report.rows import hardware_columns
+from pytest_rf100vl.engine.columns import hardware_columns
 from rf100vl_hf import provenance
 
 REPO = Path(__file__).resolve().parents[1]

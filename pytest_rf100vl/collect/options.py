@@ -19,7 +19,7 @@ from rf100vl_hf.constants import DTYPES
 from rf100vl_hf.devices import DEVICE_HELP, check_device_name
 
 from pytest_rf100vl.core.settings import AUTO_BATCH, DEFAULT_RESULTS, AdapterOption, Option, Settings
-from pytest_rf100vl.report.verdict import fraction
+from pytest_rf100vl.session.verdict import fraction
 
 GROUP = "rf100vl"
 

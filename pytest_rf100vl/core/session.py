@@ -1,6 +1,6 @@
 """What a benchmark kind, resuming and the xdist hooks see of the session.
 
-``run/session.py``'s ``MatrixSession`` is the one implementation; rooms below it type their
+``session/matrix.py``'s ``MatrixSession`` is the one implementation; rooms below it type their
 ``session`` arguments with this protocol instead, so none of them imports the session
 (which imports them)."""
 
@@ -16,9 +16,9 @@ class MatrixView(Protocol):
     settings: Settings
     pairs: list[Pair]
     rules: list[Any]
-    """The thresholds file's rules (``report/thresholds.py``)."""
+    """The thresholds file's rules (``session/thresholds.py``)."""
     loop: Any
-    """How the inference loop runs (``run/runner.py``'s ``LoopOptions``)."""
+    """How the inference loop runs (``engine/runner.py``'s ``LoopOptions``)."""
     writer: Any
     """The results folder (``report/results_folder.py``'s ``ResultsWriter``)."""
     missing: dict[str, str]

@@ -13,7 +13,7 @@ import pytest
 
 DEFAULT_RESULTS = Path(".rf100vl") / "results"
 AUTO_BATCH = "auto"
-"""``--rf100vl-batch-size auto``: the largest batch that fits on the GPU (``run/batch_size.py``)."""
+"""``--rf100vl-batch-size auto``: the largest batch that fits on the GPU (``engine/batch_size.py``)."""
 
 
 @dataclass(frozen=True)

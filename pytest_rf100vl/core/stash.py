@@ -10,7 +10,7 @@ from pytest_rf100vl.core.session import MatrixView
 from pytest_rf100vl.core.settings import Settings
 
 SESSION_KEY = pytest.StashKey[MatrixView]()
-"""The session's matrix state (``run/session.py``), created on first use."""
+"""The session's matrix state (``session/matrix.py``), created on first use."""
 SETTINGS_KEY = pytest.StashKey[Settings]()
 KINDS_KEY = pytest.StashKey[list[Any]]()
 """The session's benchmark kinds (``kinds/base.py``'s ``BenchmarkKind``), one per kind class."""

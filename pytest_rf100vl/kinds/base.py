@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_rf100vl.core.settings import Option, Settings
-from pytest_rf100vl.report.thresholds import Metric, Rule, Threshold
+from pytest_rf100vl.core.metrics import Metric, Rule, Threshold
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.report.checks import MeanCheck
+    from pytest_rf100vl.core.checks import MeanCheck
     from pytest_rf100vl.core.session import MatrixView
 
 
@@ -127,7 +127,7 @@ class BenchmarkKind(ABC):
     @abstractmethod
     def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixView", benchmark: Any) -> PairRun:
         """Run and score one pair, write its predictions with ``session.writer``, and return
-        its row (the common columns of :func:`pytest_rf100vl.report.rows.common_columns` plus
+        its row (the common columns of :func:`pytest_rf100vl.engine.columns.common_columns` plus
         the kind's own) with its threshold checks."""
 
     def planned_identity(self, pair: "Pair", session: "MatrixView") -> dict[str, Any] | None:
@@ -141,7 +141,7 @@ class BenchmarkKind(ABC):
         """A finished row of an earlier run as this session's run of ``pair``, checked against
         this session's thresholds: each metric's minimum from the thresholds file, else from
         its kind's ``--<kind>-min-<metric>`` option."""
-        from pytest_rf100vl.report.thresholds import check_status
+        from pytest_rf100vl.core.metrics import check_status
 
         thresholds = self.thresholds(pair, session)
         row.update({metric.column: thresholds[metric.name].minimum if metric.name in thresholds else None
@@ -153,7 +153,7 @@ class BenchmarkKind(ABC):
     def thresholds(self, pair: "Pair", session: "MatrixView") -> dict[str, Threshold]:
         """Each metric's minimum for ``pair`` (metric name -> minimum): from the thresholds file,
         else from the kind's ``--<kind>-min-<metric>`` option; metrics with neither are left out."""
-        from pytest_rf100vl.report.thresholds import threshold_for
+        from pytest_rf100vl.core.metrics import threshold_for
 
         thresholds = {}
         for metric in self.metrics:
@@ -166,7 +166,7 @@ class BenchmarkKind(ABC):
 
     def failure(self, pair: "Pair", row: dict[str, Any], thresholds: dict[str, Threshold]) -> str | None:
         """The failure message of a row below any of its minimums (``None`` when it meets them)."""
-        from pytest_rf100vl.report.thresholds import failure
+        from pytest_rf100vl.core.metrics import failure
 
         by_name = {metric.name: metric for metric in self.metrics}
         label = f"{pair.model} on {pair.dataset}"

@@ -161,7 +161,7 @@ def test_credentials_in_the_base_url_reach_no_message_in_any_form() -> None:
             ask(adapter)
         headers = server.requests[0].headers
     assert headers["authorization"].startswith("Basic ")  # the client sent the URL's user and password
-    from pytest_rf100vl.report.rows import options_column
+    from pytest_rf100vl.engine.columns import options_column
 
     recorded = options_column(adapter.identity_options(adapter.options))  # what a row records of them
     text = str(failed.value) + json.dumps([adapter.describe(), adapter.pair_columns(), recorded], default=str)

@@ -25,7 +25,7 @@ from pytest_rf100vl.adapters import remote
 from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.registry import create
 from pytest_rf100vl.adapters.remote import RequestFailed
-from pytest_rf100vl.run.answer_cache import key_for
+from pytest_rf100vl.engine.answer_cache import key_for
 from tests.adapters.served import KEY_VARIABLE, SIZES, TEST_KEY, expected_pixels, items, stored_item, truth_answer
 from tests.support.model_servers import GARBAGE, HANG, TRUNCATED, StandInOpenAI, rate_limited, server_error
 
@@ -555,7 +555,7 @@ def split(n: int) -> datasets.Dataset:
 def test_concurrent_requests_stay_within_concurrency_and_a_rerun_pays_nothing(
     openai_server: StandInOpenAI, api_key: str, tmp_path: Path
 ) -> None:
-    from pytest_rf100vl.run.runner import LoopOptions, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, run_inference
 
     openai_server.answer = truth_answer("normalized")
     openai_server.delay = 0.1

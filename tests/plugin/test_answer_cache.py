@@ -17,7 +17,7 @@ from PIL import Image
 from rf100vl_hf.errors import DataError
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery
-from pytest_rf100vl.run.answer_cache import AnswerCache, answer_from, image_digest, key_for, payload_of
+from pytest_rf100vl.engine.answer_cache import AnswerCache, answer_from, image_digest, key_for, payload_of
 
 BIG = 200_000  # float64 values per record in the crash test: most of a writer's time is spent writing
 

@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery
-from pytest_rf100vl.run.runner import LoopOptions, run_grounding, run_inference
+from pytest_rf100vl.engine.runner import LoopOptions, run_grounding, run_inference
 
 N = 12
 SLOW = 0  # the image whose call takes long

@@ -25,9 +25,9 @@ from rf100vl_hf.markdown import table
 from pytest_rf100vl.adapters.base import ImageItem
 from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.report.rows import common_columns
-from pytest_rf100vl.report.thresholds import Metric, failure, threshold_for
-from pytest_rf100vl.run.runner import OutputCounts, Timing
+from pytest_rf100vl.engine.columns import common_columns
+from pytest_rf100vl.core.metrics import Metric, failure, threshold_for
+from pytest_rf100vl.engine.runner import OutputCounts, Timing
 
 ACCURACY = Metric("count_accuracy", "count accuracy", 2, kind="toy", fraction="a share of images")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl.run.live import PLAIN_INTERVAL_S, LiveProgress
+from pytest_rf100vl.session.live import PLAIN_INTERVAL_S, LiveProgress
 
 
 def test_the_oracle_on_sample_and_uouo_mmd_shows_live_progress(

@@ -1,4 +1,4 @@
-"""The inference loop of a pipelined adapter (``run/pipeline.py``): the next batch is prepared on
+"""The inference loop of a pipelined adapter (``engine/pipeline.py``): the next batch is prepared on
 a staging thread and launched before the last one is collected, the detections are those of
 ``predict`` batch by batch, a stage that raises costs nothing but a re-run through ``predict``
 (image by image where it still fails), and the answer cache is asked before a batch is prepared;
@@ -16,9 +16,9 @@ import torch
 
 from pytest_rf100vl.adapters import create
 from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, ImageItem, Pipelined
-from pytest_rf100vl.run import batch_size
-from pytest_rf100vl.run.pipeline import pipelines
-from pytest_rf100vl.run.runner import LoopOptions, run_inference
+from pytest_rf100vl.engine import batch_size
+from pytest_rf100vl.engine.pipeline import pipelines
+from pytest_rf100vl.engine.runner import LoopOptions, run_inference
 from tests.plugin.test_concurrency import N, split
 
 
@@ -146,7 +146,7 @@ def test_a_real_detector_scores_the_same_pipelined_as_batch_by_batch() -> None:
     result = run_inference(adapter, split(), 5, progress=False, loop=LoopOptions(1, None))
     rows = split()
     for start in range(0, N, 5):
-        from pytest_rf100vl.run.runner import decode_batch, raw_batches
+        from pytest_rf100vl.engine.runner import decode_batch, raw_batches
 
         (raw,) = raw_batches(rows.select(range(start, min(start + 5, N))), 5)
         for item, found in zip(decode_batch(raw), adapter.predict(decode_batch(raw))):

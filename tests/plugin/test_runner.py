@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pytest_rf100vl.run.runner import Timing, _timed, decoded_ahead
+from pytest_rf100vl.engine.runner import Timing, _timed, decoded_ahead
 
 
 def test_decoding_runs_ahead_in_several_threads_and_keeps_order() -> None:

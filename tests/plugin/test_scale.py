@@ -14,7 +14,7 @@ import pytest
 from rf100vl_hf.results.rows import latest, read_results
 
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.run.shard import shard
+from pytest_rf100vl.session.shard import shard
 from tests.plugin.helpers import link, results
 
 SCALE_ADAPTERS = Path(__file__).with_name("scale_adapters.py")

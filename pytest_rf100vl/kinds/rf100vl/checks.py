@@ -9,8 +9,10 @@ import statistics
 from typing import Any
 
 from pytest_rf100vl.kinds.rf100vl.reference import paper_row, paper_table, table_of
-from pytest_rf100vl.report.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
-from pytest_rf100vl.report.thresholds import ALL, Rule, rule_targets, threshold_for
+from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
+from rf100vl_hf.metrics import ALL
+
+from pytest_rf100vl.core.metrics import Rule, rule_targets, threshold_for
 
 
 def is_mean_target(target: str) -> bool:

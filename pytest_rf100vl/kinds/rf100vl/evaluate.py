@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
 
 from pytest_rf100vl.adapters.base import Adapter
-from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.run.runner import InferenceResult, LoopOptions, run_inference, run_rounds
+from pytest_rf100vl.engine.guard import adapter_call
+from pytest_rf100vl.engine.runner import InferenceResult, LoopOptions, run_inference, run_rounds
 from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
 
 if TYPE_CHECKING:

@@ -14,13 +14,15 @@ from rf100vl_hf.rf100vl.catalog import SUBSETS
 from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.kinds.rf100vl.training import TrainingPlan, parse_seeds, train_options
-from pytest_rf100vl.report.thresholds import ALL, Metric, Rule
+from rf100vl_hf.metrics import ALL
+
+from pytest_rf100vl.core.metrics import Metric, Rule
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.report.checks import MeanCheck
-    from pytest_rf100vl.run.session import MatrixSession
+    from pytest_rf100vl.core.checks import MeanCheck
+    from pytest_rf100vl.session.matrix import MatrixSession
 
 TRAIN_SPLITS = ("fewshot_10", "semisup_10", "train")
 REFERENCES = ("paper",)
@@ -226,7 +228,7 @@ class Rf100vlKind(BenchmarkKind):
                  session: "MatrixSession") -> tuple[Any, bool, Any]:
         """Fit ``adapter`` for the pair, or load the weights an earlier fit left in the results folder."""
         from pytest_rf100vl.kinds.rf100vl.training import fit_or_load, store_for, training_key
-        from pytest_rf100vl.report.rows import options_column
+        from pytest_rf100vl.engine.columns import options_column
 
         described = adapter.describe()
         model = {"model": described["model"], "checkpoint": described["checkpoint"],

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.report.rows import common_columns
-from pytest_rf100vl.report.thresholds import Threshold, check_status
+from pytest_rf100vl.engine.columns import common_columns
+from pytest_rf100vl.core.metrics import Threshold, check_status
 
 SCORING_BACKEND = "faster-coco-eval"
 """The backend ``rf100vl_hf.metrics.evaluate`` scores with by default, as the plugin calls it

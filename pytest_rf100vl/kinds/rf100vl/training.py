@@ -140,7 +140,7 @@ def store_for(results: Path, spec: str, dataset: str, key: dict[str, Any]) -> "T
     """The store of the fit ``key`` describes, under the results folder."""
     from rf100vl_hf.training.store import TrainedStore, key_digest
 
-    from pytest_rf100vl.report.results_folder import model_folder
+    from rf100vl_hf.results.folder import model_folder
 
     return TrainedStore(Path(results) / TRAINED / model_folder(spec) / model_folder(dataset) / key_digest(key), key)
 
@@ -158,7 +158,7 @@ def fit_or_load(
 
     from pytest_rf100vl.adapters.base import TrainingData
     from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
-    from pytest_rf100vl.run.guard import adapter_call
+    from pytest_rf100vl.engine.guard import adapter_call
 
     from rf100vl_hf.training.store import TrainingError
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.metrics.grounding import GroundingScores, GroundingTarget, score_grounding
 
 from pytest_rf100vl.adapters.base import Adapter, GroundingAnswer
-from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.run.runner import GroundingResult, LoopOptions, run_grounding, run_rounds
+from pytest_rf100vl.engine.guard import adapter_call
+from pytest_rf100vl.engine.runner import GroundingResult, LoopOptions, run_grounding, run_rounds
 from pytest_rf100vl.kinds.uouo.tasks import grounding_queries, grounding_task
 
 if TYPE_CHECKING:

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_rf100vl.collect.options import existing_folder
 from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.report.thresholds import Metric
+from pytest_rf100vl.core.metrics import Metric
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.run.session import MatrixSession
+    from pytest_rf100vl.session.matrix import MatrixSession
 
 DATASETS = ("uouo-random", "uouo-mmd")
 """``uouo-<config>`` for each config of the ``uouo`` builder (:data:`rf100vl_hf.uouo.plan.MODES`)."""
@@ -160,7 +160,7 @@ class UouoKind(BenchmarkKind):
     def unscored(self, row: dict[str, Any]) -> str | None:
         """Nothing is scored when the model failed on every mosaic (each one's answer is missing)."""
         if row["n_images"] and row["failed_images"] >= row["n_images"]:
-            from pytest_rf100vl.report.verdict import first_error_line
+            from pytest_rf100vl.session.verdict import first_error_line
 
             first = f"; first error: {first_error_line(row['first_error'])}" if row.get("first_error") else ""
             return f"the model failed on every one of the {row['n_images']} mosaics{first}"

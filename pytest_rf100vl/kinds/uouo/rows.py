@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.report.rows import common_columns
-from pytest_rf100vl.report.thresholds import Threshold, check_status
+from pytest_rf100vl.engine.columns import common_columns
+from pytest_rf100vl.core.metrics import Threshold, check_status
 
 if TYPE_CHECKING:
     from pytest_rf100vl.core.pairs import Pair

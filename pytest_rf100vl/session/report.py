@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.report.checks import MeanCheck
+from pytest_rf100vl.core.checks import MeanCheck
 
 if TYPE_CHECKING:
     from pytest_rf100vl.kinds.base import BenchmarkKind

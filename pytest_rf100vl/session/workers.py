@@ -136,7 +136,7 @@ def send_to_controller(config: pytest.Config, state: MatrixView) -> None:
 def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair]) -> list[dict[str, Any]]:
     """The rows of run ``run_id`` in ``jsonl``, in the order of ``pairs`` (the matrix), as a
     single process would have them."""
-    from pytest_rf100vl.run.resume import earlier_rows
+    from pytest_rf100vl.session.resume import earlier_rows
 
     order = {pair.key: index for index, pair in enumerate(pairs)}
     rows = [row for row in earlier_rows(jsonl.parent) if row.get("run_id") == run_id]

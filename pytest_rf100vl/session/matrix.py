@@ -14,21 +14,22 @@ import pytest
 from rf100vl_hf.results.rows import with_measured_throughput
 
 from pytest_rf100vl.core.settings import Settings
-from pytest_rf100vl.collect.selection import matrix
+from pytest_rf100vl.session.selection import matrix
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.report.results_folder import ResultsWriter
-from pytest_rf100vl.report.rows import command_line, options_column
-from pytest_rf100vl.report.thresholds import Metric, Rule, read_thresholds
-from pytest_rf100vl.report.verdict import too_many_failed_images
-from pytest_rf100vl.run import resume, workers
-from pytest_rf100vl.run.guard import adapter_call
-from pytest_rf100vl.run.runner import LoopOptions, Rounds
-from pytest_rf100vl.run.shard import shard
+from rf100vl_hf.results.folder import ResultsWriter
+from pytest_rf100vl.engine.columns import command_line, options_column
+from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.session.thresholds import read_thresholds
+from pytest_rf100vl.session.verdict import too_many_failed_images
+from pytest_rf100vl.session import resume, workers
+from pytest_rf100vl.engine.guard import adapter_call
+from pytest_rf100vl.engine.runner import LoopOptions, Rounds
+from pytest_rf100vl.session.shard import shard
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.report.checks import MeanCheck
+    from pytest_rf100vl.core.checks import MeanCheck
 
 
 class MatrixSession:
@@ -195,7 +196,7 @@ class MatrixSession:
         return kind.split(pair.dataset, self._datasets[pair.dataset], split)
 
     def resume(self, pair: Pair) -> bool:
-        """Reuse a finished row of ``pair`` from the results folder (``run/resume.py`` says
+        """Reuse a finished row of ``pair`` from the results folder (``session/resume.py`` says
         when), unless ``--rf100vl-rerun``: record it as this run's and write it to
         ``results.jsonl``. Whether a pair was reused; the model is not loaded to know."""
         if self.settings.value("rf100vl_rerun"):

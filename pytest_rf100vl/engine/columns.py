@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.run.runner import OutputCounts, Timing
+    from pytest_rf100vl.engine.runner import OutputCounts, Timing
 
 VERSIONED = ("torch", "transformers", "datasets", "faster-coco-eval", "pycocotools", "rf100vl-hf")
 SCORING_VERSION = 2

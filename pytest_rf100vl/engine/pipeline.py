@@ -7,7 +7,7 @@ While the model runs batch n on the device,
   there), having been handed it after the answer cache was asked on this thread;
 - batch n-1 is collected (thresholds, NMS, one copy back) on a second CUDA stream of high
   priority, which waits for batch n-1's forward only, not for batch n's;
-- decoding threads (:func:`~pytest_rf100vl.run.runner.decoded_batches`) decode further ahead.
+- decoding threads (:func:`~pytest_rf100vl.engine.runner.decoded_batches`) decode further ahead.
 
 A batch's detections are those of ``adapter.predict`` on it: the stages are the same calls in
 the same order. A batch any stage of which raised is run again through ``predict``, image by

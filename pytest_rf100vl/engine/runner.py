@@ -26,12 +26,12 @@ from rf100vl_hf.boxes import Sanitized, sanitize_detections
 from rf100vl_hf.images import open_rgb
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
-from pytest_rf100vl.run.pipeline import pipelined_loop, pipelines
+from pytest_rf100vl.engine.pipeline import pipelined_loop, pipelines
 
 if TYPE_CHECKING:
     import datasets
 
-    from pytest_rf100vl.run.answers import PairAnswers
+    from pytest_rf100vl.engine.answers import PairAnswers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -448,7 +448,7 @@ def _timed_pipeline(
     description: str | None,
     warmup: int = WARMUP_BATCHES,
 ) -> Timing:
-    """:func:`~pytest_rf100vl.run.pipeline.pipelined_loop` under the loop's clock: each batch is
+    """:func:`~pytest_rf100vl.engine.pipeline.pipelined_loop` under the loop's clock: each batch is
     timed from its forward's launch to its detections kept."""
     from rf100vl_hf.progress import progress_bar
 
@@ -531,9 +531,9 @@ def _batch_size(
     ask: Callable[[list[ImageItem]], Any],
 ) -> int:
     """Images per model call: ``requested``, or for ``auto`` the size found once per model by
-    asking ``ask`` batches of copies of the split's largest image (``run/batch_size.py``); one
+    asking ``ask`` batches of copies of the split's largest image (``engine/batch_size.py``); one
     for a model called image by image from several threads."""
-    from pytest_rf100vl.run.batch_size import batch_size_for, copies
+    from pytest_rf100vl.engine.batch_size import batch_size_for, copies
 
     if adapter.concurrency > 1:
         return 1
@@ -558,8 +558,8 @@ def run_inference(
     images per call (a number, or ``auto``); an adapter with
     :attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency` above 1 is called one image at a
     time from that many threads, and a :class:`~pytest_rf100vl.adapters.base.Pipelined` one
-    through :mod:`~pytest_rf100vl.run.pipeline`."""
-    from pytest_rf100vl.run.answers import open_answers
+    through :mod:`~pytest_rf100vl.engine.pipeline`."""
+    from pytest_rf100vl.engine.answers import open_answers
 
     assert adapter.task is not None, "set_task must be called before run_inference"
     n_classes = len(adapter.task.classes)
@@ -627,7 +627,7 @@ def run_grounding(
     loop: LoopOptions = LoopOptions(),
 ) -> GroundingResult:
     """Ask ``adapter`` each mosaic's question (``queries``, in row order) over a UOUO split."""
-    from pytest_rf100vl.run.answers import open_answers
+    from pytest_rf100vl.engine.answers import open_answers
 
     if len(queries) != len(dataset):
         raise ValueError(f"{len(queries)} questions for {len(dataset)} mosaics")

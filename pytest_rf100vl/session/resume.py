@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, read_jsonl
 
 from pytest_rf100vl.core.pairs import row_key
-from pytest_rf100vl.report.rows import SCORING_VERSION, options_column
+from pytest_rf100vl.engine.columns import SCORING_VERSION, options_column
 
 if TYPE_CHECKING:
     from pytest_rf100vl.core.session import MatrixView

@@ -1,7 +1,7 @@
 """The answer cache as the inference loop uses it: before a batch goes to the model, the
 images already answered are taken from the cache; after the model answered, each answer is
 stored. Only answers reach the cache: an image the model raised on is never stored, so it
-is asked again on the next run (see :mod:`pytest_rf100vl.run.answer_cache`)."""
+is asked again on the next run (see :mod:`pytest_rf100vl.engine.answer_cache`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
-from pytest_rf100vl.run.answer_cache import AnswerCache, answer_from, key_for, payload_of
+from pytest_rf100vl.engine.answer_cache import AnswerCache, answer_from, key_for, payload_of
 
 if TYPE_CHECKING:
     from pathlib import Path
