@@ -1,1 +1,6 @@
-"""pytest plugin that turns each (model, dataset) pair of RF100-VL and UOUO into a test."""
+"""rf100vl-hf's pytest plugin: benchmark (model, dataset) pairs of RF100-VL and UOUO as tests
+(``docs/architecture.md``). :func:`load_config` reads a ``--rf100vl-config`` file from Python."""
+
+from pytest_rf100vl.collect.options import load_config
+
+__all__ = ["load_config"]

@@ -9,7 +9,7 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
     def test_finds_something(rf100vl_adapter, rf100vl_dataset):
         ...
 
-- ``rf100vl_settings`` (session): the validated options (:class:`~pytest_rf100vl.collect.options.Settings`);
+- ``rf100vl_config`` (session): the run's configuration (:class:`~pytest_rf100vl.core.config.RunConfig`);
 - ``rf100vl_pair``: the :class:`~pytest_rf100vl.session.selection.Pair` (``model`` spec, ``dataset``
   name, ``kind``: the benchmark kind, ``rf100vl`` or ``uouo`` for the built-in ones);
 - ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.settings import Settings
-from pytest_rf100vl.core.stash import KINDS_KEY, SESSION_KEY, SETTINGS_KEY
+from pytest_rf100vl.core.config import RunConfig
+from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
 
 if TYPE_CHECKING:
     import datasets
@@ -46,14 +46,14 @@ def matrix_session(config: pytest.Config) -> "MatrixSession":
     if SESSION_KEY not in config.stash:
         from pytest_rf100vl.session.matrix import MatrixSession
 
-        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[SETTINGS_KEY], config.stash[KINDS_KEY])
+        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[CONFIG_KEY], config.stash[KINDS_KEY])
     return config.stash[SESSION_KEY]  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")
-def rf100vl_settings(pytestconfig: pytest.Config) -> Settings:
-    """The validated ``--rf100vl-*`` options of this session."""
-    return pytestconfig.stash[SETTINGS_KEY]
+def rf100vl_config(pytestconfig: pytest.Config) -> RunConfig:
+    """The configuration of this session's run: every ``--rf100vl-*`` option, typed."""
+    return pytestconfig.stash[CONFIG_KEY]
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter
     """The pair's adapter, loaded once for all the pairs of its model."""
     session = matrix_session(pytestconfig)
     try:
-        adapter = session.adapter(rf100vl_pair.model)
+        adapter = session.adapter(rf100vl_pair.spec)
     except Exception as exc:
         _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.model}", exc)
     why = session.kinds[rf100vl_pair.kind].left_out(rf100vl_pair, adapter)

@@ -23,18 +23,19 @@ import pytest
 
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
-from pytest_rf100vl.collect.options import CORE_OPTIONS, add_options, check_rootdir, read_settings
-from pytest_rf100vl.core.settings import Option
-from pytest_rf100vl.core.stash import KINDS_KEY, SESSION_KEY, SETTINGS_KEY
+from pytest_rf100vl.collect.options import add_options, check_rootdir, read_config
+from pytest_rf100vl.core.config import all_options
+from pytest_rf100vl.core.options import Option
+from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
 from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the plugin's namespace)
     matrix_session,
     rf100vl_adapter,
     rf100vl_dataset,
     rf100vl_pair,
     rf100vl_run,
-    rf100vl_settings,
+    rf100vl_config,
 )
-from pytest_rf100vl.kinds import kind_classes
+from pytest_rf100vl.kinds import kind_classes, option_sections
 
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
@@ -45,7 +46,7 @@ NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
 
 
 def _options() -> tuple[Option, ...]:
-    return CORE_OPTIONS + tuple(option for kind in kind_classes() for option in kind.options)
+    return all_options(*option_sections())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,12 +59,10 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     check_rootdir(config, _options())
-    classes = kind_classes()
-    selectors = tuple(dest for kind in classes for dest in kind.selectors)
-    settings = read_settings(config, _options(), selectors)
-    config.stash[SETTINGS_KEY] = settings
-    config.stash[KINDS_KEY] = [kind(settings) for kind in classes]
-    if settings.active:
+    run = read_config(config)
+    config.stash[CONFIG_KEY] = run
+    config.stash[KINDS_KEY] = [kind(run) for kind in kind_classes()]
+    if run.active:
         from pytest_rf100vl.session import workers
         from pytest_rf100vl.session.live import PLUGIN_NAME, LiveProgress
 
@@ -73,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _active(config: pytest.Config) -> bool:
-    return SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].active
+    return CONFIG_KEY in config.stash and config.stash[CONFIG_KEY].active
 
 
 @pytest.hookimpl(wrapper=True)
@@ -99,21 +98,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _active(config):
-        collection.model_major(items, config.stash[SETTINGS_KEY].models)
+        collection.model_major(items, [spec.text for spec in config.stash[CONFIG_KEY].matrix.models])
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not _active(config):
         return None
-    settings = config.stash[SETTINGS_KEY]
+    run = config.stash[CONFIG_KEY]
     session = matrix_session(config)
     datasets = list(dict.fromkeys(pair.dataset for pair in session.pairs))
     shown = ", ".join(datasets[:8]) + (f", ... ({len(datasets)} in all)" if len(datasets) > 8 else "")
+    loop = run.loop
     lines = [
-        f"rf100vl: {len(session.pairs)} pair(s); models: {', '.join(settings.models)}; datasets: {shown}",
-        f"rf100vl: device {settings.device}, dtype {settings.dtype}, batch size {settings.batch_size}, attention "
-        f"{settings.value('rf100vl_attention') or 'auto'}{', compiled' if settings.value('rf100vl_compile') else ''}; "
-        f"results in {settings.results}",
+        f"rf100vl: {len(session.pairs)} pair(s); models: {', '.join(map(str, run.matrix.models))}; datasets: {shown}",
+        f"rf100vl: device {loop.device}, dtype {loop.dtype}, batch size {loop.batch_size}, attention "
+        f"{loop.attention or 'auto'}{', compiled' if loop.compile else ''}; results in {run.report.results}",
     ]
     for name, kind in session.kinds.items():
         own = [pair for pair in session.pairs if pair.kind == name]
@@ -121,9 +120,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             lines += kind.header_lines(own)
     from rf100vl_hf.redact import public_value, scrub
 
-    if settings.adapter_options:
+    if run.matrix.adapter_options:
         lines.append("rf100vl: adapter options: " + ", ".join(
-            f"{o.adapter + '.' if o.adapter else ''}{o.key}={public_value(o.value)}" for o in settings.adapter_options
+            f"{o.adapter + '.' if o.adapter else ''}{o.key}={public_value(o.value)}" for o in run.matrix.adapter_options
         ))
     return [scrub(line) for line in lines]
 
@@ -164,7 +163,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text
     notes = [(True, warning) for warning in _results_written(config, state.writer.folder, rows)]
-    repo_id = state.settings.value("rf100vl_push_results")
+    repo_id = state.config.report.push_results
     if repo_id:
         from pytest_rf100vl.session.publish import push_session
 
@@ -174,7 +173,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config.stash[MEAN_FAILURES_KEY] = failed
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if not rows and session.exitstatus == pytest.ExitCode.OK and not state.settings.value("rf100vl_allow_empty"):
+    if not rows and session.exitstatus == pytest.ExitCode.OK and not state.config.report.allow_empty:
         config.stash[EMPTY_KEY] = _why_empty(state)
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
 

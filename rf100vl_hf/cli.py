@@ -149,25 +149,13 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from rf100vl_hf.rf100vl.builder import rf100vl_builder
+    from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, DatasetRequest, SplitParameters
 
-    params = {
-        key: value
-        for key, value in {
-            "fewshot_k": args.fewshot_k,
-            "fewshot_seed": args.fewshot_seed,
-            "fewshot_strategy": args.fewshot_strategy,
-            "fewshot_candidates": args.fewshot_candidates,
-            "semisup_fraction": args.semisup_fraction,
-            "semisup_seed": args.semisup_seed,
-        }.items()
-        if value is not None
-    }
+    params = {key: getattr(args, key) for key in SPLIT_PARAMETERS if getattr(args, key) is not None}
+    request = DatasetRequest(args.data_dir, args.fewshot_dir, args.cache_dir, args.verify_images,
+                             SplitParameters(**params))
     for name in args.names:
-        builder = rf100vl_builder(
-            name, args.data_dir, args.fewshot_dir, args.cache_dir, verify_images=args.verify_images, verify=True,
-            **params,
-        )
+        builder = request.builder(name, verify=True)
         builder.download_and_prepare()
         splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
         print(f"{name}: prepared {splits}\n  in {builder.cache_dir}")

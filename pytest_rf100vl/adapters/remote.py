@@ -287,7 +287,7 @@ class RemoteCalls:
             if refusal is None and self.policy.max_requests is not None and (
                     self.total.requests >= self.policy.max_requests):
                 refusal = (f"max_requests={self.policy.max_requests} reached: request not sent "
-                           f"(raise it with --rf100vl-max-requests or the adapter option max_requests)")
+                           f"(raise it with the adapter option max_requests)")
             spent = self.policy.cost(self.total)
             if refusal is None and self.policy.max_cost is not None and spent is not None and (
                     spent >= self.policy.max_cost):

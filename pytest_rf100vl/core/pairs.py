@@ -7,16 +7,23 @@ from typing import Any
 
 import pytest
 
+from pytest_rf100vl.core.config import ModelSpec
+
 
 @dataclass(frozen=True)
 class Pair:
-    """One test of the matrix: an adapter spec, a dataset name and the dataset's benchmark kind;
-    ``seed`` for a pair that fits the model first (``--rf100vl-seeds``: one pair per seed)."""
+    """One test of the matrix: a model, a dataset name and the dataset's benchmark kind;
+    ``seed`` for a pair that fits the model first (``--rf100vl-seeds``: one pair per seed).
+    ``model`` is the spec as written (ids, rows and thresholds name models by it)."""
 
-    model: str
+    spec: ModelSpec
     dataset: str
     kind: str
     seed: int | None = None
+
+    @property
+    def model(self) -> str:
+        return self.spec.text
 
     @property
     def id(self) -> str:

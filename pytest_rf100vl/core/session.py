@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.settings import Settings
+from pytest_rf100vl.core.config import RunConfig
 
 
 class MatrixView(Protocol):
-    settings: Settings
+    config: RunConfig
     pairs: list[Pair]
     rules: list[Any]
     """The thresholds file's rules (``session/thresholds.py``)."""

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from pytest_rf100vl.core.session import MatrixView
-from pytest_rf100vl.core.settings import Settings
+from pytest_rf100vl.core.config import RunConfig
 
 SESSION_KEY = pytest.StashKey[MatrixView]()
 """The session's matrix state (``session/matrix.py``), created on first use."""
-SETTINGS_KEY = pytest.StashKey[Settings]()
+CONFIG_KEY = pytest.StashKey[RunConfig]()
 KINDS_KEY = pytest.StashKey[list[Any]]()
 """The session's benchmark kinds (``kinds/base.py``'s ``BenchmarkKind``), one per kind class."""

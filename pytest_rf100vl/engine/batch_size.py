@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_rf100vl.adapters.base import Adapter, ImageItem
-from pytest_rf100vl.core.settings import AUTO_BATCH
+from pytest_rf100vl.core.config import AUTO_BATCH
 
 LARGEST = 256
 """The largest batch ``auto`` tries."""

@@ -4,6 +4,7 @@ a built-in being an error naming both."""
 
 from __future__ import annotations
 
+from pytest_rf100vl.core.metrics import Metric
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.registry import Registry
 
@@ -29,4 +30,11 @@ def kind_classes() -> list[type[BenchmarkKind]]:
     return classes
 
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "KINDS", "BenchmarkKind", "PairRun", "kind_classes"]
+def option_sections() -> tuple[dict[str, type], list[Metric]]:
+    """Each kind's options section by kind name, and every kind's metrics (each metric has a
+    minimum option): what a run's configuration is read with besides the core sections."""
+    classes = kind_classes()
+    return {kind.name: kind.options_section for kind in classes}, [m for kind in classes for m in kind.metrics]
+
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "KINDS", "BenchmarkKind", "PairRun", "kind_classes", "option_sections"]

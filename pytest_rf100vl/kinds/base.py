@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_rf100vl.core.settings import Option, Settings
+from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.metrics import Metric, Rule, Threshold
 
 if TYPE_CHECKING:
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.core.checks import MeanCheck
     from pytest_rf100vl.core.session import MatrixView
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options section of a kind that has none."""
 
 
 @dataclass
@@ -45,17 +50,16 @@ class PairRun:
 
 class BenchmarkKind(ABC):
     """One benchmark. Subclasses set the class attributes and implement the abstract methods;
-    an instance is made per pytest session with its :class:`Settings`."""
+    an instance is made per pytest session with the run's :class:`RunConfig`."""
 
     name: ClassVar[str]
     """The kind's name: rows' ``benchmark`` column, and what adapters list in ``Adapter.tasks``."""
     test_name: ClassVar[str]
     """The plugin's test function for this kind's pairs, e.g. ``test_detection``."""
     test_doc: ClassVar[str] = "The pair ran; its scores meet their thresholds when it has them."
-    options: ClassVar[tuple[Option, ...]] = ()
-    """The kind's own command-line and ini options."""
-    selectors: ClassVar[tuple[str, ...]] = ()
-    """The ``dest`` of options that select datasets by themselves (e.g. a domain)."""
+    options_section: ClassVar[type] = NoOptions
+    """The kind's options: a frozen dataclass whose fields are options
+    (:func:`pytest_rf100vl.core.options.option`); the run's values are :attr:`options`."""
     metrics: ClassVar[tuple[Metric, ...]] = ()
     """Metrics that can have minimums (thresholds file columns ``min_<name>``)."""
     fallback: ClassVar[bool] = False
@@ -63,8 +67,9 @@ class BenchmarkKind(ABC):
     target_description: ClassVar[str] = "a dataset of this benchmark"
     """How a thresholds-file error names the targets of this kind's metrics."""
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.options: Any = config.kind(self.name)
 
     # -- collection -------------------------------------------------------------------
     @abstractmethod
@@ -104,7 +109,7 @@ class BenchmarkKind(ABC):
         """``--rf100vl-limit N``: pairs run on the first N images of their split (``None``: all).
         A kind that honours it cuts its split with :meth:`first_images`, names its output with
         :meth:`output_name` and writes the value in its rows' ``limit`` column."""
-        return self.settings.values.get("rf100vl_limit")
+        return self.config.matrix.limit
 
     def first_images(self, split: Any) -> Any:
         """The first :attr:`limit` rows of a ``datasets.Dataset`` split (all of them without a limit)."""
@@ -157,7 +162,7 @@ class BenchmarkKind(ABC):
 
         thresholds = {}
         for metric in self.metrics:
-            minimum = self.settings.values.get(f"{metric.kind}_min_{metric.name}")
+            minimum = self.config.minimums.get(metric)
             default = None if minimum is None else Threshold(minimum, f"--{metric.kind}-min-{metric.name}")
             threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
             if threshold is not None:

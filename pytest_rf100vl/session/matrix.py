@@ -13,7 +13,7 @@ import pytest
 
 from rf100vl_hf.results.rows import with_measured_throughput
 
-from pytest_rf100vl.core.settings import Settings
+from pytest_rf100vl.core.config import ModelSpec, RunConfig
 from pytest_rf100vl.session.selection import matrix
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
@@ -36,23 +36,21 @@ class MatrixSession:
     """Loads each model once for its datasets (releasing it when the next model starts and at
     the end) and each dataset once per session, runs pairs once, and records them."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, kinds: list[BenchmarkKind]):
+    def __init__(self, pytest_config: pytest.Config, config: RunConfig, kinds: list[BenchmarkKind]):
+        self.pytest_config = pytest_config
         self.config = config
-        self.settings = settings
         self.kinds = {kind.name: kind for kind in kinds}
-        self.pairs: list[Pair] = self._shard(matrix(settings, kinds))
+        self.pairs: list[Pair] = self._shard(matrix(config, kinds))
         self.rules: list[Rule] = self._rules()
         self._check_adapter_options()
-        run_id = workers.shared_run_id(config) or (
+        run_id = workers.shared_run_id(pytest_config) or (
             datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
         )
-        self.writer = ResultsWriter(settings.results, run_id)
-        self.command = command_line(workers.invocation(config))
-        self.loop = LoopOptions(
-            settings.value("rf100vl_warmup_batches"), self._cache_folder(),
-            Rounds(settings.value("rf100vl_min_time"), min(3, settings.value("rf100vl_max_rounds")),
-                   settings.value("rf100vl_max_rounds")),
-        )
+        self.writer = ResultsWriter(config.report.results, run_id)
+        self.command = command_line(workers.invocation(pytest_config))
+        loop = config.loop
+        self.loop = LoopOptions(loop.warmup_batches, self._cache_folder(),
+                                Rounds(loop.min_time, min(3, loop.max_rounds), loop.max_rounds))
         self.runs: dict[Pair, PairRun] = {}
         self._earlier: list[dict[str, Any]] | None = None
         self.missing: dict[str, str] = {}  # dataset -> how to get it
@@ -64,7 +62,7 @@ class MatrixSession:
 
     def _shard(self, pairs: list[Pair]) -> list[Pair]:
         """This session's part of the matrix under ``--rf100vl-shard I/N`` (all of it without)."""
-        chosen = self.settings.value("rf100vl_shard")
+        chosen = self.config.matrix.shard
         if chosen is None:
             return pairs
         costs = {dataset: self.kinds[kind].cost(dataset) for dataset, kind in {(p.dataset, p.kind) for p in pairs}}
@@ -73,12 +71,12 @@ class MatrixSession:
     def _cache_folder(self) -> Path | None:
         """The answer cache folder: ``--rf100vl-cache DIR``, none with ``off``, by default
         ``answers`` in the results folder."""
-        chosen = self.settings.value("rf100vl_cache")
+        chosen = self.config.loop.cache
         if chosen is None:
-            return Path(self.settings.results) / "answers"
+            return Path(self.config.report.results) / "answers"
         if chosen.strip().lower() == "off":
             return None
-        return self.config.invocation_params.dir / Path(chosen).expanduser()
+        return self.pytest_config.invocation_params.dir / Path(chosen).expanduser()
 
     def _check_adapter_options(self) -> None:
         """An option a model's adapter does not declare, or a value it refuses, is a usage error
@@ -90,12 +88,12 @@ class MatrixSession:
 
         from pytest_rf100vl.adapters import registry
 
-        for spec in self.settings.models:
-            options = self.settings.options_for(spec)
+        for spec in self.config.matrix.models:
+            options = spec.option_values
             redact.remember_all(secret for value in options.values() if isinstance(value, str)
                                 for secret in redact.url_secrets(value))
             try:
-                cls = registry.adapter_class(registry.parse_spec(spec)[0])
+                cls = registry.adapter_class(spec.name)
             except Exception:  # unknown to the registry, or its module fails to import: reported per pair
                 continue
             try:
@@ -120,11 +118,11 @@ class MatrixSession:
     def _rules(self) -> list[Rule]:
         from rf100vl_hf.errors import DataError
 
-        if self.settings.thresholds is None:
+        if self.config.report.thresholds is None:
             return []
         metrics = [metric for kind in self.kinds.values() for metric in kind.metrics]
         try:
-            return read_thresholds(self.settings.thresholds, metrics, self._check_target)
+            return read_thresholds(self.config.report.thresholds, metrics, self._check_target)
         except DataError as exc:
             raise pytest.UsageError(f"--rf100vl-thresholds: {exc}") from None
 
@@ -133,11 +131,11 @@ class MatrixSession:
         if self._device is None:
             from rf100vl_hf.devices import resolve_device
 
-            resolved = resolve_device(self.settings.device)
-            self._device = workers.worker_device(self.config, self.settings.device, resolved)
+            resolved = resolve_device(self.config.loop.device)
+            self._device = workers.worker_device(self.pytest_config, self.config.loop.device, resolved)
         return self._device
 
-    def adapter(self, spec: str) -> "Adapter":
+    def adapter(self, spec: ModelSpec) -> "Adapter":
         """The loaded adapter of ``spec``; a model that failed to load fails each of its pairs
         with the same error, without retrying."""
         if self._adapter is None or self._adapter[0] != spec:
@@ -148,35 +146,19 @@ class MatrixSession:
             raise loaded
         return loaded
 
-    def _options(self, spec: str) -> dict[str, Any]:
-        """The adapter options of ``spec``, with ``--rf100vl-max-requests`` as ``max_requests``
-        for an adapter that declares it (unless the model's own option sets it)."""
+    def _load(self, spec: ModelSpec) -> "Adapter | Exception":
         from pytest_rf100vl.adapters import registry
 
-        options: dict[str, Any] = dict(self.settings.options_for(spec))
-        cap = self.settings.value("rf100vl_max_requests")
-        if cap is None or "max_requests" in options:
-            return options
-        try:
-            declared = registry.adapter_class(registry.parse_spec(spec)[0]).option_defaults or {}
-        except Exception:  # unknown to the registry (made by a hook): reported when it is built
-            return options
-        return {**options, "max_requests": cap} if "max_requests" in declared else options
-
-    def _load(self, spec: str) -> "Adapter | Exception":
-        from pytest_rf100vl.adapters import registry
-
-        options = self._options(spec)
+        options = spec.option_values
+        loop = self.config.loop
         try:
             with adapter_call("the adapter", errors=()):  # sys.exit too
-                adapter = self.config.hook.pytest_rf100vl_make_adapter(
-                    config=self.config, spec=spec, device=self.device, dtype=self.settings.dtype, options=options
+                adapter = self.pytest_config.hook.pytest_rf100vl_make_adapter(
+                    config=self.pytest_config, spec=spec.text, device=self.device, dtype=loop.dtype, options=options
                 )
                 return adapter or registry.create(
-                    spec, device=self.device, dtype=self.settings.dtype,
-                    device_map=self.settings.value("rf100vl_device_map"),
-                    attention=self.settings.value("rf100vl_attention"),
-                    compile=self.settings.value("rf100vl_compile"), **options,
+                    spec.text, device=self.device, dtype=loop.dtype, device_map=loop.device_map,
+                    attention=loop.attention, compile=loop.compile, **options,
                 )
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
@@ -199,13 +181,13 @@ class MatrixSession:
         """Reuse a finished row of ``pair`` from the results folder (``session/resume.py`` says
         when), unless ``--rf100vl-rerun``: record it as this run's and write it to
         ``results.jsonl``. Whether a pair was reused; the model is not loaded to know."""
-        if self.settings.value("rf100vl_rerun"):
+        if self.config.matrix.rerun:
             return False
         if self._earlier is None:
             self._earlier = resume.earlier_rows(self.writer.folder)
         kind = self.kinds[pair.kind]
         wanted = resume.planned(pair, kind, self) if self._earlier else None
-        found = resume.reusable_row(self._earlier, wanted, self.settings.dtype) if wanted else None
+        found = resume.reusable_row(self._earlier, wanted, self.config.loop.dtype) if wanted else None
         if found is None:
             return False
         done = kind.reuse(pair, resume.reused_row(found, pair, self.writer.run_id), self)
@@ -218,26 +200,27 @@ class MatrixSession:
         row to ``results.jsonl``."""
         if pair in self.runs:
             return self.runs[pair]
-        adapter = self.adapter(pair.model)
+        adapter = self.adapter(pair.spec)
         before = adapter.answer_counts()
         with adapter_call("the adapter", errors=()):  # sys.exit in predict/ground costs this pair only
             adapter.start_pair()
             done = self.kinds[pair.kind].run(pair, adapter, self, benchmark)
-        too_many = too_many_failed_images(done.row, self.settings.value("rf100vl_max_failed_fraction"))
+        too_many = too_many_failed_images(done.row, self.config.report.max_failed_fraction)
         if too_many:
             done.failure = "; ".join(message for message in (too_many, done.failure) if message)
             done.row["check"] = "failed"  # on its failed images, whatever its scores
         done.row["answer_counts"] = {
             name: count - before.get(name, 0) for name, count in adapter.answer_counts().items()
         }
-        done.row["requested_options"] = options_column(self.settings.options_for(pair.model))
+        done.row["requested_options"] = options_column(pair.spec.option_values)
         done.row["command"] = self.command
         if done.row.get("answers_from_cache"):  # the run that computed the answers timed them
             if self._earlier is None:
                 self._earlier = resume.earlier_rows(self.writer.folder)
             done.row = with_measured_throughput(done.row, self._earlier)
         self._add_columns(pair, done.row, adapter.pair_columns(), "the adapter's pair_columns")
-        for added in self.config.hook.pytest_rf100vl_result_row(config=self.config, pair=pair, row=dict(done.row)):
+        for added in self.pytest_config.hook.pytest_rf100vl_result_row(config=self.pytest_config, pair=pair,
+                                                                       row=dict(done.row)):
             self._add_columns(pair, done.row, added or {}, "pytest_rf100vl_result_row")
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
@@ -257,7 +240,7 @@ class MatrixSession:
     @property
     def rows(self) -> list[dict[str, Any]]:
         """This run's rows; under xdist, the controller reads the workers' rows back."""
-        if workers.is_controller(self.config):
+        if workers.is_controller(self.pytest_config):
             return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs)
         return [run.row for run in self.runs.values()]
 

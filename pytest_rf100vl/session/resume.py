@@ -35,7 +35,7 @@ from pytest_rf100vl.engine.columns import SCORING_VERSION, options_column
 
 if TYPE_CHECKING:
     from pytest_rf100vl.core.session import MatrixView
-    from pytest_rf100vl.core.settings import Settings
+    from pytest_rf100vl.core.config import ModelSpec
     from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.kinds.base import BenchmarkKind
 
@@ -51,18 +51,17 @@ def earlier_rows(folder: Path) -> list[dict[str, Any]]:
         return read_jsonl(path)
 
 
-def model_identity(spec: str, settings: "Settings") -> dict[str, Any]:
+def model_identity(spec: "ModelSpec") -> dict[str, Any]:
     """The model's identity columns for ``spec``, worked out without building the model; for
     an adapter the registry does not know (made by a hook), the spec and the options as given."""
     from pytest_rf100vl.adapters import registry
 
-    name, checkpoint = registry.parse_spec(spec)
-    options = settings.options_for(spec)
+    options = spec.option_values
     try:
-        cls = registry.adapter_class(name)
+        cls = registry.adapter_class(spec.name)
     except Exception:  # unknown to the registry (a hook makes it), or its module fails to import
-        return {"spec": spec, "requested_options": options_column(options)}
-    identity = cls.planned_identity(checkpoint, options)
+        return {"spec": spec.text, "requested_options": options_column(options)}
+    identity = cls.planned_identity(spec.checkpoint, options)
     return {**identity, "adapter_options": options_column(identity["adapter_options"])}
 
 
@@ -87,7 +86,7 @@ def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixView") -> dict[
     data = kind.planned_identity(pair, session)
     if data is None:
         return None
-    return {**model_identity(pair.model, session.settings), **data, "scoring_version": SCORING_VERSION,
+    return {**model_identity(pair.spec), **data, "scoring_version": SCORING_VERSION,
             LIMIT: kind.limit}  # a full run wants None: a limited row is never reused for it
 
 

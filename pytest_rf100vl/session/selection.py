@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.settings import Settings
+from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.kinds.base import BenchmarkKind
 
 
@@ -26,16 +26,16 @@ def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:
     raise pytest.UsageError(f"--rf100vl-dataset: {unknown('dataset', dataset, known)}")
 
 
-def matrix(settings: Settings, kinds: list[BenchmarkKind]) -> list[Pair]:
+def matrix(config: RunConfig, kinds: list[BenchmarkKind]) -> list[Pair]:
     """Every pair, model-major (so each model's datasets run one after another): the named
     datasets first, then those the kinds' own options select; one pair per seed of its kind
     (:meth:`BenchmarkKind.seeds`)."""
-    if not settings.active:
+    if not config.active:
         return []
-    chosen = {name: kind_of(name, kinds).name for name in settings.datasets}
+    chosen = {name: kind_of(name, kinds).name for name in config.matrix.datasets}
     for kind in kinds:
         for name in kind.selected():
             chosen.setdefault(name, kind.name)
     seeds = {kind.name: kind.seeds() for kind in kinds}
-    return [Pair(model, dataset, kind, seed)
-            for model in settings.models for dataset, kind in chosen.items() for seed in seeds[kind]]
+    return [Pair(spec, dataset, kind, seed)
+            for spec in config.matrix.models for dataset, kind in chosen.items() for seed in seeds[kind]]

@@ -52,7 +52,8 @@ from rf100vl_hf.metadata import to_description
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import splits as split_makers
 from rf100vl_hf.rf100vl.instructions import Instructions, match_classes, parse_instructions
-from rf100vl_hf.rf100vl.reader import Export, ImageRecord, VerifyImages, read_export
+from rf100vl_hf.rf100vl.reader import Export, ImageRecord, read_export
+from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, VERIFY_IMAGES, ParameterError, SplitParameters, VerifyImages
 from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 
 BUILDER_NAME = "rf100vl"
@@ -73,39 +74,6 @@ CITATION = """@article{robicheaux2025roboflow100vl,
   journal={arXiv preprint arXiv:2505.20612},
   year={2025}
 }"""
-
-
-class ParameterError(Rf100vlError, ValueError):
-    """A config parameter out of its range; the message names the parameter and the range."""
-
-
-SPLIT_PARAMETERS: dict[str, Any] = {
-    "fewshot_k": 10, "fewshot_seed": 0, "fewshot_strategy": "random", "fewshot_candidates": 10,
-    "semisup_fraction": 0.1, "semisup_seed": 0,
-}
-"""The parameters of the derived splits and their defaults (the benchmark's); the few-shot ones
-apply to a generated few-shot split only (see :func:`.splits.fewshot`)."""
-
-
-def check_split_parameter(name: str, value: Any) -> Any:
-    """``value`` if it is a valid ``name`` (one of :data:`SPLIT_PARAMETERS`), else a :class:`ParameterError`."""
-    if name in ("fewshot_seed", "semisup_seed"):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        expected = "an integer"
-    elif name in ("fewshot_k", "fewshot_candidates"):
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        expected = "an integer of at least 1"
-    elif name == "fewshot_strategy":
-        ok = isinstance(value, str) and value in split_makers.FEWSHOT_STRATEGIES
-        expected = " or ".join(map(repr, split_makers.FEWSHOT_STRATEGIES))
-    elif name == "semisup_fraction":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
-        expected = "a number in (0, 1]"
-    else:
-        raise ParameterError(f"unknown split parameter {name!r} (known: {', '.join(SPLIT_PARAMETERS)})")
-    if not ok:
-        raise ParameterError(f"{name} must be {expected}, not {value!r}")
-    return value
 
 
 @dataclass
@@ -130,15 +98,8 @@ class Rf100vlConfig(datasets.BuilderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in SPLIT_PARAMETERS:
-            check_split_parameter(name, getattr(self, name))
-        if self.fewshot_strategy == "random" and self.fewshot_candidates != SPLIT_PARAMETERS["fewshot_candidates"]:
-            # refused rather than ignored: it would change the config id, not the rows
-            raise ParameterError(
-                f"fewshot_candidates={self.fewshot_candidates} needs fewshot_strategy='best' "
-                "(the random strategy draws one selection)"
-            )
-        if self.verify_images not in ("header", "full"):
+        SplitParameters(**{name: getattr(self, name) for name in SPLIT_PARAMETERS})  # checks each, names the bad one
+        if self.verify_images not in VERIFY_IMAGES:
             raise ParameterError(f"verify_images must be 'header' or 'full', not {self.verify_images!r}")
 
     @property

@@ -40,7 +40,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator
 
 import xxhash
 
@@ -50,6 +50,7 @@ from rf100vl_hf.ids import read_id
 from rf100vl_hf.images import TRANSPOSING_ORIENTATIONS, ImageProbe, probe_image
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.safepaths import refuse_special, resolve_inside, special_kind, text_problem
+from rf100vl_hf.rf100vl.request import VerifyImages
 
 ANNOTATIONS_FILE = "_annotations.coco.json"
 SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}
@@ -71,7 +72,6 @@ REPAIRS: dict[str, str] = {
 """The repairs applied with a warning instead of an error: each is safe because the
 intended value is unambiguous. Everything else that is wrong is an error."""
 
-VerifyImages = Literal["header", "full"]
 """``header``: parse headers and check end markers; ``full``: decode every image."""
 
 ROBOFLOW_SUPERCATEGORY = "none"

@@ -647,7 +647,8 @@ def test_a_plugin_run_scores_the_truth_it_was_told_and_writes_the_key_nowhere(
     openai_server.answer, openai_server.key = answer, api_key
     run = ["--rf100vl-model", "openai:stand-in-vl", "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample",
            "--benchmark-disable", "--rf100vl-device", "cpu",
-           "--rf100vl-max-requests", "100", "--rf100vl-adapter-option", f"openai.base_url={openai_server.url}",
+           "--rf100vl-adapter-option", "openai.max_requests=100",
+           "--rf100vl-adapter-option", f"openai.base_url={openai_server.url}",
            "--rf100vl-adapter-option", f"openai.api_key_env={KEY_VARIABLE}",
            "--rf100vl-adapter-option", "openai.family=generic", "--rf100vl-adapter-option", "openai.concurrency=4"]
     first = pytester.runpytest_inprocess(*run)

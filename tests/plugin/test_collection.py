@@ -73,8 +73,8 @@ def test_only_the_matrix_runs_unless_test_paths_are_named(pytester: pytest.Pytes
 def test_user_tests_with_the_fixtures_are_parametrized_over_the_matrix(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_mine="""
-        def test_pair(rf100vl_pair, rf100vl_settings):
-            assert rf100vl_pair.model in rf100vl_settings.models
+        def test_pair(rf100vl_pair, rf100vl_config):
+            assert rf100vl_pair.spec in rf100vl_config.matrix.models
         """
     )
     result = pytester.runpytest_inprocess(

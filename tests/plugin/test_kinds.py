@@ -23,7 +23,9 @@ from PIL import Image
 
 from rf100vl_hf.markdown import table
 from pytest_rf100vl.adapters.base import ImageItem
-from pytest_rf100vl.core.settings import Option
+from dataclasses import dataclass
+
+from pytest_rf100vl.core.options import option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
 from pytest_rf100vl.engine.columns import common_columns
 from pytest_rf100vl.core.metrics import Metric, failure, threshold_for
@@ -37,10 +39,15 @@ class Scores:
         self.scores = accuracy
 
 
+@dataclass(frozen=True)
+class ToyOptions:
+    objects: int = option("objects", "int", "objects in every toy image", "N", prefix="toy", default=2, minimum=0)
+
+
 class ToyKind(BenchmarkKind):
     name = "toy"
     test_name = "test_counting"
-    options = (Option("objects", "int", "objects in every toy image", "N", prefix="toy", default=2, minimum=0),)
+    options_section = ToyOptions
     metrics = (ACCURACY,)
 
     def claims(self, dataset):
@@ -54,7 +61,7 @@ class ToyKind(BenchmarkKind):
         start = time.perf_counter()
         found = [len(detections.scores) for detections in adapter.predict(items)]
         seconds = time.perf_counter() - start
-        accuracy = float(np.mean([n == self.settings.value("toy_objects") for n in found]))
+        accuracy = float(np.mean([n == self.options.objects for n in found]))
         row = {
             **common_columns(pair, adapter.describe(), adapter.options, "test", 1,
                              Timing(seconds, [seconds], [len(items)]), OutputCounts(), session.writer.run_id),

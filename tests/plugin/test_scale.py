@@ -13,6 +13,7 @@ import pytest
 
 from rf100vl_hf.results.rows import latest, read_results
 
+from pytest_rf100vl.core.config import ModelSpec
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.session.shard import shard
 from tests.plugin.helpers import link, results
@@ -160,7 +161,7 @@ def test_two_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, sc
 
 def test_shards_are_balanced_deterministic_and_cover_the_matrix() -> None:
     sizes = {"a": 100.0, "b": 60.0, "c": 50.0, "d": 40.0, "e": 10.0}
-    pairs = [Pair(model, dataset, "rf100vl") for model in ("m1", "m2") for dataset in sizes]
+    pairs = [Pair(ModelSpec.parse(model), dataset, "rf100vl") for model in ("m1", "m2") for dataset in sizes]
     parts = [shard(pairs, part, 3, lambda pair: sizes[pair.dataset]) for part in (1, 2, 3)]
     assert Counter(pair for part in parts for pair in part) == Counter(pairs)  # each pair once
     loads = [sum(sizes[pair.dataset] for pair in part) for part in parts]

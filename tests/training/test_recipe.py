@@ -9,7 +9,7 @@ from rf100vl_hf.results.rows import latest
 from rf100vl_hf.results.tables import ap_table, over_seeds
 from rf100vl_hf.training.recipe import Recipe, regime_of
 
-from pytest_rf100vl.kinds.rf100vl.training import parse_seeds
+from rf100vl_hf.training.recipe import parse_seeds
 
 
 def test_overrides_are_typed_and_unknown_or_bad_ones_are_refused() -> None:

@@ -8,12 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.constants import PROMPT_MODES
-from rf100vl_hf.rf100vl.catalog import SUBSETS
-
-from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.kinds.rf100vl.training import TrainingPlan, parse_seeds, train_options
+from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
+from pytest_rf100vl.kinds.rf100vl.training import TrainingPlan
 from rf100vl_hf.metrics import ALL
 
 from pytest_rf100vl.core.metrics import Metric, Rule
@@ -24,103 +21,50 @@ if TYPE_CHECKING:
     from pytest_rf100vl.core.checks import MeanCheck
     from pytest_rf100vl.session.matrix import MatrixSession
 
-TRAIN_SPLITS = ("fewshot_10", "semisup_10", "train")
-REFERENCES = ("paper",)
 AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
-
-
-def _methods(values: tuple[str, ...]) -> dict[str, str]:
-    """``SPEC=ROW`` items of ``--rf100vl-reference-method``."""
-    methods = {}
-    for value in values:
-        spec, sep, row = value.partition("=")
-        if not sep or not spec.strip() or not row.strip():
-            raise ValueError(f"expected SPEC=ROW, got {value!r}")
-        methods[spec.strip()] = row.strip()
-    return methods
-
-
-def _train_split(value: str) -> str:
-    from rf100vl_hf.training.recipe import regime_of
-
-    regime_of(value)  # a ValueError names the known splits
-    return value
 
 
 class Rf100vlKind(BenchmarkKind):
     name = "rf100vl"
     test_name = "test_detection"
     test_doc = "The pair ran over its split; its AP50:95 meets its threshold when it has one."
-    options = (
-        Option("domain", "list", "every catalogue dataset of these domains ('custom': the other exports of the data "
-               "dir)", "DOMAINS", split=True),
-        Option("subset", "str", "every catalogue dataset of a subset: all or rf20vl", "SUBSET", choices=SUBSETS),
-        Option("split", "str", "split to evaluate (default: test; UOUO datasets have only test)", "SPLIT",
-               default="test"),
-        Option("data-dir", "path", "root of the full exports (default: $RF100VL_DATA_DIR or the cache home)", "DIR"),
-        Option("fewshot-dir", "path", "root of the official few-shot exports (default: $RF100VL_FEWSHOT_DIR)", "DIR"),
-        Option("prompt", "str", "names, instructions or fewshot (default: names)", "MODE", default="names",
-               choices=PROMPT_MODES),
-        Option("min-ap", "float", "minimum AP50:95, in percent, for every RF100-VL pair without a more specific "
-               "threshold", "AP"),
-        Option("reference", "str", "compare each complete domain's mean with a published table: paper", "TABLE",
-               choices=REFERENCES),
-        Option("tolerance", "float", "allowed distance, in AP points, from the reference table (default: 1.0)", "AP",
-               default=1.0),
-        Option("reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)",
-               "SPEC=ROW", check=_methods),
-        Option("train", "str", "fine-tune each model on this split first, then score it on --rf100vl-split: "
-               "fewshot_10 (few-shot), semisup_10 (semi-supervised) or train (fully supervised); weights are kept "
-               "in <results>/trained and reused (default: none, the model as it comes)", "SPLIT",
-               check=_train_split),
-        Option("recipe", "str", "the recipe to fine-tune by (default: the model's recipe for the regime; "
-               "the README's 'Data regimes' lists each model's recipes)", "NAME"),
-        Option("train-option", "list", "override a hyper-parameter of the recipe, KEY=VALUE (repeatable): epochs, "
-               "batch_size, learning_rate, weight_decay, max_grad_norm, federated, mixed_precision (no, fp16, "
-               "bf16), grad_accumulation, or the recipe's own", "KEY=VALUE", check=train_options),
-        Option("seeds", "str", "fit each trained pair once per seed, one test each: 0-9 or 0,3,7 (default: 0); "
-               "the summary gives the spread over seeds", "SEEDS", check=parse_seeds),
-    )
-    selectors = ("rf100vl_domain", "rf100vl_subset")
+    options_section = DetectionOptions
     metrics = (AP,)
     fallback = True
     target_description = "an RF100-VL dataset, domain or All"
 
+    options: DetectionOptions
+
     @property
     def split_name(self) -> str:
-        return self.settings.value("rf100vl_split")
+        return self.options.split
 
     @property
     def prompt(self) -> str:
-        return self.settings.value("rf100vl_prompt")
+        return self.options.prompt
 
     @property
     def data_dir(self) -> Path:
         from rf100vl_hf import paths
 
-        return self.settings.value("rf100vl_data_dir") or paths.default_data_dir()
+        return self.options.data_dir or paths.default_data_dir()
 
     @property
     def train_split(self) -> str | None:
-        return self.settings.values.get("rf100vl_train")
+        return self.config.training.split
 
     def seeds(self) -> tuple[int | None, ...]:
         """One pair per ``--rf100vl-seeds`` seed when models are fine-tuned (seed 0 by default)."""
-        import pytest
-
-        seeds = self.settings.values.get("rf100vl_seeds")
         if self.train_split is None:
-            if seeds:
-                raise pytest.UsageError("--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT")
             return (None,)
-        return seeds or (0,)
+        return self.config.training.seeds or (0,)
 
     def training(self, adapter: type["Adapter"], seed: int | None) -> TrainingPlan | None:
         """The pair's training plan (``None`` zero-shot); ``ValueError`` naming what is wrong."""
         from pytest_rf100vl.kinds.rf100vl.training import plan
 
-        return plan(adapter, self.train_split, self.settings.values.get("rf100vl_recipe"),
-                    self.settings.values.get("rf100vl_train_option") or {}, seed)
+        training = self.config.training
+        return plan(adapter, training.split, training.recipe, dict(training.options), seed)
 
     def left_out(self, pair: "Pair", adapter: "Adapter") -> str | None:
         """Beside a model that does not answer RF100-VL, one that cannot be fine-tuned under ``--rf100vl-train``."""
@@ -148,9 +92,9 @@ class Rf100vlKind(BenchmarkKind):
         from rf100vl_hf.errors import UnknownNameError
         from rf100vl_hf.rf100vl import catalog, sources
 
-        domains_given = self.settings.value("rf100vl_domain")
-        subset = self.settings.value("rf100vl_subset")
-        if not (domains_given or subset or not self.settings.datasets):
+        domains_given = self.options.domains
+        subset = self.options.subset
+        if not (domains_given or subset or not self.config.matrix.datasets):
             return []
         try:
             domains = [catalog.normalize_domain(d) for d in domains_given] or [None]
@@ -174,12 +118,7 @@ class Rf100vlKind(BenchmarkKind):
     # -- running ----------------------------------------------------------------------
     def load(self, dataset: str, session: "MatrixSession") -> Any:
         """Every split of the dataset, validated and prepared once per session."""
-        from rf100vl_hf.rf100vl.builder import load_rf100vl
-
-        return load_rf100vl(
-            dataset, data_dir=self.settings.value("rf100vl_data_dir"),
-            fewshot_dir=self.settings.value("rf100vl_fewshot_dir"), progress=False,
-        )
+        return self.options.request.load(dataset, progress=False)
 
     def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
         """A split by name, whole; the pair's own split (``None``) cut to ``--rf100vl-limit``."""
@@ -199,7 +138,7 @@ class Rf100vlKind(BenchmarkKind):
 
         from pytest_rf100vl.kinds.rf100vl.training import fit_columns, identity_columns
 
-        settings = self.settings
+        batch_size = self.config.loop.batch_size
         dataset = session.dataset(pair)
         metadata = read_metadata(dataset)
         training = self.training(type(adapter), pair.seed)
@@ -208,7 +147,7 @@ class Rf100vlKind(BenchmarkKind):
             fit, fitted, store = self._trained(pair, adapter, training, metadata, session)
             output += f".trained-{store.folder.name[:12]}"
         evaluation = run_pair(
-            adapter, dataset, metadata, self.split_name, self.prompt, settings.batch_size,
+            adapter, dataset, metadata, self.split_name, self.prompt, batch_size,
             lambda split: session.dataset(pair, split), benchmark, session.loop,
         )
         thresholds = self.thresholds(pair, session)
@@ -216,7 +155,7 @@ class Rf100vlKind(BenchmarkKind):
         path = session.writer.write_predictions(pair.model, pair.dataset, output, evaluation.predictions, described)
         row = detection_row(
             pair, described, adapter.identity_options(adapter.options), metadata, self.split_name, self.prompt,
-            settings.batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
+            batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
         )
         row[LIMIT] = self.limit
         row.update(identity_columns(training, metadata))
@@ -234,7 +173,7 @@ class Rf100vlKind(BenchmarkKind):
         model = {"model": described["model"], "checkpoint": described["checkpoint"],
                  "model_revision": described["revision"],
                  "adapter_options": options_column(adapter.identity_options(adapter.options))}
-        store = store_for(self.settings.results, pair.model, pair.dataset, training_key(model, metadata, training,
+        store = store_for(self.config.report.results, pair.model, pair.dataset, training_key(model, metadata, training,
                                                                                     adapter.training_libraries))
         record, fitted = fit_or_load(adapter, training, store, metadata, lambda split: session.dataset(pair, split))
         adapter.trained_weights = record.weights_sha256
@@ -263,8 +202,7 @@ class Rf100vlKind(BenchmarkKind):
 
         folder = {"validation": "valid"}.get(self.split_name, self.split_name)
         try:
-            split_dir = locate(dataset, self.settings.value("rf100vl_data_dir"),
-                               self.settings.value("rf100vl_fewshot_dir")).root / folder
+            split_dir = locate(dataset, self.options.data_dir, self.options.fewshot_dir).root / folder
             return float(max(1, sum(1 for _ in split_dir.iterdir())))
         except (Rf100vlError, OSError):
             return 1.0
@@ -286,11 +224,9 @@ class Rf100vlKind(BenchmarkKind):
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
 
         checks = threshold_checks(rules, rows)
-        if self.settings.value("rf100vl_reference"):
-            checks += reference_checks(
-                self.settings.value("rf100vl_subset") or "all", self.settings.value("rf100vl_reference_method"),
-                self.settings.value("rf100vl_tolerance"), rows,
-            )
+        if self.options.reference:
+            checks += reference_checks(self.options.subset or "all", self.options.reference_methods,
+                                       self.options.tolerance, rows)
         return checks
 
     def accepts_threshold_target(self, target: str) -> bool:

@@ -44,42 +44,6 @@ class TrainingPlan:
         return regime_of(self.split)
 
 
-def train_options(values: tuple[str, ...]) -> dict[str, str]:
-    """``KEY=VALUE`` items of ``--rf100vl-train-option``."""
-    options = {}
-    for value in values:
-        key, sep, text = value.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise ValueError(f"expected KEY=VALUE, got {value!r}")
-        options[key.strip()] = text.strip()
-    return options
-
-
-MAX_SEEDS = 100
-"""The most seeds a run may fit each pair with (each is a fit and a test; the papers use 10)."""
-MAX_SEED = 2**31 - 1
-"""The largest seed (what every library's generator takes)."""
-
-
-def parse_seeds(value: str) -> tuple[int, ...]:
-    """``0-9``, ``0,3,7`` or ``1-2,5``: the seeds, in order, each once; at most :data:`MAX_SEEDS`."""
-    seeds: dict[int, None] = {}
-    for part in value.split(","):
-        first, dash, last = part.strip().partition("-")
-        if not first.strip().isascii() or not first.strip().isdigit() or (
-                dash and not (last.strip().isascii() and last.strip().isdigit())):
-            raise ValueError(f"expected seeds such as 0-9 or 0,3,7, got {value!r}")
-        low, high = int(first), int(last) if dash else int(first)
-        if high < low:
-            raise ValueError(f"empty seed range {part.strip()!r} (write the lower seed first: {high}-{low})")
-        if high > MAX_SEED:
-            raise ValueError(f"seed {high} is too large (seeds are at most {MAX_SEED})")
-        if high - low + 1 + len(seeds) > MAX_SEEDS:  # counted before a range is made: 0-10**12 is refused at once
-            raise ValueError(f"{value!r} holds more than {MAX_SEEDS} seeds: each is a fit of every pair")
-        seeds.update(dict.fromkeys(range(low, high + 1)))
-    return tuple(seeds)
-
-
 def plan(adapter: type["Adapter"], split: str | None, recipe_name: str | None, options: dict[str, str],
          seed: int | None) -> TrainingPlan | None:
     """The pair's training plan (``None``: the model is scored as it comes); ``ValueError`` when

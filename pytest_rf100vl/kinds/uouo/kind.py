@@ -6,12 +6,10 @@ UOUO's Table 1)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.collect.options import existing_folder
-from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.kinds.uouo.options import GroundingOptions
 from pytest_rf100vl.core.metrics import Metric
 
 if TYPE_CHECKING:
@@ -21,8 +19,6 @@ if TYPE_CHECKING:
 
 DATASETS = ("uouo-random", "uouo-mmd")
 """``uouo-<config>`` for each config of the ``uouo`` builder (:data:`rf100vl_hf.uouo.plan.MODES`)."""
-NO_WEIGHTS = "none"
-"""``--uouo-clip-pretrained none``: CLIP with seeded random weights (for tests)."""
 TABLE_1 = "as in UOUO's Table 1"
 METRICS = {
     "accuracy": Metric("accuracy", "quadrant accuracy", 4, kind="uouo", fraction=TABLE_1),
@@ -30,61 +26,16 @@ METRICS = {
 }
 
 
-def _fraction(value: float) -> float:
-    if not 0 <= value <= 1:
-        raise ValueError(f"expected a fraction in [0, 1] ({TABLE_1}), got {value:g}")
-    return value
-
-
-def _alpha(value: int) -> int:
-    if value > 254:
-        raise ValueError(f"expected an alpha value in 0..254, got {value}")
-    return value
-
-
 class UouoKind(BenchmarkKind):
     name = "uouo"
     test_name = "test_grounding"
     test_doc = ("The pair answered every mosaic; its quadrant accuracy and mIoU meet their thresholds when it has "
                 "them.")
-    options = (
-        Option("source", "path", "folder of UOUO cut-outs (default: $UOUO_SOURCE_DIR, else <cache home>/uouo-source "
-               "when it exists, else the embedded sample)", "DIR", prefix="uouo", check=existing_folder),
-        Option("num-mosaics", "int", "mosaics per UOUO dataset (default: 200)", "N", prefix="uouo", minimum=1),
-        Option("seed", "int", "seed of the UOUO mosaics (default: 0)", "N", prefix="uouo", minimum=0),
-        Option("clip-model", "str", "open_clip model that ranks the hard mosaics' neighbours (default: ViT-B-32)",
-               "NAME", prefix="uouo"),
-        Option("clip-pretrained", "str", "its weights: an open_clip tag, a local weights file, or 'none' for seeded "
-               "random weights (default: laion2b_s34b_b79k, downloaded once)", "TAG_OR_FILE", prefix="uouo"),
-        Option("min-accuracy", "float", "minimum UOUO quadrant accuracy, a fraction in [0, 1], for every UOUO pair "
-               "without a more specific threshold", "FRACTION", prefix="uouo", check=_fraction),
-        Option("min-miou", "float", "minimum UOUO mIoU, a fraction in [0, 1], for every UOUO pair without a more "
-               "specific threshold", "FRACTION", prefix="uouo", check=_fraction),
-        Option("num-proc", "int", "processes composing the UOUO mosaics (default: the usable cores, at most 8; "
-               "the mosaics do not depend on it)", "N", prefix="uouo", minimum=1),
-        Option("alpha-threshold", "int", "cut-out alpha at or below this is background, the faint haze "
-               "background removers leave (default: 8; see docs/uouo.md)", "N", prefix="uouo", minimum=0,
-               check=_alpha),
-    )
+    options_section = GroundingOptions
     metrics = tuple(METRICS.values())
     target_description = f"a UOUO dataset ({', '.join(DATASETS)})"
 
-    def parameters(self) -> dict[str, Any]:
-        """What ``load_uouo`` is given besides the config: only what the user set (the rest
-        keeps ``load_uouo``'s defaults, so the bare ``load_dataset`` route finds the same build)."""
-        value = self.settings.value
-        given: dict[str, Path | int | str | None] = {
-            "source_dir": value("uouo_source"),
-            "num_mosaics": value("uouo_num_mosaics"),
-            "seed": value("uouo_seed"),
-            "clip_model": value("uouo_clip_model"),
-            "clip_pretrained": value("uouo_clip_pretrained"),
-            "alpha_threshold": value("uouo_alpha_threshold"),
-        }
-        parameters = {key: v for key, v in given.items() if v is not None}
-        if value("uouo_clip_pretrained") == NO_WEIGHTS:
-            parameters["clip_pretrained"] = None
-        return parameters
+    options: GroundingOptions
 
     # -- collection -------------------------------------------------------------------
     def claims(self, dataset: str) -> bool:
@@ -95,7 +46,7 @@ class UouoKind(BenchmarkKind):
 
     def header_lines(self, pairs: list["Pair"]) -> list[str]:
         given = ", ".join(f"{key} {'none (random weights)' if value is None else value}"
-                          for key, value in self.parameters().items())
+                          for key, value in self.options.given().items())
         return [f"uouo: split test; {given or 'default source, mosaics and CLIP model'}"]
 
     # -- running ----------------------------------------------------------------------
@@ -110,7 +61,7 @@ class UouoKind(BenchmarkKind):
         config = dataset.removeprefix("uouo-")
         try:
             return load_uouo(config, split="test", device=session.device, progress=False,
-                             num_proc=self.settings.value("uouo_num_proc") or default_num_proc(), **self.parameters())
+                             num_proc=self.options.num_proc or default_num_proc(), **self.options.given())
         except ClipWeightsError as exc:  # no network: say which options build the mosaics without it
             remedies = exc.advice("--uouo-clip-pretrained none", "--uouo-clip-pretrained FILE")
             raise RuntimeError(f"building the {dataset} mosaics failed: {remedies}") from None
@@ -132,12 +83,12 @@ class UouoKind(BenchmarkKind):
         dataset = session.dataset(pair)
         metadata = read_metadata(dataset)
         evaluation = run_grounding_pair(
-            adapter, dataset, pair.dataset, metadata["canvas"], self.settings.batch_size, benchmark, session.loop
+            adapter, dataset, pair.dataset, metadata["canvas"], self.config.loop.batch_size, benchmark, session.loop
         )
         thresholds = self.thresholds(pair, session)
         path = session.writer.write_records(pair.model, pair.dataset, self.output_name("test"), evaluation.records)
         row = grounding_row(
-            pair, adapter.describe(), adapter.identity_options(adapter.options), metadata, self.settings.batch_size, evaluation,
+            pair, adapter.describe(), adapter.identity_options(adapter.options), metadata, self.config.loop.batch_size, evaluation,
             session.writer.run_id, thresholds, path,
         )
         row[LIMIT] = self.limit
@@ -155,7 +106,7 @@ class UouoKind(BenchmarkKind):
         """The number of mosaics asked."""
         from rf100vl_hf.uouo.defaults import DEFAULT_NUM_MOSAICS
 
-        return float(self.settings.value("uouo_num_mosaics") or DEFAULT_NUM_MOSAICS)
+        return float(self.options.num_mosaics or DEFAULT_NUM_MOSAICS)
 
     def unscored(self, row: dict[str, Any]) -> str | None:
         """Nothing is scored when the model failed on every mosaic (each one's answer is missing)."""

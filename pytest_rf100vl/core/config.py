@@ -1,0 +1,368 @@
+"""A run's configuration, typed: parsed once at the edge (the command line, the ini file, a
+``--rf100vl-config`` YAML file, or Python), then passed inward as values.
+
+:class:`RunConfig` is made of small sections (:class:`MatrixConfig`: what runs;
+:class:`LoopConfig`: how the inference loop runs; :class:`TrainingConfig`: fine-tuning first;
+:class:`ReportConfig`: where results go and what fails a run), each benchmark kind's own
+section, and the minimums of the kinds' metrics. Every field is an option
+(:mod:`pytest_rf100vl.core.options`), so the same run can be written three ways::
+
+    pytest --rf100vl-model=owlv2:tiny --rf100vl-dataset=sample --rf100vl-batch-size=8
+
+    # run.yaml, used as: pytest --rf100vl-config=run.yaml
+    matrix: {model: [owlv2:tiny], dataset: [sample]}
+    loop: {batch-size: 8}
+
+    config = load_config("run.yaml")        # pytest_rf100vl.load_config
+    pytest.main(config.to_args())
+
+The command line wins over the file, and the file over the ini file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rf100vl_hf.constants import DTYPES
+from rf100vl_hf.devices import DEVICE_HELP, check_device_name
+from rf100vl_hf.training.recipe import parse_key_values, parse_seeds, regime_of
+
+from pytest_rf100vl.core.metrics import Metric
+from pytest_rf100vl.core.options import Option, fields_with_options, option, options_of
+
+DEFAULT_RESULTS = Path(".rf100vl") / "results"
+AUTO_BATCH = "auto"
+"""``--rf100vl-batch-size auto``: the largest batch that fits on the GPU (``engine/batch_size.py``)."""
+CONFIG_OPTION = Option("config", "path", "a YAML file of options, by section (matrix, loop, training, report, "
+                       "minimums and each benchmark's: rf100vl, uouo); the command line wins over it, and it "
+                       "over the ini file (docs/cli.md)", "FILE")
+
+
+@dataclass(frozen=True)
+class AdapterOption:
+    """``--rf100vl-adapter-option [NAME.]KEY=VALUE``; ``adapter`` is ``None`` for every model."""
+
+    adapter: str | None
+    key: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.adapter + '.' if self.adapter else ''}{self.key}={self.value}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as asked for: ``NAME[:CHECKPOINT_OR_PATH]`` (only the first colon separates, so
+    paths and Hub ids pass) and the adapter options given for it (every model's first, then
+    its name's own). Parsed once; the adapter class is resolved once by the session."""
+
+    text: str
+    name: str
+    checkpoint: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, adapter_options: Sequence[AdapterOption] = ()) -> "ModelSpec":
+        name, _, checkpoint = text.partition(":")
+        name = name.strip()
+        general = {o.key: o.value for o in adapter_options if o.adapter is None}
+        own = {o.key: o.value for o in adapter_options if o.adapter == name}
+        return cls(text.strip(), name, checkpoint.strip() or None, tuple({**general, **own}.items()))
+
+    @property
+    def option_values(self) -> dict[str, str]:
+        return dict(self.options)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _shard(value: str) -> tuple[int, int]:
+    part, slash, count = value.partition("/")
+    if not (slash and part.strip().isdigit() and count.strip().isdigit() and 1 <= int(part) <= int(count)):
+        raise ValueError(f"expected I/N with 1 <= I <= N, e.g. 1/4, got {value!r}")
+    return int(part), int(count)
+
+
+def _batch_size(value: str) -> int | str:
+    text = value.strip().lower()
+    if text == AUTO_BATCH:
+        return AUTO_BATCH
+    try:
+        size = int(text)
+    except ValueError:
+        raise ValueError(f"expected a number of images or {AUTO_BATCH}, got {value!r}") from None
+    if size < 1:
+        raise ValueError(f"must be at least 1 (or {AUTO_BATCH}), got {size}")
+    return size
+
+
+def _repo_id(value: str) -> str:
+    if value.count("/") != 1 or not all(part.strip() for part in value.split("/")):
+        raise ValueError(f"expected a Hub repository id ORG/NAME, got {value!r}")
+    return value
+
+
+def fraction(value: float) -> float:
+    """An option check: a fraction in [0, 1]."""
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a fraction in [0, 1], got {value:g}")
+    return value
+
+
+def _train_split(value: str) -> str:
+    regime_of(value)  # a ValueError names the known splits
+    return value
+
+
+@dataclass(frozen=True)
+class MatrixConfig:
+    """What runs: every model on every dataset, or a part of that matrix."""
+
+    models: tuple[ModelSpec, ...] = option(
+        "model", "list", "adapter spec NAME[:CHECKPOINT_OR_PATH] (repeatable), e.g. owlv2 or owlv2:tiny", "SPEC")
+    datasets: tuple[str, ...] = option(
+        "dataset", "list", "datasets to run, comma-separated or repeated ('sample' is the embedded one)", "NAMES",
+        split=True)
+    adapter_options: tuple[AdapterOption, ...] = option(
+        "adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter NAME "
+        "only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE")
+    shard: tuple[int, int] | None = option(
+        "shard", "str", "run part I of N of the matrix (size-balanced, the same on every machine), e.g. 1/4", "I/N",
+        check=_shard, show=lambda value: f"{value[0]}/{value[1]}")
+    limit: int | None = option(
+        "limit", "int", "run each pair on the first N images of its split only, a quick check: its row is marked "
+        "limit=N, never merged with or reused for a full run (default: every image)", "N", minimum=1)
+    rerun: bool = option(
+        "rerun", "flag", "run every pair even when the results folder has its finished row (default: reuse it)")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How the inference loop runs each model: where, in what precision, how many images a call."""
+
+    device: str = option("device", "str", f"{DEVICE_HELP} (default: auto)", "DEVICE", default="auto",
+                         check=check_device_name)
+    dtype: str = option("dtype", "str", "float32, float16 or bfloat16 (default: float32)", "DTYPE",
+                        default="float32", choices=DTYPES)
+    batch_size: int | str = option(
+        "batch-size", "str", "images per adapter call, or auto: on CUDA the largest batch that fits, found once per "
+        "model (default: 1)", "N|auto", default=1, check=_batch_size)
+    attention: str | None = option(
+        "attention", "str", "attention implementation of transformers models: sdpa, eager, flash_attention_2... "
+        "(default: transformers' choice, SDPA where the model has it; recorded in each row)", "NAME")
+    compile: bool = option(
+        "compile", "flag", "run each transformers detector's forward through torch.compile; the compile time falls "
+        "in the warm-up, out of the throughput, and is recorded as compile_s")
+    device_map: str | None = option(
+        "device-map", "str", "spread each transformers model over every visible device with accelerate's device "
+        "map: auto (for models larger than one GPU; recorded in each row)", "auto", choices=("auto",))
+    cache: str | None = option("cache", "str", "answer cache folder, or 'off' (default: <results>/answers)",
+                               "DIR|off")
+    warmup_batches: int = option("warmup-batches", "int", "model calls timed apart from the throughput (default: 2)",
+                                 "N", default=2, minimum=1)
+    min_time: float = option(
+        "min-time", "float", "a split whose steady state takes less is run again for throughput (answer cache off, "
+        "output discarded) until the rounds add up to this many seconds (default: 10)", "SECONDS", default=10.0,
+        minimum=0)
+    max_rounds: int = option("max-rounds", "int", "at most this many rounds of a split for throughput (default: 10; "
+                             "1: never repeat)", "N", default=10, minimum=1)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Fine-tuning each model before it is scored (the README's "Data regimes")."""
+
+    split: str | None = option(
+        "train", "str", "fine-tune each model on this split first, then score it on --rf100vl-split: fewshot_10 "
+        "(few-shot), semisup_10 (semi-supervised) or train (fully supervised); weights are kept in "
+        "<results>/trained and reused (default: none, the model as it comes)", "SPLIT", check=_train_split)
+    recipe: str | None = option(
+        "recipe", "str", "the recipe to fine-tune by (default: the model's recipe for the regime; the README's "
+        "'Data regimes' lists each model's recipes)", "NAME")
+    options: Mapping[str, str] = option(
+        "train-option", "list", "override a hyper-parameter of the recipe, KEY=VALUE (repeatable): epochs, "
+        "batch_size, learning_rate, weight_decay, max_grad_norm, federated, mixed_precision (no, fp16, bf16), "
+        "grad_accumulation, or the recipe's own", "KEY=VALUE", check=parse_key_values)
+    seeds: tuple[int, ...] = option(
+        "seeds", "str", "fit each trained pair once per seed, one test each: 0-9 or 0,3,7 (default: 0); the summary "
+        "gives the spread over seeds", "SEEDS", default=(), check=parse_seeds,
+        show=lambda seeds: ",".join(map(str, seeds)))
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """Where the results go, and what fails a run."""
+
+    results: Path = option("results", "path", f"folder of results files (default: {DEFAULT_RESULTS})", "DIR",
+                           default=DEFAULT_RESULTS)
+    thresholds: Path | None = option(
+        "thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain or All), "
+        "min_accuracy or min_miou (target: uouo-random or uouo-mmd) columns", "FILE")
+    push_results: str | None = option(
+        "push-results", "str", "push this session's rows to the Hub results dataset ORG/NAME when it ends "
+        "(append-and-merge; a failed push is a warning with the command that retries it)", "ORG/NAME",
+        check=_repo_id)
+    max_failed_fraction: float = option(
+        "max-failed-fraction", "float", "a pair fails when the model failed (raised) on more than this fraction of "
+        "its images (default: 0, any failed image fails the pair)", "F", default=0.0, check=fraction)
+    allow_empty: bool = option(
+        "allow-empty", "flag", "exit 0 when no pair ran (every dataset missing, every pair left out); by default "
+        "such a run exits 5 with a line saying why")
+
+
+SECTIONS: dict[str, type] = {"matrix": MatrixConfig, "loop": LoopConfig, "training": TrainingConfig,
+                             "report": ReportConfig}
+MINIMUMS = "minimums"
+"""The section of the metrics' minimums (``--rf100vl-min-ap``, ``--uouo-min-miou``...) in a file."""
+
+
+def minimum_option(metric: Metric) -> Option:
+    """``--KIND-min-METRIC``: the metric's minimum for every pair of its kind without a more
+    specific threshold (a rate in [0, 1] is checked as one)."""
+    def rate(value: float) -> float:
+        if not 0 <= value <= 1:
+            raise ValueError(f"expected a fraction in [0, 1] ({metric.fraction}), got {value:g}")
+        return value
+
+    unit = f", a fraction in [0, 1] ({metric.fraction})" if metric.fraction else ""
+    return Option(f"min-{metric.name}", "float", f"minimum {metric.label}{unit}, for every {metric.kind} pair "
+                  "without a more specific threshold", "MIN", prefix=metric.kind, check=rate if metric.fraction else None)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run was asked for, validated (see the module docstring)."""
+
+    matrix: MatrixConfig = MatrixConfig()
+    loop: LoopConfig = LoopConfig()
+    training: TrainingConfig = TrainingConfig()
+    report: ReportConfig = ReportConfig()
+    minimums: Mapping[Metric, float] = field(default_factory=dict)
+    """Each metric's minimum set by its ``--KIND-min-METRIC`` option."""
+    kinds: Mapping[str, Any] = field(default_factory=dict)
+    """Benchmark kind name -> its own options section (``BenchmarkKind.options``)."""
+
+    @property
+    def active(self) -> bool:
+        """Whether the matrix runs: a model, a dataset or a selecting option was given."""
+        return bool(self.matrix.models or self.matrix.datasets or any(
+            getattr(section, name) for section in self.kinds.values()
+            for name, declared in fields_with_options(type(section)) if declared.selects))
+
+    def kind(self, name: str) -> Any:
+        """The options section of benchmark kind ``name``."""
+        return self.kinds[name]
+
+    def to_args(self) -> list[str]:
+        """The command line that gives this configuration (``pytest.main(config.to_args())``):
+        one ``--OPTION=VALUE`` per value that differs from its default."""
+        args = []
+        for section in (*(getattr(self, name) for name in SECTIONS), *self.kinds.values()):
+            for name, declared in fields_with_options(type(section)):
+                args += declared.as_args(getattr(section, name))
+        return args + [f"{minimum_option(metric).flag}={value:g}" for metric, value in self.minimums.items()]
+
+
+Lookup = Callable[[str, str, Option], Any]
+"""``lookup(section, field, option)``: the raw value given for an option (``None``: not given)."""
+
+
+def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> RunConfig:
+    """The run's configuration from raw values, each parsed and checked by its option.
+
+    ``kind_sections`` maps each benchmark kind to its options section; ``metrics`` are every
+    kind's metrics (each has a ``--KIND-min-METRIC`` option)."""
+    def section(name: str, cls: type) -> Any:
+        values = {attribute: declared.parse(lookup(name, attribute, declared))
+                  for attribute, declared in fields_with_options(cls)}
+        try:
+            return cls(**values)
+        except ValueError as exc:  # a check across options of the section (split parameters, say)
+            raise pytest.UsageError(f"{name} options: {exc}") from None
+
+    matrix = section("matrix", MatrixConfig)
+    adapter_options = _adapter_options(matrix.adapter_options, matrix.models)
+    matrix = dataclasses.replace(
+        matrix, adapter_options=adapter_options,
+        models=tuple(ModelSpec.parse(text, adapter_options) for text in matrix.models))
+    minimums = {metric: value for metric in metrics
+                if (value := minimum_option(metric).parse(lookup(MINIMUMS, metric.name, minimum_option(metric))))
+                is not None}
+    config = RunConfig(
+        matrix=matrix, loop=section("loop", LoopConfig), training=section("training", TrainingConfig),
+        report=section("report", ReportConfig), minimums=minimums,
+        kinds={name: section(name, cls) for name, cls in kind_sections.items()},
+    )
+    if config.active and not config.matrix.models:
+        raise pytest.UsageError("--rf100vl-model is required to run the matrix (e.g. --rf100vl-model owlv2:tiny)")
+    if config.training.seeds and config.training.split is None:
+        raise pytest.UsageError("--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT")
+    return config
+
+
+def _adapter_options(values: tuple[str, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+    """``[NAME.]KEY=VALUE`` items; a NAME must be the adapter name of a model of the run."""
+    names = {text.partition(":")[0].strip() for text in models}
+    parsed = []
+    for value in values:
+        target, sep, text = value.partition("=")
+        adapter, _, key = target.strip().rpartition(".")
+        if not sep or not key.isidentifier():
+            raise pytest.UsageError(f"--rf100vl-adapter-option: expected [NAME.]KEY=VALUE, got {value!r}")
+        if adapter and adapter not in names:
+            raise pytest.UsageError(
+                f"--rf100vl-adapter-option {value!r}: no model named {adapter!r} in this run "
+                f"(models: {', '.join(sorted(names)) or 'none'})"
+            )
+        parsed.append(AdapterOption(adapter or None, key, text.strip()))
+    return tuple(parsed)
+
+
+def all_options(kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> tuple[Option, ...]:
+    """Every option of a run: the config file's, the core sections', each kind's and each metric's minimum."""
+    return (CONFIG_OPTION, *(o for cls in SECTIONS.values() for o in options_of(cls)),
+            *(o for cls in kind_sections.values() for o in options_of(cls)),
+            *(minimum_option(metric) for metric in metrics))
+
+
+def read_file(path: Path, kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> dict[tuple[str, str], Any]:
+    """A config file's values by (section, field): keys are the options' names (``batch-size``
+    or ``batch_size``), paths relative to the file's folder. An unknown section or key, or a
+    file that is no YAML mapping, is a usage error naming the file and the key."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: cannot read it: {exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: expected a mapping of sections, got "
+                                f"{type(loaded).__name__}")
+    known = {**{name: dict(fields_with_options(cls)) for name, cls in {**SECTIONS, **kind_sections}.items()},
+             MINIMUMS: {metric.name: minimum_option(metric) for metric in metrics}}
+    values: dict[tuple[str, str], Any] = {}
+    for section, entries in loaded.items():
+        if section not in known:
+            raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: unknown section {section!r} "
+                                    f"(sections: {', '.join(known)})")
+        if not isinstance(entries, dict):
+            raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: section {section!r} must be a mapping")
+        by_name = {**{o.name: a for a, o in known[section].items()}, **{a: a for a in known[section]}}
+        for key, value in entries.items():
+            attribute = by_name.get(str(key)) or by_name.get(str(key).replace("_", "-"))
+            if attribute is None:
+                raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: unknown key {section}.{key} "
+                                        f"(keys: {', '.join(o.name for o in known[section].values())})")
+            if known[section][attribute].kind == "path" and value is not None:
+                value = Path(path).parent / Path(str(value)).expanduser()
+            values[(section, attribute)] = value
+    return values

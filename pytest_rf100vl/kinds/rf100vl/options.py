@@ -1,0 +1,82 @@
+"""The RF100-VL kind's options: which datasets, which split and prompt, the comparison with a
+published table, and the dataset request ``rf100vl-hf prepare`` takes (where the exports are,
+how the derived splits are made, how images are checked), so the plugin can set each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.rf100vl.catalog import SUBSETS
+from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, VERIFY_IMAGES, DatasetRequest, SplitParameters
+from rf100vl_hf.rf100vl.splits import FEWSHOT_STRATEGIES
+
+from pytest_rf100vl.core.options import option
+
+REFERENCES = ("paper",)
+
+
+def _methods(values: tuple[str, ...]) -> dict[str, str]:
+    """``SPEC=ROW`` items of ``--rf100vl-reference-method``."""
+    methods = {}
+    for value in values:
+        spec, sep, row = value.partition("=")
+        if not sep or not spec.strip() or not row.strip():
+            raise ValueError(f"expected SPEC=ROW, got {value!r}")
+        methods[spec.strip()] = row.strip()
+    return methods
+
+
+@dataclass(frozen=True)
+class DetectionOptions:
+    domains: tuple[str, ...] = option(
+        "domain", "list", "every catalogue dataset of these domains ('custom': the other exports of the data dir)",
+        "DOMAINS", split=True, selects=True)
+    subset: str | None = option("subset", "str", "every catalogue dataset of a subset: all or rf20vl", "SUBSET",
+                                choices=SUBSETS, selects=True)
+    split: str = option("split", "str", "split to evaluate (default: test; UOUO datasets have only test)", "SPLIT",
+                        default="test")
+    prompt: str = option("prompt", "str", "names, instructions or fewshot (default: names)", "MODE",
+                         default="names", choices=PROMPT_MODES)
+    reference: str | None = option("reference", "str", "compare each complete domain's mean with a published "
+                                   "table: paper", "TABLE", choices=REFERENCES)
+    tolerance: float = option("tolerance", "float", "allowed distance, in AP points, from the reference table "
+                              "(default: 1.0)", "AP", default=1.0)
+    reference_methods: dict[str, str] = option(
+        "reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)", "SPEC=ROW",
+        check=_methods)
+    data_dir: Path | None = option("data-dir", "path", "root of the full exports (default: $RF100VL_DATA_DIR or the "
+                                   "cache home)", "DIR")
+    fewshot_dir: Path | None = option("fewshot-dir", "path", "root of the official few-shot exports (default: "
+                                      "$RF100VL_FEWSHOT_DIR)", "DIR")
+    fewshot_k: int = option("fewshot-k", "int", "instances per class of a generated few-shot split (default: 10)",
+                            "K", default=SPLIT_PARAMETERS["fewshot_k"], minimum=1)
+    fewshot_seed: int = option("fewshot-seed", "int", "seed of a generated few-shot split (default: 0)", "N",
+                               default=SPLIT_PARAMETERS["fewshot_seed"])
+    fewshot_strategy: str = option(
+        "fewshot-strategy", "str", "how a generated few-shot split is drawn: random (the challenge tooling's, "
+        "default) or best (per class, the candidate selection with the largest mean box area)", "NAME",
+        default=SPLIT_PARAMETERS["fewshot_strategy"], choices=FEWSHOT_STRATEGIES)
+    fewshot_candidates: int = option(
+        "fewshot-candidates", "int", "candidate selections per class of --rf100vl-fewshot-strategy best (default: 10)",
+        "N", default=SPLIT_PARAMETERS["fewshot_candidates"], minimum=1)
+    semisup_fraction: float = option("semisup-fraction", "float", "fraction of train images in the semi-supervised "
+                                     "split (default: 0.1)", "F", default=SPLIT_PARAMETERS["semisup_fraction"])
+    semisup_seed: int = option("semisup-seed", "int", "seed of the semi-supervised split (default: 0)", "N",
+                               default=SPLIT_PARAMETERS["semisup_seed"])
+    verify_images: str = option("verify-images", "str", "header: parse headers and check JPEG/PNG end markers "
+                                "(fast, default); full: decode every image", "HOW", default="header",
+                                choices=VERIFY_IMAGES)
+
+    def __post_init__(self) -> None:
+        self.splits()  # a bad combination of split parameters is refused here, at the edge
+
+    def splits(self) -> SplitParameters:
+        return SplitParameters(**{item.name: getattr(self, item.name) for item in fields(SplitParameters)})
+
+    @property
+    def request(self) -> DatasetRequest:
+        """The dataset request these options make (the one ``rf100vl-hf prepare`` takes)."""
+        return DatasetRequest(self.data_dir, self.fewshot_dir, None, self.verify_images,  # type: ignore[arg-type]
+                              self.splits())

@@ -1,0 +1,352 @@
+"""One results row, declared once.
+
+A row is a :class:`ResultRow` made of sections, each filled by the one part of a run that
+knows it (the README's "What a run leaves" lists every column):
+
+- :class:`RunColumns` (the session): which run wrote it, with what command;
+- :class:`ModelColumns` (the session, from the adapter): the model and how it ran;
+- :class:`DataColumns` (the benchmark kind): the dataset, split and what made them;
+- the kind's scores (:class:`DetectionScores` for RF100-VL, :class:`GroundingScores` for UOUO,
+  in percent and fractions as their papers report them) and its data extras
+  (:class:`DetectionData`, :class:`MosaicData`);
+- :class:`CheckColumns` (the session): minimums, where they came from, the verdict;
+- :class:`ThroughputColumns` and :class:`OutputColumns` (the inference loop): speed, and what
+  the model's output needed to be scored;
+- :class:`TrainingColumns` (the training stage): how the model was fine-tuned first;
+- :class:`ProvenanceColumns` (the session): versions and hardware;
+- ``adapter`` columns (requests, tokens and cost of served models, prompt style...) and
+  ``extra`` columns from ``pytest_rf100vl_result_row`` hooks.
+
+On disk (``results.jsonl``, ``results.parquet``) a row is flat: :meth:`ResultRow.to_dict`
+gives its columns, :meth:`ResultRow.from_dict` reads them back (a column no section declares
+is kept in ``extra``). The identity columns (what a row measured), the throughput columns
+(merged from an older row when a row's answers came from the cache) and the Arrow schema are
+derived from the declarations: :data:`IDENTITY`, :data:`THROUGHPUT`, :func:`arrow_schema`.
+Model: supervision's ``MeanAveragePrecisionResult`` (a typed result with conversions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+"""Bumped when a column changes meaning or type (``schema_version`` in every row)."""
+IDENTITY_KEY = "identity"
+THROUGHPUT_KEY = "throughput"
+
+
+def column(default: Any = None, *, identity: bool = False, measured: bool = False) -> Any:
+    """A column: ``identity`` when it says what the row measured (rows of the same identity
+    replace one another), ``measured`` when it is part of the throughput a row measured."""
+    return field(default=default, metadata={IDENTITY_KEY: identity, THROUGHPUT_KEY: measured})
+
+
+@dataclass
+class RunColumns:
+    run_id: str
+    timestamp: str
+    command: str | None = None
+    reused_from: str | None = None
+    """The run whose row this one copies (a finished pair reused, not run again)."""
+    schema_version: int = SCHEMA_VERSION
+
+
+@dataclass
+class ModelColumns:
+    model: str = column(identity=True)
+    spec: str | None = None
+    checkpoint: str | None = column(identity=True)
+    model_revision: str | None = column(identity=True)
+    adapter_options: str = column("{}", identity=True)
+    """The options the answers depend on, defaults included, as sorted JSON."""
+    requested_options: str | None = None
+    """The options as given on the command line, as sorted JSON."""
+    device: str | None = None
+    dtype: str | None = column(identity=True)
+    device_map: str | None = None
+    batch_size: int | None = None
+    batch_size_requested: str | None = None
+    attention: str | None = None
+    compiled: bool = False
+    compile_s: float | None = None
+    smoke: bool = False
+    """Random weights (or mosaics ranked by a random CLIP): the scores mean nothing."""
+
+
+@dataclass
+class DataColumns:
+    benchmark: str
+    dataset: str = column(identity=True)
+    dataset_fingerprint: str | None = column(identity=True)
+    split: str | None = column(identity=True)
+    prompt: str | None = column(identity=True)
+    split_parameters: str | None = column("{}", identity=True)
+    limit: int | None = column(identity=True)
+    """``--rf100vl-limit N``: scored on the first N images only, never merged with a full run."""
+    n_images: int = 0
+
+
+@dataclass
+class DetectionData:
+    domain: str | None = None
+
+
+@dataclass
+class MosaicData:
+    uouo_config: str | None = None
+    uouo_source: str | None = None
+    uouo_source_fingerprint: str | None = None
+    num_mosaics: int | None = None
+    seed: int | None = column(identity=True)
+    clip_model: str | None = None
+    clip_weights: str | None = None
+
+
+@dataclass
+class DetectionScores:
+    """COCO AP at maxDets 500, in percent (``None`` where undefined: no ground-truth box)."""
+
+    scoring_backend: str | None = None
+    scoring_version: int | None = column(identity=True)
+    ap: float | None = None
+    ap50: float | None = None
+    ap75: float | None = None
+    ap_small: float | None = None
+    ap_medium: float | None = None
+    ap_large: float | None = None
+    ar500: float | None = None
+    n_predictions: int | None = None
+    n_instances: int | None = None
+    per_class: list[dict[str, Any]] | None = None
+    predictions_file: str | None = None
+
+
+@dataclass
+class GroundingScores:
+    """UOUO's quadrant accuracy, mIoU and acc50 (fractions, as its Table 1), and parse failures."""
+
+    scoring_version: int | None = column(identity=True)
+    accuracy: float | None = None
+    miou: float | None = None
+    acc50: float | None = None
+    parse_failures: int | None = None
+    box_parse_failures: int | None = None
+    quadrant_parse_failures: int | None = None
+    predictions_file: str | None = None
+
+
+@dataclass
+class CheckColumns:
+    minimums: dict[str, float | None] = field(default_factory=dict)
+    """Metric name -> its minimum (``min_<metric>`` columns)."""
+    threshold_source: str | None = None
+    check: str = "unchecked"
+
+
+@dataclass
+class ThroughputColumns:
+    images_per_s: float = column(float("nan"), measured=True)
+    images_per_s_min: float | None = column(measured=True)
+    images_per_s_max: float | None = column(measured=True)
+    throughput_rounds: int = column(0, measured=True)
+    latency_batch_p50_ms: float | None = column(measured=True)
+    latency_batch_p95_ms: float | None = column(measured=True)
+    latency_image_p50_ms: float | None = column(measured=True)
+    latency_image_p95_ms: float | None = column(measured=True)
+    peak_gpu_memory_mb: float | None = None
+    inference_s: float | None = None
+    warmup_s: float | None = None
+    warmup_batches: int | None = None
+    cached_images: int = 0
+    answers_from_cache: bool = False
+    throughput_from: str | None = None
+    """The run that measured the throughput of a row whose answers all came from the cache."""
+
+
+@dataclass
+class OutputColumns:
+    dropped: int = 0
+    clipped: int = 0
+    swapped: int = 0
+    truncated: int = 0
+    failed_images: int = 0
+    first_error: str | None = None
+    answer_counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class TrainingColumns:
+    train_split: str | None = column(identity=True)
+    train_split_parameters: str | None = column(identity=True)
+    recipe: str | None = column(identity=True)
+    hyperparameters: str | None = column(identity=True)
+    seed: int | None = column(identity=True)
+    regime: str = "zero-shot"
+    train_s: float | None = None
+    train_epochs: int | None = None
+    train_steps: int | None = None
+    train_images_per_s: float | None = None
+    train_loss_first: float | None = None
+    train_loss_final: float | None = None
+    train_losses: str | None = None
+    train_peak_gpu_memory_mb: float | None = None
+    train_resumed_after_epoch: int | None = None
+    train_details: str | None = None
+    weights_sha256: str | None = None
+    weights_reused: bool | None = None
+
+
+@dataclass
+class ProvenanceColumns:
+    versions: dict[str, str | None] = field(default_factory=dict)
+    """Package -> version (``<package>_version`` columns)."""
+    python_version: str | None = None
+    cpu_model: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    package_commit: str | None = None
+
+
+SCORES: dict[str, type] = {"rf100vl": DetectionScores, "uouo": GroundingScores}
+"""Each built-in benchmark's scores section; another kind's scores are ``extra`` columns."""
+DATA: dict[str, type] = {"rf100vl": DetectionData, "uouo": MosaicData}
+TRAINED: frozenset[str] = frozenset({"rf100vl"})
+"""Benchmarks whose rows carry the training columns (zero-shot rows too, all ``None``)."""
+
+
+@dataclass
+class ResultRow:
+    """One pair's results row (see the module docstring)."""
+
+    run: RunColumns
+    model: ModelColumns
+    data: DataColumns
+    scores: Any = None
+    """The benchmark's scores section (:data:`SCORES`), or ``None``."""
+    data_extra: Any = None
+    """The benchmark's own data columns (:data:`DATA`), or ``None``."""
+    check: CheckColumns = field(default_factory=CheckColumns)
+    throughput: ThroughputColumns = field(default_factory=ThroughputColumns)
+    output: OutputColumns = field(default_factory=OutputColumns)
+    training: TrainingColumns | None = None
+    provenance: ProvenanceColumns = field(default_factory=ProvenanceColumns)
+    adapter: dict[str, Any] = field(default_factory=dict)
+    """Columns the adapter reports for the pair (requests, tokens, cost, prompt style...)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Columns no section declares (``pytest_rf100vl_result_row`` hooks, other kinds' scores)."""
+
+    def sections(self) -> Iterator[Any]:
+        yield from (self.run, self.model, self.data, self.data_extra, self.scores, self.check, self.throughput,
+                    self.output, self.training, self.provenance)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row's columns, as ``results.jsonl`` holds them."""
+        row: dict[str, Any] = {}
+        for section in self.sections():
+            if section is not None:
+                row.update(_columns(section))
+        for source, columns in (("adapter", self.adapter), ("extra", self.extra)):
+            clash = sorted(set(columns) & set(row))
+            if clash:
+                raise ValueError(f"{source} columns may only add to a row; {', '.join(clash)} are the row's own")
+            row.update(columns)
+        return row
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> "ResultRow":
+        """A row read back (a column missing from an older row takes its default)."""
+        left = dict(row)
+        benchmark = str(row.get("benchmark"))
+        made = {name: _section(section, left) for name, section in (
+            ("run", RunColumns), ("model", ModelColumns), ("data", DataColumns), ("check", CheckColumns),
+            ("throughput", ThroughputColumns), ("output", OutputColumns), ("provenance", ProvenanceColumns))}
+        scores = _section(SCORES[benchmark], left) if benchmark in SCORES else None
+        data_extra = _section(DATA[benchmark], left) if benchmark in DATA else None
+        training = _section(TrainingColumns, left) if benchmark in TRAINED else None
+        return cls(scores=scores, data_extra=data_extra, training=training, extra=left, **made)
+
+
+def _columns(section: Any) -> dict[str, Any]:
+    """A section's columns: its fields, with ``minimums`` as ``min_<metric>`` and ``versions``
+    as ``<package>_version`` (dashes as underscores)."""
+    columns: dict[str, Any] = {}
+    for item in dataclasses.fields(section):
+        value = getattr(section, item.name)
+        if item.name == "minimums":
+            columns.update({f"min_{metric}": minimum for metric, minimum in value.items()})
+        elif item.name == "versions":
+            columns.update({f"{package.replace('-', '_')}_version": v for package, v in value.items()})
+        else:
+            columns[item.name] = value
+    return columns
+
+
+def _section(section: type, left: dict[str, Any]) -> Any:
+    """A section made from (and taken out of) ``left``'s columns."""
+    values: dict[str, Any] = {}
+    for item in dataclasses.fields(section):
+        if item.name == "minimums":
+            values["minimums"] = {key[4:]: left.pop(key) for key in list(left) if key.startswith("min_")}
+        elif item.name == "versions":
+            values["versions"] = {key[:-8]: left.pop(key) for key in list(left) if key.endswith("_version")
+                                  and key not in ("python_version", "schema_version", "scoring_version")}
+        elif item.name in left:
+            values[item.name] = left.pop(item.name)
+    required = [item.name for item in dataclasses.fields(section)
+                if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING]
+    values.update({name: None for name in required if name not in values})
+    return section(**values)
+
+
+def _flagged(key: str) -> tuple[str, ...]:
+    sections = (ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), ThroughputColumns, TrainingColumns)
+    return tuple(dict.fromkeys(item.name for section in sections for item in dataclasses.fields(section)
+                               if item.metadata.get(key)))
+
+
+IDENTITY: tuple[str, ...] = _flagged(IDENTITY_KEY)
+"""The columns that say what a row measured; two rows that agree on all of them measured the
+same thing, and the later one replaces the earlier (a column a row lacks counts as None)."""
+THROUGHPUT: tuple[str, ...] = _flagged(THROUGHPUT_KEY)
+"""What a row measured of speed: a row answered from the answer cache measured none of it."""
+TRAINING_IDENTITY: tuple[str, ...] = tuple(item.name for item in dataclasses.fields(TrainingColumns)
+                                           if item.metadata.get(IDENTITY_KEY))
+"""The identity columns that say how a model was fine-tuned (all ``None`` zero-shot)."""
+
+
+def arrow_schema() -> Any:
+    """The Arrow type of every declared column (``per_class`` a list of ``{class, ap, ap50,
+    n_instances}``, ``answer_counts`` a list of ``{name, count}``, so ``datasets`` can load
+    them); ``min_<metric>`` and ``<package>_version`` columns, and undeclared ones, are typed
+    from their values when written."""
+    import pyarrow as pa
+
+    special = {
+        "per_class": pa.list_(pa.struct([("class", pa.string()), ("ap", pa.float64()), ("ap50", pa.float64()),
+                                         ("n_instances", pa.int64())])),
+        "answer_counts": pa.list_(pa.struct([("name", pa.string()), ("count", pa.int64())])),
+    }
+    plain = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+    fields: dict[str, Any] = {}
+    sections = (RunColumns, ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), CheckColumns,
+                ThroughputColumns, OutputColumns, TrainingColumns, ProvenanceColumns)
+    for section in sections:
+        hints = typing.get_type_hints(section)
+        for item in dataclasses.fields(section):
+            if item.name in special:
+                fields[item.name] = special[item.name]
+            elif item.name not in ("minimums", "versions"):
+                fields[item.name] = plain[_base_type(hints[item.name])]
+    return pa.schema(list(fields.items()))
+
+
+def _base_type(hint: Any) -> type:
+    """``str`` of ``str | None``."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    return hint

@@ -1,0 +1,120 @@
+"""What a user asks of an RF100-VL dataset besides its name: where its exports are, how its
+images are checked, and the parameters of its derived splits. One type for every route in
+(``rf100vl-hf prepare``, :func:`.builder.load_rf100vl` and the pytest plugin), so each
+takes the same parameters and refuses the same bad values. Light: it imports no
+``datasets``, so command lines and the plugin parse it before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rf100vl_hf.errors import Rf100vlError
+from rf100vl_hf.rf100vl.splits import FEWSHOT_STRATEGIES
+
+VerifyImages = Literal["header", "full"]
+VERIFY_IMAGES: tuple[str, ...] = ("header", "full")
+
+
+SPLIT_PARAMETERS: dict[str, Any] = {
+    "fewshot_k": 10, "fewshot_seed": 0, "fewshot_strategy": "random", "fewshot_candidates": 10,
+    "semisup_fraction": 0.1, "semisup_seed": 0,
+}
+"""The parameters of the derived splits and their defaults (the benchmark's)."""
+
+
+class ParameterError(Rf100vlError, ValueError):
+    """A config parameter out of its range; the message names the parameter and the range."""
+
+
+def check_split_parameter(name: str, value: Any) -> Any:
+    """``value`` if it is a valid ``name`` (a field of :class:`SplitParameters`), else a :class:`ParameterError`."""
+    if name in ("fewshot_seed", "semisup_seed"):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        expected = "an integer"
+    elif name in ("fewshot_k", "fewshot_candidates"):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        expected = "an integer of at least 1"
+    elif name == "fewshot_strategy":
+        ok = isinstance(value, str) and value in FEWSHOT_STRATEGIES
+        expected = " or ".join(map(repr, FEWSHOT_STRATEGIES))
+    elif name == "semisup_fraction":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
+        expected = "a number in (0, 1]"
+    else:
+        raise ParameterError(f"unknown split parameter {name!r} (known: {', '.join(SPLIT_PARAMETERS)})")
+    if not ok:
+        raise ParameterError(f"{name} must be {expected}, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SplitParameters:
+    """How the derived splits are made (defaults: the benchmark's). The few-shot ones apply to
+    a generated few-shot split only (see :func:`.splits.fewshot`); ``fewshot_candidates`` to
+    the ``best`` strategy only."""
+
+    fewshot_k: int = SPLIT_PARAMETERS["fewshot_k"]
+    fewshot_seed: int = SPLIT_PARAMETERS["fewshot_seed"]
+    fewshot_strategy: str = SPLIT_PARAMETERS["fewshot_strategy"]
+    fewshot_candidates: int = SPLIT_PARAMETERS["fewshot_candidates"]
+    semisup_fraction: float = SPLIT_PARAMETERS["semisup_fraction"]
+    semisup_seed: int = SPLIT_PARAMETERS["semisup_seed"]
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            check_split_parameter(name, value)
+        if self.fewshot_strategy == "random" and self.fewshot_candidates != SPLIT_PARAMETERS["fewshot_candidates"]:
+            # refused rather than ignored: it would change the config id, not the rows
+            raise ParameterError(
+                f"fewshot_candidates={self.fewshot_candidates} needs fewshot_strategy='best' "
+                "(the random strategy draws one selection)"
+            )
+
+    def changed(self) -> dict[str, Any]:
+        """The parameters that differ from the benchmark's (what a build's config id carries)."""
+        return {name: value for name, value in asdict(self).items() if value != SPLIT_PARAMETERS[name]}
+
+    @property
+    def fewshot_split(self) -> str:
+        return f"fewshot_{self.fewshot_k}"
+
+    @property
+    def semisup_split(self) -> str:
+        return f"semisup_{round(self.semisup_fraction * 100)}"
+
+
+
+
+@dataclass(frozen=True)
+class DatasetRequest:
+    """Where an RF100-VL dataset's exports are (``None``: as :func:`.sources.locate` says), where
+    its build is cached, how its images are checked, and its split parameters."""
+
+    data_dir: Path | None = None
+    fewshot_dir: Path | None = None
+    cache_dir: Path | None = None
+    verify_images: VerifyImages = "header"
+    splits: SplitParameters = field(default_factory=SplitParameters)
+
+    def __post_init__(self) -> None:
+        if self.verify_images not in VERIFY_IMAGES:
+            raise ParameterError(f"verify_images must be 'header' or 'full', not {self.verify_images!r}")
+
+    def builder(self, name: str, progress: bool = True, verify: bool = False) -> Any:
+        """The ``Rf100vl`` builder of dataset ``name`` (:func:`.builder.rf100vl_builder`)."""
+        from rf100vl_hf.rf100vl.builder import rf100vl_builder
+
+        return rf100vl_builder(name, self.data_dir, self.fewshot_dir, self.cache_dir, progress, self.verify_images,
+                               verify, **asdict(self.splits))
+
+    def load(self, name: str, split: str | None = None, progress: bool = True) -> Any:
+        """The dataset ``name`` (one split, or all as a ``DatasetDict``), prepared first when no
+        build matches its exports (:func:`.builder.load_rf100vl`)."""
+        from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+        return load_rf100vl(name, split, self.data_dir, self.fewshot_dir, self.cache_dir, progress,
+                            self.verify_images, **asdict(self.splits))
