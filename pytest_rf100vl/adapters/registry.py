@@ -18,6 +18,7 @@ BUILTIN: dict[str, str] = {
     "rt-detrv2": "pytest_rf100vl.adapters.rt_detr:RTDetrV2Adapter",
     "mm-grounding-dino": "pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
     "omdet-turbo": "pytest_rf100vl.adapters.omdet:OmDetTurboAdapter",
+    "sam3": "pytest_rf100vl.adapters.sam3:Sam3Adapter",
     "yolo": "pytest_rf100vl.adapters.yolo:YoloAdapter",
     "florence-2": "pytest_rf100vl.adapters.florence2:Florence2Adapter",
     "qwen2.5-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter",

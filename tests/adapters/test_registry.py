@@ -27,7 +27,7 @@ from pytest_rf100vl.adapters import (
 from pytest_rf100vl import registry as registries
 from pytest_rf100vl.adapters.hf import HFDetector, build_once, checkpoint_revision
 
-DETECTORS = ["owlv2", "owlvit", "grounding-dino", "mm-grounding-dino", "omdet-turbo"]
+DETECTORS = ["owlv2", "owlvit", "grounding-dino", "mm-grounding-dino", "omdet-turbo", "sam3"]
 
 
 class EmptyAdapter(Adapter):
