@@ -103,6 +103,9 @@ CORE_OPTIONS: tuple[Option, ...] = (
     Option("max-requests", "int", "cap on the requests each served or API model may send in this session (its "
            "adapter option max_requests); images past it fail, unpaid and uncached (default: no cap)", "N",
            minimum=0),
+    Option("log-samples", "flag", "write, per image, what each model that answers in text was sent and replied, "
+           "the boxes read and why any was dropped, to <split>.samples.jsonl beside its predictions (the row's "
+           "samples_file)", "", default=False),
     Option("limit", "int", "run each pair on the first N images of its split only, a quick check: its row is "
            "marked limit=N, never merged with or reused for a full run (default: every image)", "N", minimum=1),
 )

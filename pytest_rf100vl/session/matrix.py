@@ -52,6 +52,7 @@ class MatrixSession:
             settings.value("rf100vl_warmup_batches"), self._cache_folder(),
             Rounds(settings.value("rf100vl_min_time"), min(3, settings.value("rf100vl_max_rounds")),
                    settings.value("rf100vl_max_rounds")),
+            samples=settings.value("rf100vl_log_samples"),
         )
         self.runs: dict[Pair, PairRun] = {}
         self._earlier: list[dict[str, Any]] | None = None
@@ -205,7 +206,8 @@ class MatrixSession:
             self._earlier = resume.earlier_rows(self.writer.folder)
         kind = self.kinds[pair.kind]
         wanted = resume.planned(pair, kind, self) if self._earlier else None
-        found = resume.reusable_row(self._earlier, wanted, self.settings.dtype) if wanted else None
+        samples = self.settings.value("rf100vl_log_samples") and resume.answers_in_text(pair.model)
+        found = resume.reusable_row(self._earlier, wanted, self.settings.dtype, samples) if wanted else None
         if found is None:
             return False
         done = kind.reuse(pair, resume.reused_row(found, pair, self.writer.run_id), self)
