@@ -80,6 +80,12 @@ CORE_OPTIONS: tuple[Option, ...] = (
     Option("push-results", "str", "push this session's rows to the Hub results dataset ORG/NAME when it ends "
            "(append-and-merge; a failed push is a warning with the command that retries it)", "ORG/NAME",
            check=_repo_id),
+    Option("wandb", "str", "log this session to Weights & Biases as one run of project PROJECT: each row as it "
+           "finishes, then the summary's tables and plots (pip install \"rf100vl-hf[wandb]\"; WANDB_MODE=offline "
+           "keeps it on disk); a failure is a warning", "PROJECT"),
+    Option("mlflow", "str", "log this session to MLflow as one run at tracking URI (http(s)://, sqlite:///, file:): "
+           "each row as it finishes, then the summary's tables and plots (pip install \"rf100vl-hf[mlflow]\"); a "
+           "failure is a warning", "URI"),
     Option("adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter "
            "NAME only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE"),
     Option("max-failed-fraction", "float", "a pair fails when the model failed (raised) on more than this fraction "

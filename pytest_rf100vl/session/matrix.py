@@ -211,7 +211,7 @@ class MatrixSession:
         if found is None:
             return False
         done = kind.reuse(pair, resume.reused_row(found, pair, self.writer.run_id), self)
-        self.writer.append(done.row)
+        self._write(pair, done.row)
         self.runs[pair] = done
         return True
 
@@ -243,9 +243,18 @@ class MatrixSession:
             self._add_columns(pair, done.row, added or {}, "pytest_rf100vl_result_row")
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
-        self.writer.append(done.row)
+        self._write(pair, done.row)
         self.runs[pair] = done
         return done
+
+    def _write(self, pair: Pair, row: dict[str, Any]) -> None:
+        """Append ``row`` to ``results.jsonl``, then tell ``pytest_rf100vl_row_written`` (in a
+        pytest-xdist worker the controller tells it, as it reads the row back)."""
+        from pytest_rf100vl.session import listeners
+
+        self.writer.append(row)
+        if not workers.is_worker(self.config):
+            listeners.row_written(self.config, pair, row)
 
     @staticmethod
     def _add_columns(pair: Pair, row: dict[str, Any], added: dict[str, Any], source: str) -> None:

@@ -7,7 +7,8 @@ options, dataset, dataset fingerprint, split, prompt, split parameters, scoring 
 ``--rf100vl-limit``),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
 keeps the rest); under ``--rf100vl-log-samples``, a row of a model that answers in text must
-name its samples log too (a row without one runs again, answered from the answer cache). The identity is worked out without building the model:
+name its samples log too (a row without one runs again, answered from the answer cache). The
+identity is worked out without building the model:
 
 - the model's columns from the adapter's class (:meth:`Adapter.planned_identity`): its
   name, the checkpoint (or its default), the options with their defaults, and the revision

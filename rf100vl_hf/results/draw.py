@@ -107,7 +107,8 @@ def reply_text(line: dict[str, Any]) -> str:
         unreadable = question.get("unreadable_boxes", 0)
         out.append(f"boxes read: {len(boxes)}" + (f" ({unreadable} more could not be read)" if unreadable else ""))
         for box in boxes:
-            went = f"dropped: {box['dropped']}" if box.get("dropped") else f"-> {box['class']}" if "class" in box else ""
+            went = (f"dropped: {box['dropped']}" if box.get("dropped")
+                    else f"-> {box['class']}" if "class" in box else "")
             out.append(f"  - {box['label']!r} written {box['written']}, pixels {box['pixels']} {went}".rstrip())
     repairs = {name: count for name, count in (line.get("repairs") or {}).items() if count}
     out += ["", f"detections scored: {len(line.get('detections', []))}"

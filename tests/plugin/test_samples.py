@@ -131,7 +131,8 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
         text = (out / "replies" / f"{name}.reply.txt").read_text(encoding="utf-8")
         assert line["transcript"][0]["reply"] in text and "My key is ***" in text
         assert f"'unicorn' written [3.0, 3.0, 9.0, 9.0], pixels [3.0, 3.0, 9.0, 9.0] dropped: {UNKNOWN_LABEL}" in text
-        assert "boxes read: 3 (1 more could not be read)" in text and "detections scored: 2; repaired: clipped 1" in text
+        assert "boxes read: 3 (1 more could not be read)" in text
+        assert "detections scored: 2; repaired: clipped 1" in text
         with Image.open(out / "replies" / f"{name}.png") as quoted, Image.open(out / "plain" / f"{name}.png") as plain:
             assert quoted.width == plain.width and quoted.height > plain.height  # the caption quotes the reply
         assert not (out / "plain" / f"{name}.reply.txt").exists()
