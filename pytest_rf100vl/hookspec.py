@@ -3,8 +3,13 @@
 - :func:`pytest_rf100vl_make_adapter`: build a model's adapter (try a model without
   publishing an entry point);
 - :func:`pytest_rf100vl_result_row`: add columns to a pair's results row before it is written;
+- :func:`pytest_rf100vl_row_written`: act on each row once it is in ``results.jsonl`` (log it
+  to an experiment tracker as the run goes);
 - :func:`pytest_rf100vl_results_written`: act on the results folder once the session has
   written it (publish it, archive it, notify someone).
+
+``--rf100vl-wandb`` and ``--rf100vl-mlflow`` are implementations of the last two
+(``session/trackers.py``).
 
 Benchmark kinds are not hooks: they register in the ``rf100vl.kinds`` entry-point group
 (``docs/architecture.md`` shows a complete one).
@@ -60,6 +65,18 @@ def pytest_rf100vl_result_row(config: pytest.Config, pair: "Pair", row: dict[str
 
         def pytest_rf100vl_result_row(config, pair, row):
             return {"host": socket.gethostname(), "job": os.environ.get("SLURM_JOB_ID")}
+    """
+
+
+def pytest_rf100vl_row_written(config: pytest.Config, pair: "Pair", row: dict[str, Any]) -> None:
+    """Called once for each row of the session (run or reused) as soon as it is in
+    ``results.jsonl``, in the process that writes the summary: under pytest-xdist the controller,
+    which reads its workers' rows back as their pairs end. ``row`` is a copy, scrubbed of the
+    session's secrets. An exception here is a warning; the row stays as written. Example,
+    telling a chat channel::
+
+        def pytest_rf100vl_row_written(config, pair, row):
+            post(f"{pair.id}: AP {row.get('ap')}")
     """
 
 

@@ -63,11 +63,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONFIG_KEY] = run
     config.stash[KINDS_KEY] = [kind(run) for kind in kind_classes()]
     if run.active:
-        from pytest_rf100vl.session import workers
+        from pytest_rf100vl.session import trackers, workers
         from pytest_rf100vl.session.live import PLUGIN_NAME, LiveProgress
 
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
         workers.configure(config)  # pytest-xdist: pairs grouped by model, one device per worker
+        trackers.configure(config, run)  # --rf100vl-wandb, --rf100vl-mlflow
         config.pluginmanager.register(LiveProgress(config), PLUGIN_NAME)  # progress and logs of long steps
 
 
@@ -146,7 +147,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from pytest_rf100vl.core.checks import FAILED
     from pytest_rf100vl.session.report import summary
-    from pytest_rf100vl.session import resume, workers
+    from pytest_rf100vl.session import listeners, resume, workers
 
     state = config.stash[SESSION_KEY]
     state.release()
@@ -162,7 +163,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     text = scrub(text + resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED))
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text
-    notes = [(True, warning) for warning in _results_written(config, state.writer.folder, rows)]
+    notes = [(True, warning) for warning in listeners.results_written(config, state.writer.folder, rows)]
     repo_id = state.config.report.push_results
     if repo_id:
         from pytest_rf100vl.session.publish import push_session
@@ -188,19 +189,6 @@ def _why_empty(state: Any) -> str:
     if not state.pairs:
         reasons.append("the selection has no pair")
     return "no pair ran: " + ("; ".join(reasons) or "every pair was skipped or deselected")
-
-
-def _results_written(config: pytest.Config, folder: Any, rows: list[dict[str, Any]]) -> list[str]:
-    """Call every ``pytest_rf100vl_results_written`` implementation; a failing one becomes a
-    warning line (the results are already on disk and stay as written)."""
-    warnings = []
-    for impl in config.hook.pytest_rf100vl_results_written.get_hookimpls():
-        try:
-            impl.function(**{name: value for name, value in (("config", config), ("folder", folder), ("rows", rows))
-                             if name in impl.argnames})
-        except Exception as exc:  # a publisher's failure must not cost the results
-            warnings.append(f"{impl.plugin_name}: {type(exc).__name__}: {exc}")
-    return warnings
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

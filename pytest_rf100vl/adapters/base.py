@@ -48,13 +48,21 @@ class ImageItem:
     data: bytes | None = None
 
 
+Transcript = list[dict[str, Any]]
+"""What a model that answers in text was asked about one image and what it wrote: one JSON-ready
+record per question (:mod:`~pytest_rf100vl.adapters.text_answers` makes them), for the samples
+log (``--rf100vl-log-samples``). It travels with the answer, into the answer cache too."""
+
+
 @dataclass
 class Detections:
-    """Per-image output: ``xyxy`` pixel boxes, scores and class indices into ``task.classes``."""
+    """Per-image output: ``xyxy`` pixel boxes, scores and class indices into ``task.classes``;
+    ``transcript`` for a model that answers in text (``None`` for any other)."""
 
     boxes: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
+    transcript: Transcript | None = None
 
     @classmethod
     def empty(cls) -> "Detections":
@@ -130,11 +138,13 @@ class GroundingQuery:
 @dataclass
 class GroundingAnswer:
     """A model's answer: a box in pixels and/or a quadrant word; ``None`` where it gave none
-    that could be parsed. ``raw`` keeps the text of models that answer in text."""
+    that could be parsed. ``raw`` keeps the text of models that answer in text, and
+    ``transcript`` what they were asked and how each reply was read."""
 
     box: tuple[float, float, float, float] | None
     quadrant: str | None
     raw: dict[str, str] = field(default_factory=dict)
+    transcript: Transcript | None = None
 
 
 class Adapter(ABC):

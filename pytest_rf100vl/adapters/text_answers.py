@@ -14,12 +14,19 @@ image. Parse outcomes are counted and reported in ``describe()`` and ``answer_co
 answers, boxes read, boxes rejected (unreadable coordinates), boxes whose label matched no
 class, UOUO answers without a box or a quadrant word, and the unmatched labels themselves.
 
+Every answer also carries its transcript (:attr:`Detections.transcript`,
+:attr:`GroundingAnswer.transcript`), made in one place, :meth:`TextAnswerBase.exchange`: per
+question, the texts sent (a text over :data:`LONG_TEXT` characters as its sha256), the reply as
+written, its frame, and each box read from it (as written, in pixels, the class it went to, or
+why it was dropped). The plugin writes them to the samples log (``--rf100vl-log-samples``).
+
 The counters are guarded by a lock: a served model is called from several threads at once
 (:attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import warnings
 from abc import abstractmethod
@@ -31,9 +38,9 @@ import numpy as np
 
 from rf100vl_hf.progress import progress_bar
 
-from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingAnswer, GroundingQuery
+from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingAnswer, GroundingQuery, Transcript
 from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
-from pytest_rf100vl.adapters.parsing import BoxParse, ParsedBox, parse_quadrant
+from pytest_rf100vl.adapters.parsing import BoxParse, parse_quadrant
 from pytest_rf100vl.adapters.prompts import prompt_hash
 
 ImageT = TypeVar("ImageT")
@@ -42,6 +49,18 @@ ImageT = TypeVar("ImageT")
 
 PromptT = TypeVar("PromptT")
 """What one question is: a string, or an object with ``texts()`` (a chat conversation)."""
+
+LONG_TEXT = 2000
+"""A text sent that is longer than this many characters (few-shot turns, long annotator
+instructions) appears in a transcript as ``sha256:<hex digest of its UTF-8 bytes>``: every image
+of a task is sent the same texts, and the samples log repeats them on each of its lines."""
+UNKNOWN_LABEL = "label matches no class"
+"""Why a box read from a reply was dropped, in its transcript."""
+
+
+def shown_text(text: str) -> str:
+    """A text sent as a transcript gives it: as sent, or its sha256 when over :data:`LONG_TEXT`."""
+    return text if len(text) <= LONG_TEXT else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -175,35 +194,65 @@ class TextAnswerBase(PromptKeyedAdapter, Generic[ImageT, PromptT]):
             return (*self.prompt_key(self.box_prompt(query)), *(self.prompt_key(quadrant) if quadrant else ("",)))
         return tuple(text for prompt, _ in self.prompts for text in self.prompt_key(prompt))
 
-    def read(self, reply: Reply) -> list[ParsedBox]:
+    def read(self, reply: Reply) -> BoxParse:
         """The boxes of a reply, counted into :attr:`stats`."""
         parsed = self.parse(reply.text)
         with self._lock:
             self.stats["answers"] += 1
             self.stats["boxes"] += len(parsed.boxes)
             self.stats["rejected_boxes"] += parsed.rejected
-        return parsed.boxes
+        return parsed
+
+    def sent(self, prompt: PromptT) -> list[str]:
+        """The texts of a question as a transcript gives them (:func:`shown_text`)."""
+        return [shown_text(text) for text in self.prompt_key(prompt)]
+
+    def exchange(self, prompt: PromptT, reply: Reply, parsed: BoxParse, image: ImageT,
+                 classes: list[int | None] | None) -> dict[str, Any]:
+        """The hook every transcript is made by: one question's record, with the texts sent, the
+        reply as written and its frame, and each box read (as written and in pixels; with
+        ``classes``, in the boxes' order, the class it went to, or why it was dropped);
+        ``unreadable_boxes``: box-like entries whose coordinates could not be read."""
+        boxes = []
+        for position, box in enumerate(parsed.boxes):
+            record: dict[str, Any] = {"label": box.label, "written": [float(v) for v in box.box],
+                                      "pixels": [float(v) for v in self.to_pixels(box.box, reply, image)]}
+            if classes is not None:
+                index = classes[position]
+                record["class"] = None if index is None or self.task is None else self.task.classes[index]
+                if index is None:
+                    record["dropped"] = UNKNOWN_LABEL
+            boxes.append(record)
+        return {"sent": self.sent(prompt), "reply": reply.text, "frame": [float(v) for v in reply.frame],
+                "boxes": boxes, "unreadable_boxes": parsed.rejected}
 
     def detect(self, images: list[ImageT]) -> list[Detections]:
-        """Ask every question of the task about each image; boxes in pixels of each image."""
+        """Ask every question of the task about each image; boxes in pixels of each image, with
+        each image's transcript."""
         assert self.task is not None  # predict checked it
         found: list[tuple[list[tuple[float, ...]], list[int]]] = [([], []) for _ in images]
+        transcripts: list[Transcript] = [[] for _ in images]
         quiet = len(self.prompts) < 2 or self.concurrency > 1  # no bar per call from many threads
         prompts = progress_bar(self.prompts, desc=f"{self.name} classes", disable=quiet, leave=False)
         for prompt, class_index in prompts:
-            for (boxes, labels), image, reply in zip(found, images, self.generate(images, [prompt] * len(images))):
-                for parsed in self.read(reply):
-                    index = class_index if class_index is not None else self._class_of(parsed.label)
+            replies = self.generate(images, [prompt] * len(images))
+            for (boxes, labels), transcript, image, reply in zip(found, transcripts, images, replies):
+                parsed = self.read(reply)
+                classes = [class_index if class_index is not None else self._class_of(box.label)
+                           for box in parsed.boxes]
+                transcript.append(self.exchange(prompt, reply, parsed, image, classes))
+                for record, index in zip(transcript[-1]["boxes"], classes):
                     if index is not None:
-                        boxes.append(self.to_pixels(parsed.box, reply, image))
+                        boxes.append(tuple(record["pixels"]))
                         labels.append(index)
         return [
             Detections(
                 np.asarray(boxes, dtype=np.float64).reshape(-1, 4),
                 np.ones(len(labels)),
                 np.asarray(labels, dtype=np.int64),
+                transcript,
             )
-            for boxes, labels in found
+            for (boxes, labels), transcript in zip(found, transcripts)
         ]
 
     def _class_of(self, label: str | None) -> int | None:
@@ -231,22 +280,29 @@ class TextAnswerBase(PromptKeyedAdapter, Generic[ImageT, PromptT]):
             return []
         quadrant_prompts = [self.quadrant_prompt(query) for query in queries]
         asked = [i for i, prompt in enumerate(quadrant_prompts) if prompt is not None]
-        box_replies = self.generate(images, [self.box_prompt(query) for query in queries])
+        box_prompts = [self.box_prompt(query) for query in queries]
+        box_replies = self.generate(images, box_prompts)
         quadrant_questions: list[PromptT] = [quadrant_prompts[i] for i in asked]  # type: ignore[misc]
         quadrant_replies = dict(zip(asked, self.generate([images[i] for i in asked], quadrant_questions))) if asked else {}
         answers = []
         for i, (image, query, box_reply) in enumerate(zip(images, queries, box_replies)):
-            boxes = self.read(box_reply)
+            parsed = self.read(box_reply)
             target = label_key(query.target)
-            best = next((box for box in boxes if label_key(box.label or "") == target), boxes[0] if boxes else None)
+            labelled = (n for n, box in enumerate(parsed.boxes) if label_key(box.label or "") == target)
+            best = next(labelled, 0 if parsed.boxes else None)
             raw = {"box": box_reply.text}
+            transcript = [{"question": "box", **self.exchange(box_prompts[i], box_reply, parsed, image, None),
+                           "chosen": best}]
             quadrant = None
             if i in quadrant_replies:
                 raw["quadrant"] = quadrant_replies[i].text
                 quadrant = parse_quadrant(raw["quadrant"], query.quadrant_prompt)
+                transcript.append({"question": "quadrant", "sent": self.sent(quadrant_prompts[i]),
+                                   "reply": raw["quadrant"], "quadrant": quadrant})
             with self._lock:
                 self.stats["no_box"] += int(best is None)
                 if i in quadrant_replies:
                     self.stats["no_quadrant"] += int(quadrant is None)
-            answers.append(GroundingAnswer(self.to_pixels(best.box, box_reply, image) if best else None, quadrant, raw))
+            box = None if best is None else tuple(transcript[0]["boxes"][best]["pixels"])
+            answers.append(GroundingAnswer(box, quadrant, raw, transcript))
         return answers

@@ -22,7 +22,7 @@ The command line wins over the file, and the file over the ini file.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,6 +215,18 @@ class ReportConfig:
     allow_empty: bool = option(
         "allow-empty", "flag", "exit 0 when no pair ran (every dataset missing, every pair left out); by default "
         "such a run exits 5 with a line saying why")
+    log_samples: bool = option(
+        "log-samples", "flag", "write, per image, what each model that answers in text was sent and replied, the "
+        "boxes read and why any was dropped, to <split>.samples.jsonl beside its predictions (the row's "
+        "samples_file)")
+    wandb: str | None = option(
+        "wandb", "str", "log this session to Weights & Biases as one run of project PROJECT: each row as it finishes, "
+        "then the summary's tables and plots (pip install \"rf100vl-hf[wandb]\"; WANDB_MODE=offline keeps it on "
+        "disk); a failure is a warning", "PROJECT")
+    mlflow: str | None = option(
+        "mlflow", "str", "log this session to MLflow as one run at tracking URI (http(s)://, sqlite:///, file:): each "
+        "row as it finishes, then the summary's tables and plots (pip install \"rf100vl-hf[mlflow]\"); a failure is "
+        "a warning", "URI")
 
 
 SECTIONS: dict[str, type] = {"matrix": MatrixConfig, "loop": LoopConfig, "training": TrainingConfig,
@@ -260,14 +272,22 @@ class RunConfig:
         """The options section of benchmark kind ``name``."""
         return self.kinds[name]
 
+    def _values(self) -> Iterator[tuple[Option, Any]]:
+        """Every option with its value here."""
+        for section in (*(getattr(self, name) for name in SECTIONS), *self.kinds.values()):
+            for name, declared in fields_with_options(type(section)):
+                yield declared, getattr(section, name)
+        for metric, value in self.minimums.items():
+            yield minimum_option(metric), value
+
     def to_args(self) -> list[str]:
         """The command line that gives this configuration (``pytest.main(config.to_args())``):
         one ``--OPTION=VALUE`` per value that differs from its default."""
-        args = []
-        for section in (*(getattr(self, name) for name in SECTIONS), *self.kinds.values()):
-            for name, declared in fields_with_options(type(section)):
-                args += declared.as_args(getattr(section, name))
-        return args + [f"{minimum_option(metric).flag}={value:g}" for metric, value in self.minimums.items()]
+        return [arg for declared, value in self._values() for arg in declared.as_args(value)]
+
+    def given(self) -> dict[str, Any]:
+        """The options that differ from their defaults, by ``dest`` (their ini key)."""
+        return {declared.dest: value for declared, value in self._values() if declared.as_args(value)}
 
 
 Lookup = Callable[[str, str, Option], Any]

@@ -21,6 +21,8 @@ class MatrixView(Protocol):
     """How the inference loop runs (``engine/runner.py``'s ``LoopOptions``)."""
     writer: Any
     """The results folder (``report/results_folder.py``'s ``ResultsWriter``)."""
+    command: str
+    """The session's command line, as rows record it."""
     missing: dict[str, str]
     errors: dict[str, str]
     left_out: dict[str, str]

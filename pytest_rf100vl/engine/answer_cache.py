@@ -14,7 +14,7 @@ record that fails it is a miss, never served. Several processes (pytest-xdist wo
 share one file: each opens its own :class:`AnswerCache`, and writers wait for one another
 (``timeout``). A connection is not shared across ``fork``.
 
-Text in an answer (a grounding model's raw reply) is stored scrubbed of the session's
+Text in an answer (a grounding model's raw reply, a transcript) is stored scrubbed of the session's
 secrets (:mod:`rf100vl_hf.redact`). Only answers are stored, never failures: :meth:`AnswerCache.put` refuses an exception or
 anything that is not an answer, and the runner calls it only for images the adapter answered
 (an image it raised on is asked again on the next run).
@@ -154,27 +154,35 @@ def _checksum(key: str, blob: bytes) -> str:
 
 
 def payload_of(answer: Detections | GroundingAnswer) -> dict[str, Any]:
-    """An adapter's answer for one image as a cache payload."""
+    """An adapter's answer for one image as a cache payload, with its transcript when it has
+    one (a model that answers in text), so a run answered from the cache still logs it."""
     if isinstance(answer, Detections):
-        return {
+        payload = {
             "kind": "detections",
             "boxes": np.asarray(answer.boxes, dtype=np.float64).reshape(-1, 4),
             "scores": np.asarray(answer.scores, dtype=np.float64).reshape(-1),
             "labels": np.asarray(answer.labels, dtype=np.int64).reshape(-1),
         }
-    if isinstance(answer, GroundingAnswer):
+    elif isinstance(answer, GroundingAnswer):
         box = None if answer.box is None else [float(v) for v in answer.box]
-        return {"kind": "grounding", "box": box, "quadrant": answer.quadrant, "raw": dict(answer.raw)}
-    raise TypeError(f"only answers are cached, not a {type(answer).__name__}")
+        payload = {"kind": "grounding", "box": box, "quadrant": answer.quadrant, "raw": dict(answer.raw)}
+    else:
+        raise TypeError(f"only answers are cached, not a {type(answer).__name__}")
+    if answer.transcript is not None:
+        payload["transcript"] = answer.transcript
+    return payload
 
 
 def answer_from(payload: Mapping[str, Any]) -> Detections | GroundingAnswer:
-    """The answer a payload of :func:`payload_of` holds."""
+    """The answer a payload of :func:`payload_of` holds (an answer stored before transcripts
+    were kept has none)."""
+    transcript = payload.get("transcript")
     if payload.get("kind") == "detections":
-        return Detections(payload["boxes"], payload["scores"], payload["labels"])
+        return Detections(payload["boxes"], payload["scores"], payload["labels"], transcript)
     if payload.get("kind") == "grounding":
         box = payload["box"]
-        return GroundingAnswer(None if box is None else tuple(box), payload["quadrant"], dict(payload["raw"]))
+        return GroundingAnswer(None if box is None else tuple(box), payload["quadrant"], dict(payload["raw"]),
+                               transcript)
     raise ValueError(f"not an answer payload (kind {payload.get('kind')!r})")
 
 

@@ -61,10 +61,12 @@ class OutputCounts:
 
     def add_repairs(self, other: "OutputCounts") -> None:
         """Take on the repairs counted in ``other`` (kept apart until a whole batch succeeded)."""
-        self.dropped += other.dropped
-        self.clipped += other.clipped
-        self.swapped += other.swapped
-        self.truncated += other.truncated
+        for name, count in other.repairs().items():
+            setattr(self, name, getattr(self, name) + count)
+
+    def repairs(self) -> dict[str, int]:
+        """The repairs counted (not the failures)."""
+        return {"dropped": self.dropped, "clipped": self.clipped, "swapped": self.swapped, "truncated": self.truncated}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,12 +126,15 @@ class Timing:
 
 @dataclass
 class InferenceResult:
-    """Safe detections per image id, what making them safe took, and how long it took."""
+    """Safe detections per image id, what making them safe took, and how long it took; with
+    ``LoopOptions.samples``, the samples log's lines of a model that answers in text, in split
+    order (:mod:`~pytest_rf100vl.engine.samples`)."""
 
     detections: dict[int, Sanitized]
     counts: OutputCounts
     timing: Timing
     rounds: list[Timing] = field(default_factory=list)  # every timed round, the scoring one first
+    samples: list[dict[str, Any]] | None = None
 
     @property
     def n_images(self) -> int:
@@ -146,6 +151,7 @@ class GroundingResult:
     counts: OutputCounts
     timing: Timing
     rounds: list[Timing] = field(default_factory=list)  # every timed round, the scoring one first
+    samples: list[dict[str, Any]] | None = None  # as InferenceResult's, in row order
 
 
 def decoded_ahead(raw: Iterable[T], decode: Callable[[T], R], workers: int = DECODE_WORKERS) -> Iterator[R]:
@@ -258,23 +264,33 @@ def _same_length(outputs: list[Any], batch: list[Any], method: str) -> None:
 
 Predict = Callable[[list[ImageItem]], list[Detections]]
 Ground = Callable[[list[ImageItem], list[GroundingQuery]], list[GroundingAnswer]]
+Samples = dict[int, dict[str, Any]]
+"""The samples log's lines of a pair so far, by image (mosaic) id."""
+
+
+def _error_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def _detect(
     predict: Predict,
     clip: bool,
     items: list[ImageItem],
-    n_classes: int,
+    classes: list[str],
     counts: OutputCounts,
     answers: "PairAnswers[Detections] | None" = None,
     known: dict[int, Detections] | None = None,
+    samples: Samples | None = None,
 ) -> list[Sanitized]:
     """The model's safe output for a batch (``predict``: the adapter's, or an answer already
     asked for on another thread); an image it fails on gets no detections and is counted.
     Images in ``known`` (cached answers) are not asked again; the others' answers go to
-    ``answers`` once the whole batch they came in was made safe. ``clip=False`` for a
-    submission scored as submitted."""
+    ``answers`` once the whole batch they came in was made safe, and each image's line to
+    ``samples`` when it is given. ``clip=False`` for a submission scored as submitted."""
+    from pytest_rf100vl.engine.samples import detection_sample
+
     known = known or {}
+    n_classes = len(classes)
 
     def run(batch: list[ImageItem]) -> list[Sanitized]:
         asked = [item for item in batch if item.image_id not in known]
@@ -282,17 +298,26 @@ def _detect(
         _same_length(fresh, asked, "predict")
         answered = dict(zip((item.image_id for item in asked), fresh))
         outputs = [known[item.image_id] if item.image_id in known else answered[item.image_id] for item in batch]
-        scratch = OutputCounts()  # repairs count only once the whole batch succeeded
-        safe = [make_safe(d, item, n_classes, scratch, clip) for d, item in zip(outputs, batch)]
-        counts.add_repairs(scratch)
+        repairs = [OutputCounts() for _ in batch]  # repairs count only once the whole batch succeeded
+        safe = [make_safe(d, item, n_classes, own, clip) for d, item, own in zip(outputs, batch, repairs)]
+        for own in repairs:
+            counts.add_repairs(own)
         if answers is not None:
             for item, output in zip(asked, fresh):
                 answers.keep(item, output)
+        if samples is not None:
+            for item, output, made, own in zip(batch, outputs, safe, repairs):
+                samples[item.image_id] = detection_sample(item, output, made, own.repairs(), classes,
+                                                          item.image_id in known)
         return safe
 
     def fail(item: ImageItem, error: Exception) -> Sanitized:
         counts.fail(item, error)
-        return make_safe(Detections.empty(), item, n_classes, counts)
+        made = make_safe(Detections.empty(), item, n_classes, counts)
+        if samples is not None:
+            samples[item.image_id] = detection_sample(item, None, made, OutputCounts().repairs(), classes, False,
+                                                      _error_line(error))
+        return made
 
     return isolated(run, items, fail)
 
@@ -304,11 +329,14 @@ def _ground(
     errors: dict[int, str],
     answers: "PairAnswers[GroundingAnswer] | None" = None,
     known: dict[int, GroundingAnswer] | None = None,
+    samples: Samples | None = None,
 ) -> list[GroundingAnswer]:
     """The model's answers for a batch of mosaics (``ground``: the adapter's, or answers already
     asked for on another thread); a mosaic it fails on gets an empty answer (scored as a parse
     failure) and is counted. Mosaics in ``known`` (cached answers) are not asked again; the
-    others' answers go to ``answers``."""
+    others' answers go to ``answers``, and each mosaic's line to ``samples`` when it is given."""
+    from pytest_rf100vl.engine.samples import grounding_sample
+
     known = known or {}
 
     def run(batch: list[tuple[ImageItem, GroundingQuery]]) -> list[GroundingAnswer]:
@@ -322,11 +350,18 @@ def _ground(
             for (item, _), answer in zip(ask, fresh):
                 answers.keep(item, answer)
         answered = dict(zip((item.image_id for item, _ in ask), fresh))
-        return [known[item.image_id] if item.image_id in known else answered[item.image_id] for item, _ in batch]
+        results = [known[item.image_id] if item.image_id in known else answered[item.image_id] for item, _ in batch]
+        if samples is not None:
+            for (item, query), answer in zip(batch, results):
+                samples[item.image_id] = grounding_sample(item, query, answer, item.image_id in known)
+        return results
 
     def fail(element: tuple[ImageItem, GroundingQuery], error: Exception) -> GroundingAnswer:
         counts.fail(element[0], error)
-        errors[element[0].image_id] = f"{type(error).__name__}: {error}"
+        errors[element[0].image_id] = _error_line(error)
+        if samples is not None:
+            samples[element[0].image_id] = grounding_sample(*element, GroundingAnswer(None, None), False,
+                                                            errors[element[0].image_id])
         return GroundingAnswer(None, None)
 
     return isolated(run, asked, fail)
@@ -366,11 +401,13 @@ class Rounds:
 @dataclass(frozen=True)
 class LoopOptions:
     """How the inference loop runs, beside the batch size: how many model calls are warm-up,
-    the answer cache folder (``None``: no cache), and how long throughput is timed for."""
+    the answer cache folder (``None``: no cache), how long throughput is timed for, and whether
+    to keep the samples log of a model that answers in text (the scoring round's only)."""
 
     warmup_batches: int = WARMUP_BATCHES
     cache: Path | None = None
     rounds: Rounds = Rounds()
+    samples: bool = False
 
 
 class _Clock:
@@ -561,15 +598,18 @@ def run_inference(
     through :mod:`~pytest_rf100vl.engine.pipeline`."""
     from pytest_rf100vl.engine.answers import open_answers
 
+    from pytest_rf100vl.engine.samples import answers_in_text
+
     assert adapter.task is not None, "set_task must be called before run_inference"
-    n_classes = len(adapter.task.classes)
+    classes = list(adapter.task.classes)
     clip = not adapter.submitted_output
     counts = OutputCounts()
     detections: dict[int, Sanitized] = {}
+    samples: Samples | None = {} if loop.samples and answers_in_text(adapter) else None
     answers = open_answers(loop.cache, adapter, Detections)
 
     def settle(items: list[ImageItem], predict: Predict, known: dict[int, Detections]) -> None:
-        safe = _detect(predict, clip, items, n_classes, counts, answers, known)
+        safe = _detect(predict, clip, items, classes, counts, answers, known, samples)
         detections.update((item.image_id, s) for item, s in zip(items, safe))
 
     def step(items: list[ImageItem]) -> int:
@@ -603,7 +643,8 @@ def run_inference(
         if answers is not None:
             answers.close()
     timing.batch_size = size
-    return InferenceResult(detections, counts, timing)
+    in_order = None if samples is None else [samples[int(i)] for i in dataset["image_id"]]
+    return InferenceResult(detections, counts, timing, samples=in_order)
 
 
 Mosaic = tuple[int, ImageItem, GroundingQuery]
@@ -631,9 +672,12 @@ def run_grounding(
 
     if len(queries) != len(dataset):
         raise ValueError(f"{len(queries)} questions for {len(dataset)} mosaics")
+    from pytest_rf100vl.engine.samples import answers_in_text
+
     counts = OutputCounts()
     errors: dict[int, str] = {}
     answered: dict[int, GroundingAnswer] = {}  # position -> answer
+    samples: Samples | None = {} if loop.samples and answers_in_text(adapter) else None
     cache = open_answers(loop.cache, adapter, GroundingAnswer)
 
     def found(mosaics: list[Mosaic]) -> dict[int, GroundingAnswer]:
@@ -642,7 +686,8 @@ def run_grounding(
         return cache.found([item for _, item, _ in mosaics], [query for _, _, query in mosaics])
 
     def settle(mosaics: list[Mosaic], ground: Ground, known: dict[int, GroundingAnswer]) -> None:
-        results = _ground(ground, [(item, query) for _, item, query in mosaics], counts, errors, cache, known)
+        results = _ground(ground, [(item, query) for _, item, query in mosaics], counts, errors, cache, known,
+                          samples)
         answered.update((position, answer) for (position, _, _), answer in zip(mosaics, results))
 
     def step(mosaics: list[Mosaic]) -> int:
@@ -672,7 +717,9 @@ def run_grounding(
         if cache is not None:
             cache.close()
     timing.batch_size = size
-    return GroundingResult([answered[position] for position in range(len(dataset))], errors, counts, timing)
+    in_order = None if samples is None else [samples[int(i)] for i in dataset["mosaic_id"]]
+    return GroundingResult([answered[position] for position in range(len(dataset))], errors, counts, timing,
+                           samples=in_order)
 
 
 def steady_seconds(timing: Timing) -> float:
@@ -704,7 +751,7 @@ def run_rounds(
     if not repeatable or first.timing.cached_images or steady_seconds(first.timing) >= rounds.min_time:  # type: ignore[attr-defined]
         return first, timings
     clock = getattr(getattr(benchmark, "stats", None), "stats", None)  # pytest-benchmark's Stats of this test
-    timing_loop = LoopOptions(loop.warmup_batches, None, rounds)
+    timing_loop = LoopOptions(loop.warmup_batches, None, rounds)  # no cache, no samples log
     while len(timings) < rounds.max_rounds and (
         sum(steady_seconds(t) for t in timings) < rounds.min_time or len(timings) < rounds.min_rounds
     ):

@@ -122,6 +122,19 @@ class BenchmarkKind(ABC):
         that a quick run never overwrites the predictions a full run's row points at."""
         return split if self.limit is None else f"{split}.first{self.limit}"
 
+    def samples_column(self, pair: "Pair", session: "MatrixView", output: str,
+                       samples: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """Write the pair's samples log beside its predictions (``<output>.samples.jsonl``, see
+        :mod:`pytest_rf100vl.engine.samples`) when the run kept one, and the row's column that
+        names it: ``samples_file`` (``None`` without ``--rf100vl-log-samples``, or for a model that
+        does not answer in text)."""
+        from rf100vl_hf.results.folder import SAMPLES_SUFFIX
+
+        if samples is None:
+            return {"samples_file": None}
+        path = session.writer.write_records(pair.model, pair.dataset, output, samples, SAMPLES_SUFFIX)
+        return {"samples_file": str(path)}
+
     def left_out(self, pair: "Pair", adapter: "Adapter") -> str | None:
         """Why ``pair`` is left out for its model (``None``: it runs): by default, a model that
         does not answer this benchmark (``Adapter.tasks``)."""

@@ -50,7 +50,8 @@ class MatrixSession:
         self.command = command_line(workers.invocation(pytest_config))
         loop = config.loop
         self.loop = LoopOptions(loop.warmup_batches, self._cache_folder(),
-                                Rounds(loop.min_time, min(3, loop.max_rounds), loop.max_rounds))
+                                Rounds(loop.min_time, min(3, loop.max_rounds), loop.max_rounds),
+                                samples=config.report.log_samples)
         self.runs: dict[Pair, PairRun] = {}
         self._earlier: list[dict[str, Any]] | None = None
         self.missing: dict[str, str] = {}  # dataset -> how to get it
@@ -187,11 +188,12 @@ class MatrixSession:
             self._earlier = resume.earlier_rows(self.writer.folder)
         kind = self.kinds[pair.kind]
         wanted = resume.planned(pair, kind, self) if self._earlier else None
-        found = resume.reusable_row(self._earlier, wanted, self.config.loop.dtype) if wanted else None
+        samples = self.config.report.log_samples and resume.answers_in_text(pair.spec)
+        found = resume.reusable_row(self._earlier, wanted, self.config.loop.dtype, samples) if wanted else None
         if found is None:
             return False
         done = kind.reuse(pair, resume.reused_row(found, pair, self.writer.run_id), self)
-        self.writer.append(done.row)
+        self._write(pair, done.row)
         self.runs[pair] = done
         return True
 
@@ -224,9 +226,18 @@ class MatrixSession:
             self._add_columns(pair, done.row, added or {}, "pytest_rf100vl_result_row")
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
-        self.writer.append(done.row)
+        self._write(pair, done.row)
         self.runs[pair] = done
         return done
+
+    def _write(self, pair: Pair, row: dict[str, Any]) -> None:
+        """Append ``row`` to ``results.jsonl``, then tell ``pytest_rf100vl_row_written`` (in a
+        pytest-xdist worker the controller tells it, as it reads the row back)."""
+        from pytest_rf100vl.session import listeners
+
+        self.writer.append(row)
+        if not workers.is_worker(self.config):
+            listeners.row_written(self.config, pair, row)
 
     @staticmethod
     def _add_columns(pair: Pair, row: dict[str, Any], added: dict[str, Any], source: str) -> None:

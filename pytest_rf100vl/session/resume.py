@@ -6,7 +6,9 @@ A row is reused when it has the *identity* of the row the pair would write
 options, dataset, dataset fingerprint, split, prompt, split parameters, scoring version,
 ``--rf100vl-limit``),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
-keeps the rest). The identity is worked out without building the model:
+keeps the rest); under ``--rf100vl-log-samples``, a row of a model that answers in text must
+name its samples log too (a row without one runs again, answered from the answer cache). The
+identity is worked out without building the model:
 
 - the model's columns from the adapter's class (:meth:`Adapter.planned_identity`): its
   name, the checkpoint (or its default), the options with their defaults, and the revision
@@ -69,14 +71,27 @@ def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return all(row.get(key) == value for key, value in wanted.items())
 
 
+def answers_in_text(spec: "ModelSpec") -> bool:
+    """Whether the model of ``spec`` answers in text, asked of its adapter's class without
+    building it (``False`` for an adapter the registry does not know)."""
+    from pytest_rf100vl.adapters import registry
+    from pytest_rf100vl.engine.samples import answers_in_text as writes_text
+
+    try:
+        return writes_text(registry.adapter_class(spec.name))
+    except Exception:  # unknown to the registry (a hook makes it), or its module fails to import
+        return False
+
+
 def reusable_row(
-    rows: Sequence[dict[str, Any]], wanted: dict[str, Any], dtype: str
+    rows: Sequence[dict[str, Any]], wanted: dict[str, Any], dtype: str, samples: bool = False
 ) -> dict[str, Any] | None:
     """The latest row with the ``wanted`` column values and ``dtype`` whose model failed on no
-    image, or ``None``."""
+    image (with ``samples``, that names its samples log), or ``None``."""
     candidates = [
         row for row in rows
         if _matches(row, wanted) and row.get("dtype") == dtype and not row.get("failed_images")
+        and (row.get("samples_file") or not samples)
     ]  # the newest wins; of two as new, the one written last
     return max(reversed(candidates), key=lambda row: str(row.get("timestamp"))) if candidates else None
 

@@ -12,7 +12,8 @@
   did not finish by the rows: those it planned with no row in ``results.jsonl``.
 - The controller alone reads the run's rows back from ``results.jsonl``, in matrix order,
   writes ``summary.md`` and ``results.parquet``, runs the checks of means and prints the
-  summary once.
+  summary once; as each worker's pair ends, it reads that pair's row back and tells
+  ``pytest_rf100vl_row_written`` of it (so an experiment tracker logs one run per session).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def configure(config: pytest.Config) -> None:
     """Register the xdist hooks on the controller (scheduling by model, the shared run id, the
     workers' reports)."""
     if is_controller(config):
-        config.pluginmanager.register(XdistHooks(), "rf100vl-xdist")
+        config.pluginmanager.register(XdistHooks(config), "rf100vl-xdist")
 
 
 def model_of(nodeid: str, models: dict[str, str]) -> str:
@@ -104,6 +105,28 @@ def model_scheduling(config: pytest.Config, log: Any, models: dict[str, str]) ->
 
 class XdistHooks:
     """The plugin's hooks on the xdist controller."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.told: set[tuple[Any, Any, Any]] = set()
+        """The rows ``pytest_rf100vl_row_written`` was told of, by :func:`row_key`."""
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A worker's test has ended: tell ``pytest_rf100vl_row_written`` of the rows of the run
+        that are new in ``results.jsonl`` (the worker appended its pair's row before)."""
+        from pytest_rf100vl.session import listeners
+
+        if report.when != "teardown" or SESSION_KEY not in self.config.stash:
+            return
+        if not self.config.hook.pytest_rf100vl_row_written.get_hookimpls():
+            return
+        state = self.config.stash[SESSION_KEY]
+        pairs = {pair.key: pair for pair in state.pairs}
+        for row in rows_of_run(state.writer.jsonl, state.writer.run_id, state.pairs):
+            key = row_key(row)
+            if key in pairs and key not in self.told:
+                self.told.add(key)
+                listeners.row_written(self.config, pairs[key], row)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -311,7 +311,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     from rf100vl_hf.results.draw import draw, pair_of
 
     pair = pair_of(args.source, args.dataset, args.model, args.split, args.data_dir, args.fewshot_dir)
-    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score):
+    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score, replies=args.replies):
         print(f"wrote {path}")
     return 0
 
@@ -417,7 +417,9 @@ Draw a pair's predictions against the ground truth on a few images of its split,
 ground-truth boxes, and predictions in blue when pycocotools matches them to a box at IoU 0.5,
 orange when they match none (class and score on each). SOURCE is a results folder (its row of
 --dataset: the split, limit and predictions file it records, checked against the export) or
-a COCO results file (scored against --split of --dataset).
+a COCO results file (scored against --split of --dataset). With --replies, a pair run with
+--rf100vl-log-samples shows its model's raw replies too (its samples log: the row's
+samples_file, or <split>.samples.jsonl beside a results file).
 """
 
 
@@ -440,6 +442,10 @@ def add_draw_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="draw this image instead (repeatable)")
     p.add_argument("--min-score", type=checked(float, math.isfinite, "a number"), default=MIN_SCORE,
                    help="draw predictions scoring at least this (default %(default)s)")
+    p.add_argument("--replies", action="store_true",
+                   help="also show what a model that answers in text wrote (a pair run with --rf100vl-log-samples): "
+                        "each caption quotes its replies, and <dataset>-<image id>.reply.txt beside each PNG holds "
+                        "the texts sent, the replies and the boxes read")
     p.add_argument("--data-dir", type=DIRECTORY, help="folder of the full exports")
     p.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
     p.set_defaults(func=cmd_draw)

@@ -6,10 +6,16 @@ Ground-truth boxes are green; a prediction is blue when pycocotools matches it t
 its class (and a prediction its score). Only predictions scoring at least ``min_score`` are
 drawn (at most :data:`MAX_PREDICTIONS` per image, the best); the caption says how many that
 left out. Small images are enlarged so that labels stay legible.
+
+With ``replies`` (``rf100vl-hf draw --replies``), a pair run with ``--rf100vl-log-samples`` also
+shows what its model wrote: each picture's caption quotes the start of each raw reply, and
+``<dataset>-<image id>.reply.txt`` beside it holds the image's whole line of the samples log,
+laid out to read (texts sent, replies, the boxes read and why any was dropped or repaired).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,28 +31,37 @@ COLOURS = {MATCHED: (86, 180, 233), IGNORED: (150, 150, 150)}
 UNMATCHED_COLOUR = (213, 94, 0)
 """Bluish green, sky blue, vermillion and grey: told apart with any colour vision (Okabe and Ito)."""
 MAX_PREDICTIONS = 100
+QUOTED_REPLY = 240
+"""Characters of a raw reply a caption quotes (the ``.reply.txt`` beside it holds it all)."""
+QUOTED_REPLIES = 3
+"""Replies a caption quotes (one prompt per class makes many; the ``.reply.txt`` has them all)."""
 MIN_SIDE = 640
 """Images are enlarged until their longer side has at least this many pixels."""
 
 
 @dataclass(frozen=True)
 class Pair:
-    """What is drawn: the split, the predictions file, and how to name it in captions."""
+    """What is drawn: the split, the predictions file, how to name it in captions, and the
+    samples log beside the predictions (``None`` when the pair was run without one)."""
 
     dataset: str
     split: Split
     predictions: Path
     label: str
+    samples: Path | None = None
 
 
 def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "test",
             data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Pair:
     """The pair to draw: from a results folder (its row of ``dataset``, of ``model`` when it
     holds several), or a COCO results file scored against ``split`` of ``dataset``."""
+    from rf100vl_hf.results.folder import SAMPLES_SUFFIX
+
     source = Path(source)
     if source.is_file() and source.suffix == ".json":
+        beside = source.with_name(source.stem + SAMPLES_SUFFIX)
         return Pair(dataset, load_split(dataset, split, data_dir, fewshot_dir), source,
-                    f"{source.name} on {dataset} ({split})")
+                    f"{source.name} on {dataset} ({split})", beside if beside.is_file() else None)
     folder, rows = located_rows(source)
     chosen = [row for row in rows
               if row.get("dataset") == dataset and model in (None, row.get("spec"), row.get("model"))]
@@ -56,17 +71,75 @@ def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "
         advice = "choose one with --model" if chosen else "RF100-VL rows found"
         raise DataError(folder, "--dataset" if not chosen else "--model", f"{len(chosen)} {what} ({advice}: {found})")
     (row,) = chosen
-    return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row))
+    samples = predictions_path(row, folder, "samples_file") if row.get("samples_file") else None
+    return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row), samples)
+
+
+def read_samples(pair: Pair) -> dict[int, dict[str, Any]]:
+    """Image id -> the image's line of the pair's samples log; an error saying how to make one
+    when the pair has none."""
+    if pair.samples is None:
+        raise DataError(pair.label, "--replies", "the pair has no samples log: run it with --rf100vl-log-samples "
+                        "(a model that answers in text)")
+    lines: dict[int, dict[str, Any]] = {}
+    for number, text in enumerate(pair.samples.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            line = json.loads(text)
+            lines[int(line["image_id"])] = line
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(pair.samples, f"line {number}", f"not a line of a samples log ({exc})") from None
+    return lines
+
+
+def reply_text(line: dict[str, Any]) -> str:
+    """An image's line of the samples log laid out to read."""
+    cached = ", answered from the answer cache" if line.get("from_cache") else ""
+    out = [f"image {line['image_id']} ({line.get('file_name', '')}){cached}"]
+    if line.get("error"):
+        out.append(f"the model failed on it: {line['error']}")
+    transcript = line.get("transcript")
+    if transcript is None and not line.get("error"):
+        out.append("(no transcript: the answer was cached before transcripts were kept)")
+    for number, question in enumerate(transcript or [], start=1):
+        out += ["", f"--- question {number}", "sent:", *(f"  {text}" for text in question["sent"]), "reply:",
+                *(f"  {text}" for text in question["reply"].splitlines() or [""])]
+        boxes = question.get("boxes", [])
+        unreadable = question.get("unreadable_boxes", 0)
+        out.append(f"boxes read: {len(boxes)}" + (f" ({unreadable} more could not be read)" if unreadable else ""))
+        for box in boxes:
+            went = (f"dropped: {box['dropped']}" if box.get("dropped")
+                    else f"-> {box['class']}" if "class" in box else "")
+            out.append(f"  - {box['label']!r} written {box['written']}, pixels {box['pixels']} {went}".rstrip())
+    repairs = {name: count for name, count in (line.get("repairs") or {}).items() if count}
+    out += ["", f"detections scored: {len(line.get('detections', []))}"
+            + (f"; repaired: {', '.join(f'{name} {count}' for name, count in repairs.items())}" if repairs else "")]
+    return "\n".join(out) + "\n"
+
+
+def _quoted(line: dict[str, Any] | None) -> list[str]:
+    """Caption lines quoting the start of each reply of an image's samples line."""
+    if line is None:
+        return ["no line of the samples log for this image"]
+    replies = [question["reply"] for question in line.get("transcript") or []]
+    quoted = [f"reply {number}: {' '.join(reply.split())[:QUOTED_REPLY]}"
+              + ("..." if len(' '.join(reply.split())) > QUOTED_REPLY else "")
+              for number, reply in enumerate(replies[:QUOTED_REPLIES], start=1)]
+    if len(replies) > QUOTED_REPLIES:
+        quoted.append(f"and {len(replies) - QUOTED_REPLIES} more replies")
+    return quoted or ["no reply" + (f": {line['error']}" if line.get("error") else " kept for this image")]
 
 
 def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), min_score: float = MIN_SCORE,
-         progress: bool = True) -> list[Path]:
+         progress: bool = True, replies: bool = False) -> list[Path]:
     """Draw ``image_ids`` (default: the first ``images`` of the split) into ``out``, one PNG
-    each, named ``<dataset>-<image id>.png``; the paths written."""
+    each, named ``<dataset>-<image id>.png``; with ``replies`` each caption quotes the model's
+    replies and ``<dataset>-<image id>.reply.txt`` holds them (see the module docstring). The
+    paths written."""
     import datasets
 
     from rf100vl_hf.progress import progress_bar
 
+    samples = read_samples(pair) if replies else None
     matches, records = matched(pair.predictions, pair.split)
     rows = pair.split.dataset.cast_column("image", datasets.Image(decode=False))  # decoded as the runner does
     position = {int(image_id): index for index, image_id in enumerate(rows["image_id"])}
@@ -83,16 +156,21 @@ def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), 
     written = []
     for image_id in progress_bar(chosen, desc="drawing", disable=not progress):
         row = rows[position[image_id]]
-        picture = _picture(row, by_image.get(image_id, []), matches.outcomes, pair, min_score)
+        quoted = [] if samples is None else _quoted(samples.get(image_id))
+        picture = _picture(row, by_image.get(image_id, []), matches.outcomes, pair, min_score, quoted)
         path = out / f"{pair.dataset}-{image_id}.png"
         picture.save(path)
         written.append(path)
+        if samples is not None and image_id in samples:
+            text = out / f"{pair.dataset}-{image_id}.reply.txt"
+            text.write_text(reply_text(samples[image_id]), encoding="utf-8")
+            written.append(text)
     return written
 
 
 def _picture(row: dict[str, Any], predictions: list[tuple[int, dict[str, Any]]], outcomes: dict[int, str],
-             pair: Pair, min_score: float) -> Any:
-    """One image with its boxes, enlarged when small, above a caption."""
+             pair: Pair, min_score: float, quoted: list[str]) -> Any:
+    """One image with its boxes, enlarged when small, above a caption (ending with ``quoted``)."""
     from PIL import Image, ImageDraw
 
     from rf100vl_hf.images import open_rgb
@@ -118,6 +196,7 @@ def _picture(row: dict[str, Any], predictions: list[tuple[int, dict[str, Any]]],
         f"green: ground truth ({len(objects['bbox'])}); blue: prediction matching a box at IoU 0.5, orange: "
         f"matching none, grey: matching a crowd box; {min(len(shown), MAX_PREDICTIONS)} of {len(predictions)} "
         f"predictions shown (score >= {min_score:g})",
+        *quoted,
     ]
     return _with_caption(image, caption, font)
 

@@ -6,7 +6,9 @@
 - ``results.parquet`` and ``summary.md``: this run's rows and tables, written when the
   session ends (a column a row lacks is null in the parquet file).
 - ``predictions/<model>/<dataset>/``: what each pair answered, in its kind's format
-  (``<split>.json``: COCO results, or ``<split>.jsonl``: one record per image).
+  (``<split>.json``: COCO results, or ``<split>.jsonl``: one record per image), and with
+  ``--rf100vl-log-samples`` the samples log of a model that answers in text
+  (``<split>.samples.jsonl``: one line per image, what it was sent and wrote).
 
 Every byte written here passes the session's scrubber first (:mod:`rf100vl_hf.redact`): no
 file of the folder shows a key or a URL's credentials, whatever a row, an error or a server
@@ -28,6 +30,8 @@ JSONL = "results.jsonl"
 PARQUET = "results.parquet"
 SUMMARY = "summary.md"
 PREDICTIONS = "predictions"
+SAMPLES_SUFFIX = ".samples.jsonl"
+"""The samples log of a pair beside its predictions: ``<split>.samples.jsonl``."""
 
 
 def model_folder(spec: str, max_length: int = 64) -> str:
@@ -68,9 +72,11 @@ class ResultsWriter:
         )
         return path
 
-    def write_records(self, spec: str, dataset: str, split: str, records: list[dict[str, Any]]) -> Path:
-        """A pair's answers, one JSON line per image (per mosaic for grounding)."""
-        path = self.predictions_dir(spec) / dataset / f"{split}.jsonl"
+    def write_records(self, spec: str, dataset: str, split: str, records: list[dict[str, Any]],
+                      suffix: str = ".jsonl") -> Path:
+        """A pair's answers, one JSON line per image (per mosaic for grounding), in
+        ``<split><suffix>`` (:data:`SAMPLES_SUFFIX`: the samples log)."""
+        path = self.predictions_dir(spec) / dataset / f"{split}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(scrub("".join(json.dumps(record, default=str) + "\n" for record in records)), encoding="utf-8")
         return path

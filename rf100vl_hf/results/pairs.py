@@ -46,19 +46,20 @@ def describe(row: dict[str, Any]) -> str:
     return f"{row.get('spec') or row.get('model')} on {row.get('dataset')} ({row.get('split')})"
 
 
-def predictions_path(row: dict[str, Any], folder: Path) -> Path:
-    """The predictions file a row points at: as recorded, else relative to its results folder,
-    else at its place under ``predictions/`` of the folder (which was moved)."""
-    named = row.get("predictions_file")
+def predictions_path(row: dict[str, Any], folder: Path, column: str = "predictions_file") -> Path:
+    """The predictions file a row points at (or the file of another ``column``: the samples log
+    of ``samples_file``): as recorded, else relative to its results folder, else at its place
+    under ``predictions/`` of the folder (which was moved)."""
+    named = row.get(column)
     if not named:
-        raise DataError(folder, describe(row), "the row names no predictions file")
+        raise DataError(folder, describe(row), f"the row names no file in {column}")
     recorded = Path(named)
     candidates = [recorded if recorded.is_absolute() else folder / recorded,
                   folder.joinpath("predictions", *recorded.parts[-3:])]
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise DataError(candidates[0], "predictions_file", f"missing (the file of {describe(row)}; looked for "
+    raise DataError(candidates[0], column, f"missing (the file of {describe(row)}; looked for "
                     f"{' and '.join(str(c) for c in dict.fromkeys(candidates))})")
 
 

@@ -308,3 +308,12 @@ def uouo_table(rows: Sequence[dict[str, Any]]) -> Table:
             for label in dict.fromkeys(labels)]
     return Table(["Model", *(name for name, _, _ in UOUO_COLUMNS)], body, range(1, 1 + len(UOUO_COLUMNS)),
                  digits=4, title="UOUO: mIoU and quadrant accuracy (as in its Table 1)")
+
+
+def summary_tables(rows: Sequence[dict[str, Any]]) -> list[Table]:
+    """The headline table of each benchmark among ``rows``, as the summary prints them: RF100-VL's
+    AP50:95 by dataset and domain (Table 2's layout), UOUO's Table 1; for destinations that take
+    tables rather than markdown (experiment trackers)."""
+    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
+    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    return ([ap_table(detection)] if detection else []) + ([uouo_table(grounding)] if grounding else [])

@@ -63,6 +63,37 @@ def test_a_failing_publisher_is_a_warning_and_the_results_stay_as_written(pytest
     assert (pytester.path / ".rf100vl" / "results" / "summary.md").is_file()
 
 
+ROW_WRITTEN = '''
+import json, os
+
+def pytest_rf100vl_row_written(config, pair, row):
+    written = (config.rootpath / ".rf100vl" / "results" / "results.jsonl").read_text().count("\\n")
+    with open(os.environ["ROWS_TOLD"], "a") as told:
+        told.write(json.dumps({"pair": pair.id, "row": row, "in_file": written}) + "\\n")
+    raise ConnectionError("tracker unreachable")
+'''
+
+
+def test_the_row_hook_hears_each_row_once_it_is_written_and_a_failure_is_a_warning(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    told = pytester.path / "told.jsonl"
+    monkeypatch.setenv("ROWS_TOLD", str(told))
+    pytester.makeconftest(ROW_WRITTEN)
+    first = run_oracle(pytester)
+    again = run_oracle(pytester)  # the finished row is reused: the hook hears of it too
+    for result in (first, again):
+        result.assert_outcomes(passed=1, warnings=1)
+        result.stdout.fnmatch_lines(["*HookWarning: pytest_rf100vl_row_written of *: ConnectionError: tracker "
+                                     "unreachable*"])
+    heard = [json.loads(line) for line in told.read_text().splitlines()]
+    assert [entry["row"] for entry in heard] == results(pytester.path / ".rf100vl" / "results")
+    assert [entry["in_file"] for entry in heard] == [1, 2] and heard[1]["row"]["reused_from"]
+    assert {entry["pair"] for entry in heard} == {"oracle-sample"}
+
+
 PAIR_COLUMNS = '''
 import numpy as np
 from pytest_rf100vl.adapters.base import Adapter, Detections

@@ -177,16 +177,35 @@ def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--rf100vl-shard: expected I/N with 1 <= I <= N*"])
 
 
+TOLD = """
+
+def pytest_rf100vl_row_written(config, pair, row):
+    import os
+
+    with open(os.environ["TOLD_LOG"], "a", encoding="utf-8") as log:
+        log.write(f"{os.getpid()} {hasattr(config, 'workerinput')} {pair.model} {row['dataset']} {row['run_id']}\\n")
+"""
+
+
 def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
-    pytester: pytest.Pytester, scale: Path, data_dir: Path
+    pytester: pytest.Pytester, scale: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    told = pytester.path / "told.log"
+    monkeypatch.setenv("TOLD_LOG", str(told))
+    (pytester.path / "conftest.py").write_text(SCALE_ADAPTERS.read_text(encoding="utf-8") + TOLD, encoding="utf-8")
     pytester.runpytest(*matrix_args(data_dir, pytester.path / "single")).assert_outcomes(passed=6)
     scale.unlink()
+    told.unlink()
     folder = pytester.path / "workers"
     result = pytester.runpytest_subprocess(*matrix_args(data_dir, folder, "-n", "2"), timeout=300)
     result.assert_outcomes(passed=6)
     assert result.stdout.str().count("rf100vl summary") == 1
     rows = results(folder)
+    # pytest_rf100vl_row_written heard of each row once, in the controller, as the workers wrote them
+    lines = [line.split() for line in told.read_text(encoding="utf-8").splitlines()]
+    assert len({pid for pid, *_ in lines}) == 1 and {worker for _, worker, *_ in lines} == {"False"}
+    assert sorted((model, dataset, run) for _, _, model, dataset, run in lines) == sorted(
+        (row["spec"], row["dataset"], row["run_id"]) for row in rows)
     assert scores(rows) == scores(results(pytester.path / "single")) and len({row["run_id"] for row in rows}) == 1
     # each model ran in one worker, its pairs one after another (so it was loaded once)
     log = asked(scale, pids=True)

@@ -158,6 +158,7 @@ class Rf100vlKind(BenchmarkKind):
             batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
         )
         row[LIMIT] = self.limit
+        row.update(self.samples_column(pair, session, output, evaluation.inference.samples))
         row.update(identity_columns(training, metadata))
         row["regime"] = regime_of(training.split if training else None)
         row.update(fit_columns(fit, fitted))

@@ -86,12 +86,14 @@ class UouoKind(BenchmarkKind):
             adapter, dataset, pair.dataset, metadata["canvas"], self.config.loop.batch_size, benchmark, session.loop
         )
         thresholds = self.thresholds(pair, session)
-        path = session.writer.write_records(pair.model, pair.dataset, self.output_name("test"), evaluation.records)
+        output = self.output_name("test")
+        path = session.writer.write_records(pair.model, pair.dataset, output, evaluation.records)
         row = grounding_row(
             pair, adapter.describe(), adapter.identity_options(adapter.options), metadata, self.config.loop.batch_size, evaluation,
             session.writer.run_id, thresholds, path,
         )
         row[LIMIT] = self.limit
+        row.update(self.samples_column(pair, session, output, evaluation.inference.samples))
         return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
 
     def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
