@@ -125,7 +125,7 @@ def sleeping_adapter(seconds: float) -> Any:
 
 
 def test_decoding_is_hidden_behind_the_model(large_jpegs: Any) -> None:
-    from pytest_rf100vl.engine.runner import decoded_batches, run_inference
+    from pytest_rf100vl.engine.runner import decoded_batches, run_split
 
     batches = -(-N_IMAGES // BATCH_SIZE)
     start = time.perf_counter()
@@ -136,7 +136,7 @@ def test_decoding_is_hidden_behind_the_model(large_jpegs: Any) -> None:
     figures = {}
     for sleep in (SLEEP_PER_BATCH, FAST_SLEEP_PER_BATCH):
         start = time.perf_counter()
-        result = run_inference(sleeping_adapter(sleep), large_jpegs, BATCH_SIZE, progress=False)
+        result = run_split(sleeping_adapter(sleep), large_jpegs, None, BATCH_SIZE, progress=False)
         wall = time.perf_counter() - start
         assert result.n_images == N_IMAGES and result.counts.failed_images == 0
         figures[sleep] = wall / (sleep * batches)

@@ -6,7 +6,7 @@ OmDet-Turbo, RT-DETRv2 R50, Florence-2 base; random weights, the score option se
 
 - the forward ceiling: the model's forward alone on pixels already on the device (for the
   detectors the adapter's ``launch`` stage, for Florence-2 its ``generate``), in images/s;
-- the plugin's steady state: ``run_inference`` over 256 JPEGs of 640x640 with 5 classes, answer
+- the plugin's steady state: ``run_split`` over 256 JPEGs of 640x640 with 5 classes, answer
   cache off (warm-up batches excluded, as in every row);
 - their ratio, which fails under 0.8 in bf16 at batch 32.
 
@@ -166,7 +166,7 @@ def forward_ceiling(adapter: Any, items: list[Any], batch: int, seconds: float) 
 def measure(chosen: Plan, root: Path) -> list[Measured]:
     from benchmarks.gpu_models import BUILDERS, full_size
 
-    from pytest_rf100vl.engine.runner import LoopOptions, decode_batch, raw_batches, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, decode_batch, raw_batches, run_split
 
     dataset = jpeg_split(chosen.images)
     (raw,) = raw_batches(dataset.select(range(4)), 4)
@@ -179,7 +179,7 @@ def measure(chosen: Plan, root: Path) -> list[Measured]:
             boxes = statistics.mean(len(d.scores) for d in adapter.predict(items))
             for batch in chosen.batches:
                 ceiling = forward_ceiling(adapter, items, batch, chosen.ceiling_seconds)
-                result = run_inference(adapter, dataset, batch, progress=False, loop=LoopOptions(2, None))
+                result = run_split(adapter, dataset, None, batch, progress=False, loop=LoopOptions(2, None))
                 rows.append(Measured(name, dtype, batch, ceiling, result.timing.images_per_s, boxes))
                 print(f"{name} {dtype} batch {batch}: forward {ceiling:.1f} images/s, plugin "
                       f"{rows[-1].plugin_images_per_s:.1f} ({rows[-1].ratio:.2f}x), {boxes:.0f} boxes per image",

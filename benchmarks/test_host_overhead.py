@@ -123,9 +123,9 @@ def serial(adapter: Any) -> Any:
 
 
 def images_per_s(adapter: Any, dataset: Any) -> float:
-    from pytest_rf100vl.engine.runner import LoopOptions, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, run_split
 
-    result = run_inference(adapter, dataset, BATCH, progress=False, loop=LoopOptions(2, None))
+    result = run_split(adapter, dataset, None, BATCH, progress=False, loop=LoopOptions(2, None))
     assert result.n_images == N_IMAGES and result.counts.failed_images == 0
     return result.timing.images_per_s
 

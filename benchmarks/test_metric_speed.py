@@ -239,4 +239,4 @@ def test_ground_truth_against_iterating_rows(benchmark):
     ground_truth = benchmark.pedantic(coco_ground_truth, args=(split,), rounds=3, iterations=1)
 
     assert len(ground_truth["annotations"]) == naive == 40_000
-    _report(benchmark, "ground truth of 2,000 images", benchmark.stats.stats.median, alternative, "iterating rows")
+    _report(benchmark, "ground truth of 2,000 images", benchmark.stats["median"], alternative, "iterating rows")

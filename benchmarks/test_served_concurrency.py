@@ -59,12 +59,12 @@ def plugin_round(server: Any, split: Any, concurrency: int) -> float:
     """Images/s of the plugin's loop over the split (answer cache off)."""
     from pytest_rf100vl.adapters.base import DetectionTask
     from pytest_rf100vl.adapters.registry import create
-    from pytest_rf100vl.engine.runner import LoopOptions, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, run_split
 
     adapter = create("openai:qwen2.5-vl-72b-instruct", base_url=server.url, concurrency=concurrency)
     adapter.set_task(DetectionTask("bench", ["thing"]))
     began = time.perf_counter()
-    result = run_inference(adapter, split, progress=False, loop=LoopOptions(0, None))
+    result = run_split(adapter, split, None, progress=False, loop=LoopOptions(0, None))
     seconds = time.perf_counter() - began
     assert result.counts.failed_images == 0 and sum(len(d.boxes) for d in result.detections.values()) == IMAGES
     adapter.close()

@@ -18,8 +18,8 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
 - ``rf100vl_dataset``: the pair's split as a ``datasets.Dataset`` (``read_metadata`` gives
   its classes); a dataset that is not on disk skips the test with how to get it; a UOUO
   dataset is built from the cut-out source on first use;
-- ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.kinds.base.PairRun`:
-  ``scores``, ``row``, ``evaluation``, ``thresholds``, ``failure``), timed by
+- ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.session.stages.PairRun`:
+  ``scores``, ``row``, ``scored``, ``answers``, ``thresholds``, ``failure``), timed by
   pytest-benchmark when it is active and written to the results folder.
 """
 
@@ -29,16 +29,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.config import RunConfig
-from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
+from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
 
-if TYPE_CHECKING:
+from pytest_rf100vl.core.config import RunConfig
+from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
+from pytest_rf100vl.engine.guard import AdapterError
+
+if TYPE_CHECKING:  # the session loads models and datasets: imported when a matrix runs, not before
     import datasets
 
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.kinds.base import PairRun
     from pytest_rf100vl.session.matrix import MatrixSession
+    from pytest_rf100vl.session.stages import PairRun
 
 
 def matrix_session(config: pytest.Config) -> "MatrixSession":
@@ -82,12 +85,10 @@ def _pair_error(session: "MatrixSession", pair: Pair, message: str) -> NoReturn:
 
 @pytest.fixture
 def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "datasets.Dataset":
-    """The pair's split, prepared once per session."""
-    from rf100vl_hf.errors import DatasetNotFoundError
-
+    """The pair's split (its first N images under ``--rf100vl-limit``), prepared once per session."""
     session = matrix_session(pytestconfig)
     try:
-        return session.dataset(rf100vl_pair)
+        return session.split(rf100vl_pair).first(session.config.matrix.limit).images
     except DatasetNotFoundError as exc:
         _not_on_disk(session, rf100vl_pair, exc)
     except (ValueError, RuntimeError, OSError) as exc:
@@ -103,7 +104,7 @@ def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter
         adapter = session.adapter(rf100vl_pair.spec)
     except Exception as exc:
         _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.model}", exc)
-    why = session.kinds[rf100vl_pair.kind].left_out(rf100vl_pair, adapter)
+    why = session.why_left_out(rf100vl_pair, adapter)
     if why:
         session.left_out.setdefault(rf100vl_pair.id, why)
         pytest.skip(f"{why}: pair left out")
@@ -122,14 +123,12 @@ def _benchmark(request: pytest.FixtureRequest) -> Any:
 def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request: pytest.FixtureRequest) -> "PairRun":
     """The pair, run once per session and recorded in the results folder, or its finished row
     reused from an earlier run (then the model is not loaded); a pair that could not be scored
-    at all (its kind's ``unscored``) errors."""
+    at all (its row's ``unscored``) errors."""
     session = matrix_session(request.config)
+    if rf100vl_pair.unplanned:
+        _pair_error(session, rf100vl_pair, f"cannot be fine-tuned: {rf100vl_pair.unplanned}")
     if rf100vl_pair not in session.runs and not session.resume(rf100vl_pair):
         request.getfixturevalue("rf100vl_adapter")  # loads the model, or skips a pair it does not answer
-        from rf100vl_hf.errors import Rf100vlError
-
-        from pytest_rf100vl.engine.guard import AdapterError
-
         broken = None
         try:
             session.run(rf100vl_pair, _benchmark(request))
@@ -140,7 +139,7 @@ def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request
         if broken:
             _pair_error(session, rf100vl_pair, broken)  # outside the except: the message alone, no chain
     done = session.runs[rf100vl_pair]
-    why = session.kinds[rf100vl_pair.kind].unscored(done.row)
+    why = done.row.get("unscored")
     if why:
         _pair_error(session, rf100vl_pair, f"could not be scored: {why}")
     return done

@@ -61,7 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     check_rootdir(config, _options())
     run = read_config(config)
     config.stash[CONFIG_KEY] = run
-    config.stash[KINDS_KEY] = [kind(run) for kind in kind_classes()]
+    config.stash[KINDS_KEY] = [kind(run.kind(kind.name)) for kind in kind_classes()]
     if run.active:
         from pytest_rf100vl.session import trackers, workers
         from pytest_rf100vl.session.live import PLUGIN_NAME, LiveProgress
@@ -115,10 +115,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"rf100vl: device {loop.device}, dtype {loop.dtype}, batch size {loop.batch_size}, attention "
         f"{loop.attention or 'auto'}{', compiled' if loop.compile else ''}; results in {run.report.results}",
     ]
-    for name, kind in session.kinds.items():
-        own = [pair for pair in session.pairs if pair.kind == name]
-        if own:
-            lines += kind.header_lines(own)
+    if run.training.split is not None:
+        seeds = sorted({pair.seed for pair in session.pairs if pair.seed is not None})
+        lines.append(f"rf100vl: fine-tuned on {run.training.split} first (seeds {', '.join(map(str, seeds))})")
+    for name in {pair.kind for pair in session.pairs}:
+        given = [arg.lstrip("-") for arg in run.kind_args(name)]
+        lines.append(f"{name}: {', '.join(given) or 'default options'}")
     from rf100vl_hf.redact import public_value, scrub
 
     if run.matrix.adapter_options:
@@ -156,10 +158,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     rows = state.rows
     unfinished = resume.unfinished(workers.planned_pairs(session), state, rows)
-    checks = state.mean_checks(rows)
+    reports = state.reports(rows)
+    checks = [check for report in reports.values() for check in report.checks]
     from rf100vl_hf.redact import scrub
 
-    text = summary(rows, list(state.kinds.values()), checks, state.missing, state.errors, state.left_out)
+    text = summary(rows, reports, state.missing, state.errors, state.left_out)
     text = scrub(text + resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED))
     state.writer.finish(rows, text)
     config.stash[SUMMARY_KEY] = text

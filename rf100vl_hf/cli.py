@@ -29,7 +29,7 @@ from rf100vl_hf.arguments import (
 )
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
-from rf100vl_hf.rf100vl.splits import FEWSHOT_STRATEGIES
+from rf100vl_hf.rf100vl.request import FEWSHOT_STRATEGIES
 from rf100vl_hf.uouo.defaults import (
     DEFAULT_ALPHA_THRESHOLD,
     DEFAULT_CLIP_MODEL,
@@ -149,13 +149,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from rf100vl_hf.rf100vl.builder import builder_of
     from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, DatasetRequest, SplitParameters
 
     params = {key: getattr(args, key) for key in SPLIT_PARAMETERS if getattr(args, key) is not None}
     request = DatasetRequest(args.data_dir, args.fewshot_dir, args.cache_dir, args.verify_images,
                              SplitParameters(**params))
     for name in args.names:
-        builder = request.builder(name, verify=True)
+        builder = builder_of(request, name, verify=True)
         builder.download_and_prepare()
         splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
         print(f"{name}: prepared {splits}\n  in {builder.cache_dir}")

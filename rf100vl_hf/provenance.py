@@ -57,3 +57,21 @@ def package_commit() -> str | None:
 
 def python_version() -> str:
     return platform.python_version()
+
+
+SCORED_WITH = ("torch", "transformers", "datasets", "faster-coco-eval", "pycocotools", "rf100vl-hf")
+"""The packages a score depends on, whose versions every row records."""
+
+
+def versions(packages: tuple[str, ...] = SCORED_WITH) -> dict[str, str | None]:
+    """Installed versions of ``packages`` (read from metadata: nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for package in packages:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
+

@@ -55,6 +55,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(config.stash[_SESSION_CACHE], ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _heavy_modules_loaded_once() -> None:
+    """Import, once and before any in-process pytest run, what such runs load and what cannot
+    be imported twice: pytester removes the modules a run imported when its test ends, and
+    datasets refuses a second import (pyarrow registers its extension types once), as do
+    matplotlib, numpy's extension modules, and torch with torchvision (its ops register
+    operators once). Imported here, after ``pytest_configure`` set the cache variables."""
+    import datasets  # noqa: F401
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import numpy.fft  # noqa: F401
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+
+    import rf100vl_hf.metrics  # noqa: F401
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real exports and cut-outs beside the repository (CI has them; a user's clone may not)."""

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rf100vl.engine.columns import hardware_columns
+from pytest_rf100vl.engine.columns import provenance_columns
 from rf100vl_hf import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_rows_name_the_python_the_cpu_and_the_gpus() -> None:
-    columns = hardware_columns()
-    assert columns["python_version"] == platform.python_version()
-    assert columns["cpu_model"] and columns["cpu_model"] != "unknown"
+    columns = provenance_columns()
+    assert columns.python_version == platform.python_version()
+    assert columns.cpu_model and columns.cpu_model != "unknown"
     torch = pytest.importorskip("torch")
     expected = (torch.cuda.get_device_name(0), torch.cuda.device_count()) if torch.cuda.is_available() else (None, 0)
-    assert (columns["gpu_name"], columns["gpu_count"]) == expected
+    assert (columns.gpu_name, columns.gpu_count) == expected
 
 
 def test_a_clone_gives_its_commit_and_says_when_it_has_uncommitted_changes() -> None:

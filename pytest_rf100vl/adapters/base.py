@@ -315,6 +315,16 @@ class Adapter(ABC):
         """Load the weights of a finished fit (``store.record()`` is not ``None``) into the model."""
         raise NotImplementedError(f"adapter {self.name!r} cannot be fine-tuned")
 
+    def use_trained(self, store: "TrainedStore") -> None:
+        """Take the finished fit in ``store`` as the model's weights, whether it was fitted just now
+        or by an earlier run: what is scored is what the store holds, and the weights' hash keys
+        the cached answers apart from the checkpoint's own (:attr:`trained_weights`)."""
+        record = store.record()
+        if record is None:
+            raise ValueError(f"{store.folder} holds no finished fit")
+        self.load_trained(store)
+        self.trained_weights = record.weights_sha256
+
     def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...] | None:
         """What the model is sent besides the image, for the current task (``query`` is
         ``None``) or for a UOUO question: the prompt texts, and the classes in order (they

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+    from pytest_rf100vl.kinds.base import BenchmarkKind
+    from pytest_rf100vl.session.stages import PairRun
 
 MODULE = "pytest_rf100vl.matrix"
 

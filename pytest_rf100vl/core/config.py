@@ -285,6 +285,12 @@ class RunConfig:
         one ``--OPTION=VALUE`` per value that differs from its default."""
         return [arg for declared, value in self._values() for arg in declared.as_args(value)]
 
+    def kind_args(self, name: str) -> list[str]:
+        """The command-line arguments of benchmark kind ``name``'s options that differ from their defaults."""
+        section = self.kinds[name]
+        return [arg for attribute, declared in fields_with_options(type(section))
+                for arg in declared.as_args(getattr(section, attribute))]
+
     def given(self) -> dict[str, Any]:
         """The options that differ from their defaults, by ``dest`` (their ini key)."""
         return {declared.dest: value for declared, value in self._values() if declared.as_args(value)}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from pytest_rf100vl.core.config import ModelSpec
+from pytest_rf100vl.core.training import TrainingPlan
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,10 @@ class Pair:
     dataset: str
     kind: str
     seed: int | None = None
+    training: TrainingPlan | None = field(default=None, compare=False)
+    """How the model is fine-tuned first (``None``: scored as it comes)."""
+    unplanned: str | None = field(default=None, compare=False)
+    """Why no training plan could be made for a pair that asks for one (it then errors)."""
 
     @property
     def model(self) -> str:
@@ -36,8 +41,9 @@ class Pair:
 
 
 def row_key(row: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """The :attr:`Pair.key` of the pair that wrote ``row``."""
-    return row.get("spec"), row.get("dataset"), row.get("seed")
+    """The :attr:`Pair.key` of the pair that wrote ``row``: its seed is the training seed of a
+    fine-tuned pair (a UOUO row's ``seed`` column is its mosaics' seed, no pair's)."""
+    return row.get("spec"), row.get("dataset"), row.get("seed") if row.get("train_split") else None
 
 
 def pair_of(item: pytest.Item) -> Pair | None:

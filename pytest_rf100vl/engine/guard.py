@@ -32,3 +32,9 @@ def adapter_call(
         raise
     except errors as exc:
         raise AdapterError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+
+
+def first_error_line(first_error: str) -> str:
+    """``image ID (NAME): ExceptionType: message`` from a row's ``first_error`` traceback."""
+    lines = [line for line in first_error.strip().splitlines() if line.strip()]
+    return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1].strip()}"

@@ -2,8 +2,9 @@
 and a model that fails on an image costs that image, not the run.
 
 The loop times itself (wall clock and per batch), so throughput is recorded whether or not
-pytest-benchmark is timing it too. One loop serves RF100-VL detection (:func:`run_inference`)
-and UOUO grounding (:func:`run_grounding`).
+pytest-benchmark is timing it too. One loop (:func:`run_split`) serves every benchmark: a
+split's images are detected (``Adapter.predict``), or, when each has a question, grounded
+(``Adapter.ground``); :func:`answer` runs the scoring round and the timing rounds.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -125,33 +126,26 @@ class Timing:
 
 
 @dataclass
-class InferenceResult:
-    """Safe detections per image id, what making them safe took, and how long it took; with
-    ``LoopOptions.samples``, the samples log's lines of a model that answers in text, in split
-    order (:mod:`~pytest_rf100vl.engine.samples`)."""
+class Answers:
+    """What a model answered over a split: detections made safe, by image id (detection), or
+    each image's grounding answer in row order (``grounding``; an image the model failed on has
+    an empty answer, and ``errors`` says why, by image id); what making the output safe took,
+    how long it took, every timed round (the scoring one first), what the adapter counted in its
+    answers over the scoring round, and with ``LoopOptions.samples`` the samples log's lines of
+    a model that answers in text, in split order (:mod:`~pytest_rf100vl.engine.samples`)."""
 
-    detections: dict[int, Sanitized]
     counts: OutputCounts
     timing: Timing
-    rounds: list[Timing] = field(default_factory=list)  # every timed round, the scoring one first
+    detections: dict[int, Sanitized] = field(default_factory=dict)
+    grounding: list[GroundingAnswer] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
+    rounds: list[Timing] = field(default_factory=list)
+    answer_counts: dict[str, int] = field(default_factory=dict)
     samples: list[dict[str, Any]] | None = None
 
     @property
     def n_images(self) -> int:
-        return len(self.detections)
-
-
-@dataclass
-class GroundingResult:
-    """Each mosaic's answer, in row order (a mosaic the adapter failed on has neither box nor
-    quadrant), why each failed mosaic failed (mosaic id -> one line), and how long it took."""
-
-    answers: list[GroundingAnswer]
-    errors: dict[int, str]
-    counts: OutputCounts
-    timing: Timing
-    rounds: list[Timing] = field(default_factory=list)  # every timed round, the scoring one first
-    samples: list[dict[str, Any]] | None = None  # as InferenceResult's, in row order
+        return self.timing.n_images
 
 
 def decoded_ahead(raw: Iterable[T], decode: Callable[[T], R], workers: int = DECODE_WORKERS) -> Iterator[R]:
@@ -262,8 +256,10 @@ def _same_length(outputs: list[Any], batch: list[Any], method: str) -> None:
         raise ValueError(f"{method} returned {len(outputs)} results for {len(batch)} images")
 
 
-Predict = Callable[[list[ImageItem]], list[Detections]]
-Ground = Callable[[list[ImageItem], list[GroundingQuery]], list[GroundingAnswer]]
+Element = tuple[ImageItem, "GroundingQuery | None"]
+"""An image of the split, with its question when the model is asked to ground rather than detect."""
+Call = Callable[[list[Element]], list[Any]]
+"""A call of the model over elements (``predict``, or ``ground`` with the elements' questions)."""
 Samples = dict[int, dict[str, Any]]
 """The samples log's lines of a pair so far, by image (mosaic) id."""
 
@@ -272,99 +268,115 @@ def _error_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _detect(
-    predict: Predict,
-    clip: bool,
-    items: list[ImageItem],
-    classes: list[str],
-    counts: OutputCounts,
-    answers: "PairAnswers[Detections] | None" = None,
-    known: dict[int, Detections] | None = None,
-    samples: Samples | None = None,
-) -> list[Sanitized]:
-    """The model's safe output for a batch (``predict``: the adapter's, or an answer already
-    asked for on another thread); an image it fails on gets no detections and is counted.
-    Images in ``known`` (cached answers) are not asked again; the others' answers go to
-    ``answers`` once the whole batch they came in was made safe, and each image's line to
-    ``samples`` when it is given. ``clip=False`` for a submission scored as submitted."""
-    from pytest_rf100vl.engine.samples import detection_sample
+class _Detecting:
+    """How a split's detections are settled: each image's output made safe to score
+    (``clip=False`` for a submission scored as submitted), repairs counted once the whole batch
+    they came in was made safe; an image the model fails on gets no detections."""
 
-    known = known or {}
-    n_classes = len(classes)
+    kind = Detections
+    method = "predict"
 
-    def run(batch: list[ImageItem]) -> list[Sanitized]:
-        asked = [item for item in batch if item.image_id not in known]
-        fresh = predict(asked) if asked else []
-        _same_length(fresh, asked, "predict")
-        answered = dict(zip((item.image_id for item in asked), fresh))
-        outputs = [known[item.image_id] if item.image_id in known else answered[item.image_id] for item in batch]
-        repairs = [OutputCounts() for _ in batch]  # repairs count only once the whole batch succeeded
-        safe = [make_safe(d, item, n_classes, own, clip) for d, item, own in zip(outputs, batch, repairs)]
+    def __init__(self, classes: list[str], clip: bool):
+        self.classes = classes
+        self.clip = clip
+
+    def call(self, adapter: Adapter) -> Call:
+        return lambda elements: adapter.predict([item for item, _ in elements])
+
+    def safe(self, elements: list[Element], outputs: list[Detections], counts: OutputCounts,
+             known: dict[int, Any], samples: Samples | None) -> list[Sanitized]:
+        from pytest_rf100vl.engine.samples import detection_sample
+
+        repairs = [OutputCounts() for _ in elements]
+        safe = [make_safe(output, item, len(self.classes), own, self.clip)
+                for (item, _), output, own in zip(elements, outputs, repairs)]
         for own in repairs:
             counts.add_repairs(own)
-        if answers is not None:
-            for item, output in zip(asked, fresh):
-                answers.keep(item, output)
         if samples is not None:
-            for item, output, made, own in zip(batch, outputs, safe, repairs):
-                samples[item.image_id] = detection_sample(item, output, made, own.repairs(), classes,
+            for (item, _), output, made, own in zip(elements, outputs, safe, repairs):
+                samples[item.image_id] = detection_sample(item, output, made, own.repairs(), self.classes,
                                                           item.image_id in known)
         return safe
 
-    def fail(item: ImageItem, error: Exception) -> Sanitized:
-        counts.fail(item, error)
-        made = make_safe(Detections.empty(), item, n_classes, counts)
+    def failed(self, element: Element, error: Exception, counts: OutputCounts, samples: Samples | None) -> Sanitized:
+        from pytest_rf100vl.engine.samples import detection_sample
+
+        item = element[0]
+        made = make_safe(Detections.empty(), item, len(self.classes), counts)
         if samples is not None:
-            samples[item.image_id] = detection_sample(item, None, made, OutputCounts().repairs(), classes, False,
+            samples[item.image_id] = detection_sample(item, None, made, OutputCounts().repairs(), self.classes, False,
                                                       _error_line(error))
         return made
 
-    return isolated(run, items, fail)
 
+class _Grounding:
+    """How a split's grounding answers are settled: each must be a ``GroundingAnswer``; an image
+    the model fails on gets an empty one (scored as a parse failure)."""
 
-def _ground(
-    ground: Ground,
-    asked: list[tuple[ImageItem, GroundingQuery]],
-    counts: OutputCounts,
-    errors: dict[int, str],
-    answers: "PairAnswers[GroundingAnswer] | None" = None,
-    known: dict[int, GroundingAnswer] | None = None,
-    samples: Samples | None = None,
-) -> list[GroundingAnswer]:
-    """The model's answers for a batch of mosaics (``ground``: the adapter's, or answers already
-    asked for on another thread); a mosaic it fails on gets an empty answer (scored as a parse
-    failure) and is counted. Mosaics in ``known`` (cached answers) are not asked again; the
-    others' answers go to ``answers``, and each mosaic's line to ``samples`` when it is given."""
-    from pytest_rf100vl.engine.samples import grounding_sample
+    kind = GroundingAnswer
+    method = "ground"
 
-    known = known or {}
+    def call(self, adapter: Adapter) -> Call:
+        return lambda elements: adapter.ground([item for item, _ in elements],
+                                               [query for _, query in elements])  # type: ignore[misc]
 
-    def run(batch: list[tuple[ImageItem, GroundingQuery]]) -> list[GroundingAnswer]:
-        ask = [(item, query) for item, query in batch if item.image_id not in known]
-        fresh = ground([item for item, _ in ask], [query for _, query in ask]) if ask else []
-        _same_length(fresh, ask, "ground")
-        wrong = [type(answer).__name__ for answer in fresh if not isinstance(answer, GroundingAnswer)]
+    def safe(self, elements: list[Element], outputs: list[Any], counts: OutputCounts, known: dict[int, Any],
+             samples: Samples | None) -> list[GroundingAnswer]:
+        from pytest_rf100vl.engine.samples import grounding_sample
+
+        wrong = [type(answer).__name__ for answer in outputs if not isinstance(answer, GroundingAnswer)]
         if wrong:
             raise TypeError(f"ground returned {wrong[0]} where a GroundingAnswer was expected")
-        if answers is not None:
-            for (item, _), answer in zip(ask, fresh):
-                answers.keep(item, answer)
-        answered = dict(zip((item.image_id for item, _ in ask), fresh))
-        results = [known[item.image_id] if item.image_id in known else answered[item.image_id] for item, _ in batch]
         if samples is not None:
-            for (item, query), answer in zip(batch, results):
+            for (item, query), answer in zip(elements, outputs):
                 samples[item.image_id] = grounding_sample(item, query, answer, item.image_id in known)
-        return results
+        return outputs
 
-    def fail(element: tuple[ImageItem, GroundingQuery], error: Exception) -> GroundingAnswer:
-        counts.fail(element[0], error)
-        errors[element[0].image_id] = _error_line(error)
+    def failed(self, element: Element, error: Exception, counts: OutputCounts,
+               samples: Samples | None) -> GroundingAnswer:
+        from pytest_rf100vl.engine.samples import grounding_sample
+
         if samples is not None:
             samples[element[0].image_id] = grounding_sample(*element, GroundingAnswer(None, None), False,
-                                                            errors[element[0].image_id])
+                                                            _error_line(error))
         return GroundingAnswer(None, None)
 
-    return isolated(run, asked, fail)
+
+def _settled(
+    way: "_Detecting | _Grounding",
+    call: Call,
+    elements: list[Element],
+    counts: OutputCounts,
+    errors: dict[int, str],
+    answers: "PairAnswers[Any] | None" = None,
+    known: dict[int, Any] | None = None,
+    samples: Samples | None = None,
+) -> list[Any]:
+    """The model's output for a batch, settled ``way`` (``call``: the adapter's, or an answer
+    already asked for on another thread); an image it fails on is counted and gets ``way``'s
+    empty answer. Images in ``known`` (cached answers) are not asked again; the others'
+    answers go to ``answers`` once their whole batch was settled, and each image's line to
+    ``samples`` when it is given."""
+    known = known or {}
+
+    def run(batch: list[Element]) -> list[Any]:
+        asked = [element for element in batch if element[0].image_id not in known]
+        fresh = call(asked) if asked else []
+        _same_length(fresh, asked, way.method)
+        answered = dict(zip((item.image_id for item, _ in asked), fresh))
+        outputs = [known.get(item.image_id, answered.get(item.image_id)) for item, _ in batch]
+        settled = way.safe(batch, outputs, counts, known, samples)
+        if answers is not None:
+            for (item, _), output in zip(asked, fresh):
+                answers.keep(item, output)
+        return settled
+
+    def fail(element: Element, error: Exception) -> Any:
+        counts.fail(element[0], error)
+        errors[element[0].image_id] = _error_line(error)
+        return way.failed(element, error, counts, samples)
+
+    return isolated(run, elements, fail)
 
 
 def _synchronize(device: str) -> None:
@@ -480,7 +492,7 @@ def _timed_pipeline(
     batches: Iterable[list[ImageItem]],
     total: int,
     lookup: Callable[[list[ImageItem]], dict[int, Detections]],
-    settle: Callable[[list[ImageItem], dict[int, Detections], Predict], None],
+    settle: Callable[[list[ImageItem], dict[int, Detections], Callable[[list[ImageItem]], list[Detections]]], None],
     progress: bool,
     description: str | None,
     warmup: int = WARMUP_BATCHES,
@@ -583,143 +595,97 @@ def _batch_size(
     return batch_size_for(adapter, requested, run)
 
 
-def run_inference(
+def run_split(
     adapter: Adapter,
-    dataset: "datasets.Dataset",
+    images: "datasets.Dataset",
+    questions: "Sequence[GroundingQuery] | None" = None,
     batch_size: int | str = 1,
     progress: bool = True,
     description: str | None = None,
     loop: LoopOptions = LoopOptions(),
-) -> InferenceResult:
-    """Run ``adapter`` (its task already set) over every image of ``dataset``, ``batch_size``
-    images per call (a number, or ``auto``); an adapter with
+    columns: tuple[str, str | None] = ("image_id", "file_name"),
+) -> Answers:
+    """Run ``adapter`` over every image of ``images`` (its ``columns``: the id and name
+    columns), ``batch_size`` images per call (a number, or ``auto``): detect (its task already
+    set), or with ``questions`` (one per image, in row order) ground. An adapter with
     :attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency` above 1 is called one image at a
-    time from that many threads, and a :class:`~pytest_rf100vl.adapters.base.Pipelined` one
-    through :mod:`~pytest_rf100vl.engine.pipeline`."""
+    time from that many threads, and a :class:`~pytest_rf100vl.adapters.base.Pipelined`
+    detector through :mod:`~pytest_rf100vl.engine.pipeline`."""
     from pytest_rf100vl.engine.answers import open_answers
-
     from pytest_rf100vl.engine.samples import answers_in_text
 
-    assert adapter.task is not None, "set_task must be called before run_inference"
-    classes = list(adapter.task.classes)
-    clip = not adapter.submitted_output
-    counts = OutputCounts()
-    detections: dict[int, Sanitized] = {}
-    samples: Samples | None = {} if loop.samples and answers_in_text(adapter) else None
-    answers = open_answers(loop.cache, adapter, Detections)
-
-    def settle(items: list[ImageItem], predict: Predict, known: dict[int, Detections]) -> None:
-        safe = _detect(predict, clip, items, classes, counts, answers, known, samples)
-        detections.update((item.image_id, s) for item, s in zip(items, safe))
-
-    def step(items: list[ImageItem]) -> int:
-        known = answers.found(items) if answers is not None else {}
-        settle(items, adapter.predict, known)
-        return len(items) - len(known)
-
-    def lookup(items: list[ImageItem]) -> list[ImageItem]:
-        known = answers.found(items) if answers is not None else {}
-        settle([item for item in items if item.image_id in known], adapter.predict, known)
-        return [item for item in items if item.image_id not in known]
-
-    size = _batch_size(adapter, batch_size, dataset, ("image_id", "file_name"), adapter.predict)
-    batches = decoded_batches(dataset, size)
-    try:
-        if pipelines(adapter):
-            timing = _timed_pipeline(
-                adapter, batches, len(dataset), lambda items: answers.found(items) if answers is not None else {},
-                lambda items, known, predict: settle(items, predict, known), progress, description,
-                loop.warmup_batches,
-            )
-        elif adapter.concurrency <= 1:
-            timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
-        else:
-            timing = _timed_concurrently(
-                batches, len(dataset), lookup, lambda item: adapter.predict([item]),
-                lambda item, future: settle([item], lambda _: future.result(), {}),
-                adapter.concurrency, adapter.device, progress, description, loop.warmup_batches,
-            )
-    finally:
-        if answers is not None:
-            answers.close()
-    timing.batch_size = size
-    in_order = None if samples is None else [samples[int(i)] for i in dataset["image_id"]]
-    return InferenceResult(detections, counts, timing, samples=in_order)
-
-
-Mosaic = tuple[int, ImageItem, GroundingQuery]
-"""A mosaic's position in the split, its image and its question."""
-
-
-def _with_queries(batches: Iterable[list[ImageItem]], queries: list[GroundingQuery]) -> Iterator[list[Mosaic]]:
-    position = 0
-    for items in batches:
-        yield [(position + i, item, queries[position + i]) for i, item in enumerate(items)]
-        position += len(items)
-
-
-def run_grounding(
-    adapter: Adapter,
-    dataset: "datasets.Dataset",
-    queries: list[GroundingQuery],
-    batch_size: int | str = 1,
-    progress: bool = True,
-    description: str | None = None,
-    loop: LoopOptions = LoopOptions(),
-) -> GroundingResult:
-    """Ask ``adapter`` each mosaic's question (``queries``, in row order) over a UOUO split."""
-    from pytest_rf100vl.engine.answers import open_answers
-
-    if len(queries) != len(dataset):
-        raise ValueError(f"{len(queries)} questions for {len(dataset)} mosaics")
-    from pytest_rf100vl.engine.samples import answers_in_text
-
+    if questions is not None and len(questions) != len(images):
+        raise ValueError(f"{len(questions)} questions for {len(images)} images")
+    if questions is None:
+        assert adapter.task is not None, "set_task must be called before the model detects"
+        way: _Detecting | _Grounding = _Detecting(list(adapter.task.classes), not adapter.submitted_output)
+    else:
+        way = _Grounding()
     counts = OutputCounts()
     errors: dict[int, str] = {}
-    answered: dict[int, GroundingAnswer] = {}  # position -> answer
+    settled: dict[int, Any] = {}  # image id -> its settled answer
     samples: Samples | None = {} if loop.samples and answers_in_text(adapter) else None
-    cache = open_answers(loop.cache, adapter, GroundingAnswer)
+    cache = open_answers(loop.cache, adapter, way.kind)
+    call = way.call(adapter)
 
-    def found(mosaics: list[Mosaic]) -> dict[int, GroundingAnswer]:
+    def found(elements: list[Element]) -> dict[int, Any]:
         if cache is None:
             return {}
-        return cache.found([item for _, item, _ in mosaics], [query for _, _, query in mosaics])
+        return cache.found([item for item, _ in elements], None if questions is None else [q for _, q in elements])
 
-    def settle(mosaics: list[Mosaic], ground: Ground, known: dict[int, GroundingAnswer]) -> None:
-        results = _ground(ground, [(item, query) for _, item, query in mosaics], counts, errors, cache, known,
-                          samples)
-        answered.update((position, answer) for (position, _, _), answer in zip(mosaics, results))
+    def settle(elements: list[Element], ask: Call, known: dict[int, Any]) -> None:
+        results = _settled(way, ask, elements, counts, errors, cache, known, samples)
+        settled.update((item.image_id, result) for (item, _), result in zip(elements, results))
 
-    def step(mosaics: list[Mosaic]) -> int:
-        known = found(mosaics)
-        settle(mosaics, adapter.ground, known)
-        return len(mosaics) - len(known)
+    def step(elements: list[Element]) -> int:
+        known = found(elements)
+        settle(elements, call, known)
+        return len(elements) - len(known)
 
-    def lookup(mosaics: list[Mosaic]) -> list[Mosaic]:
-        known = found(mosaics)
-        settle([m for m in mosaics if m[1].image_id in known], adapter.ground, known)
-        return [m for m in mosaics if m[1].image_id not in known]
+    def lookup(elements: list[Element]) -> list[Element]:
+        known = found(elements)
+        settle([e for e in elements if e[0].image_id in known], call, known)
+        return [e for e in elements if e[0].image_id not in known]
 
-    concurrent = adapter.concurrency > 1
-    size = _batch_size(adapter, batch_size, dataset, ("mosaic_id", None),
-                       lambda items: adapter.ground(items, [queries[0]] * len(items)))
-    batches = _with_queries(decoded_batches(dataset, size, id_column="mosaic_id", name_column=None), queries)
+    size = _batch_size(adapter, batch_size, images, columns,
+                       lambda items: call([(item, None if questions is None else questions[0]) for item in items]))
+    decoded = decoded_batches(images, size, *columns)
+    batches = _with_questions(decoded, questions)
     try:
-        if not concurrent:
-            timing = _timed(batches, len(dataset), step, adapter.device, progress, description, loop.warmup_batches)
+        if questions is None and pipelines(adapter):
+            timing = _timed_pipeline(
+                adapter, decoded, len(images),
+                lambda items: found([(item, None) for item in items]),
+                lambda items, known, predict: settle([(item, None) for item in items],
+                                                     lambda elements: predict([item for item, _ in elements]), known),
+                progress, description, loop.warmup_batches,
+            )
+        elif adapter.concurrency <= 1:
+            timing = _timed(batches, len(images), step, adapter.device, progress, description, loop.warmup_batches)
         else:
             timing = _timed_concurrently(
-                batches, len(dataset), lookup, lambda mosaic: adapter.ground([mosaic[1]], [mosaic[2]]),
-                lambda mosaic, future: settle([mosaic], lambda *_: future.result(), {}),
+                batches, len(images), lookup, lambda element: call([element]),
+                lambda element, future: settle([element], lambda _: future.result(), {}),
                 adapter.concurrency, adapter.device, progress, description, loop.warmup_batches,
             )
     finally:
         if cache is not None:
             cache.close()
     timing.batch_size = size
-    in_order = None if samples is None else [samples[int(i)] for i in dataset["mosaic_id"]]
-    return GroundingResult([answered[position] for position in range(len(dataset))], errors, counts, timing,
-                           samples=in_order)
+    ids = [int(i) for i in images[columns[0]]]
+    in_order = None if samples is None else [samples[i] for i in ids]
+    if questions is None:
+        return Answers(counts, timing, detections=settled, errors=errors, samples=in_order)
+    return Answers(counts, timing, grounding=[settled[i] for i in ids], errors=errors, samples=in_order)
+
+
+def _with_questions(batches: Iterable[list[ImageItem]],
+                    questions: "Sequence[GroundingQuery] | None") -> Iterator[list[Element]]:
+    """Each batch's images with their questions, by position in the split (``None`` without)."""
+    position = 0
+    for items in batches:
+        yield [(item, None if questions is None else questions[position + i]) for i, item in enumerate(items)]
+        position += len(items)
 
 
 def steady_seconds(timing: Timing) -> float:
@@ -734,28 +700,55 @@ def run_once(infer: Callable[[], T], benchmark: Any = None) -> T:
 
 
 def run_rounds(
-    infer: Callable[[LoopOptions, str], R],
+    infer: Callable[[LoopOptions, str], Answers],
     loop: LoopOptions,
     benchmark: Any = None,
     repeatable: bool = True,
-) -> tuple[R, list[Timing]]:
-    """The scoring round (``infer(loop, "")``: answers cached and counted), then the timing rounds
-    (``infer(loop without cache, " (timing round K)")``, the text for the progress line)
-    :class:`Rounds` asks for, and the :class:`Timing` of every round. Not repeated: a model
-    that is not ``repeatable`` (billed per request, a replayed file) and a round answered from
-    the answer cache (its throughput is the run's that computed the answers). Each round's
-    wall time is a round of pytest-benchmark's statistics too."""
+) -> tuple[Answers, list[Timing]]:
+    """The scoring round (``infer(loop, "")``: answers cached and counted), under
+    pytest-benchmark's clock when there is one, then the timing rounds (``infer(loop without
+    cache, " (timing round K)")``, the text for the progress line) :class:`Rounds` asks for,
+    and the :class:`Timing` of every round. Not repeated: a model that is not ``repeatable``
+    (billed per request, a replayed file) and a round answered from the answer cache (its
+    throughput is the run's that computed the answers). pytest-benchmark times the scoring
+    round; the row (and the benchmark's ``extra_info``) gives the median over every round."""
     rounds = loop.rounds
     first = run_once(lambda: infer(loop, ""), benchmark)
-    timings: list[Timing] = [first.timing]  # type: ignore[attr-defined]
-    if not repeatable or first.timing.cached_images or steady_seconds(first.timing) >= rounds.min_time:  # type: ignore[attr-defined]
+    timings: list[Timing] = [first.timing]
+    if not repeatable or first.timing.cached_images or steady_seconds(first.timing) >= rounds.min_time:
         return first, timings
-    clock = getattr(getattr(benchmark, "stats", None), "stats", None)  # pytest-benchmark's Stats of this test
     timing_loop = LoopOptions(loop.warmup_batches, None, rounds)  # no cache, no samples log
     while len(timings) < rounds.max_rounds and (
         sum(steady_seconds(t) for t in timings) < rounds.min_time or len(timings) < rounds.min_rounds
     ):
-        timings.append(infer(timing_loop, f" (timing round {len(timings) + 1})").timing)  # type: ignore[attr-defined]
-        if clock is not None:
-            clock.update(timings[-1].seconds)
+        timings.append(infer(timing_loop, f" (timing round {len(timings) + 1})").timing)
     return first, timings
+
+
+def answer(
+    adapter: Adapter,
+    images: "datasets.Dataset",
+    questions: "Sequence[GroundingQuery] | None",
+    batch_size: int | str,
+    loop: LoopOptions,
+    label: str,
+    benchmark: Any = None,
+    columns: tuple[str, str | None] = ("image_id", "file_name"),
+) -> Answers:
+    """The model's answers over a split (:func:`run_split`): the scoring round, then its timing
+    rounds (:func:`run_rounds`), with what the adapter counted in its answers over the scoring
+    round alone (a timing round asks again and would count again)."""
+    before = adapter.answer_counts()
+    counted: list[dict[str, int]] = []  # after the scoring round
+
+    def infer(options: LoopOptions, round_label: str) -> Answers:
+        answers = run_split(adapter, images, questions, batch_size, progress=False, description=label + round_label,
+                            loop=options, columns=columns)
+        if not counted:
+            counted.append({name: n - before.get(name, 0) for name, n in adapter.answer_counts().items()})
+        return answers
+
+    first, rounds = run_rounds(infer, loop, benchmark, adapter.repeatable)
+    first.rounds = rounds
+    first.answer_counts = counted[0]
+    return first

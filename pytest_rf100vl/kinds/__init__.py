@@ -5,7 +5,7 @@ a built-in being an error naming both."""
 from __future__ import annotations
 
 from pytest_rf100vl.core.metrics import Metric
-from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.kinds.base import BenchmarkKind
 from pytest_rf100vl.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.kinds"
@@ -37,4 +37,4 @@ def option_sections() -> tuple[dict[str, type], list[Metric]]:
     return {kind.name: kind.options_section for kind in classes}, [m for kind in classes for m in kind.metrics]
 
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "KINDS", "BenchmarkKind", "PairRun", "kind_classes", "option_sections"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "KINDS", "BenchmarkKind", "kind_classes", "option_sections"]

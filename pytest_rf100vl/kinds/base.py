@@ -1,28 +1,50 @@
-"""What a benchmark kind is: the one protocol the plugin drives for every benchmark.
+"""What a benchmark kind is: the narrow protocol the session drives for every benchmark.
 
-A kind owns everything that differs between benchmarks: which dataset names it answers
-for and which its own options select, its options, how it loads a dataset, how it runs and
-scores one (model, dataset) pair, which metrics can have minimums, the columns of its
-results rows, its sections of the summary and its checks of means. The plugin around it
-(collection, the session, the results folder, the summary) never names a kind. RF100-VL
-detection (:mod:`.rf100vl`) and UOUO grounding (:mod:`.uouo`) are built in; a third kind is
-a subclass registered in the ``rf100vl.kinds`` entry-point group (see ``docs/architecture.md``).
+A kind is a *dataset provider* (which dataset names are its own, how one is loaded into the
+:class:`Split` a pair runs on, how long a pair takes) and a *scorer* (the :class:`Scored`
+of the model's answers on that split). Everything around it is the session's, the same for
+every kind: the matrix, fine-tuning, the inference loop, thresholds and failures, resuming,
+rows and the summary (``docs/architecture.md``). RF100-VL detection (:mod:`.rf100vl`) and
+UOUO grounding (:mod:`.uouo`) are built in; a third kind is a subclass registered in the
+``rf100vl.kinds`` entry-point group. Example, a kind counting objects in generated images::
+
+    class Counting(BenchmarkKind):
+        name, test_name = "count", "test_counting"
+        metrics = (Metric("count_accuracy", "count accuracy", 2, kind="count", fraction="a share"),)
+
+        def datasets(self):
+            return ["count-a"]
+
+        def load(self, dataset, device):
+            images = make_images()  # a datasets.Dataset with image, image_id and file_name
+            return Split(images, DetectionTask(dataset, ["object"]), identity={"dataset_fingerprint": "v1"})
+
+        def score(self, answers, split):
+            right = [len(found.scores) == 2 for found in answers.detections.values()]
+            return Scored({"count_accuracy": sum(right) / len(right)})
+
+Model: torchmetrics' ``Metric`` (``update``/``compute``): the session feeds, the kind scores.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_rf100vl.core.config import RunConfig
-from pytest_rf100vl.core.metrics import Metric, Rule, Threshold
+from pytest_rf100vl.core.checks import MeanCheck
+from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.core.options import option
 
-if TYPE_CHECKING:
-    from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.core.checks import MeanCheck
-    from pytest_rf100vl.core.session import MatrixView
+if TYPE_CHECKING:  # for hints only: every pytest session reads the kinds' options, so this module stays light
+    import datasets
+
+    from pytest_rf100vl.adapters.base import Adapter, DetectionTask, GroundingQuery, TrainingData
+    from pytest_rf100vl.core.training import TrainingPlan
+    from pytest_rf100vl.engine.runner import Answers
+
+__all__ = ["BenchmarkKind", "Metric", "NoOptions", "Report", "Scored", "Split", "option"]
 
 
 @dataclass(frozen=True)
@@ -31,26 +53,85 @@ class NoOptions:
 
 
 @dataclass
-class PairRun:
-    """A finished pair: its kind's evaluation (scores, inference record, predictions), its
-    results row, its thresholds (metric -> minimum) and the failure message when it is below one."""
+class Split:
+    """What a pair runs on: a split's images and what the model is told or asked of them.
 
-    pair: "Pair"
-    evaluation: Any
-    row: dict[str, Any]
-    thresholds: dict[str, Threshold] = field(default_factory=dict)
-    failure: str | None = None
+    ``images`` has an image column, an id column (``image_id``) and ``file_name``; ``task`` is
+    what a detector is told once (its classes, prompt, few-shot examples); ``questions``, one
+    per image, makes the model answer :meth:`Adapter.ground` instead of :meth:`Adapter.predict`.
+    ``identity`` holds the row's data columns that say what was measured (``dataset_fingerprint``,
+    ``split_parameters``, ``prompt``); ``extra`` the kind's own data columns (a section of
+    :mod:`rf100vl_hf.results.schema`). ``truth`` gives the task with the ground truth, for the
+    adapters that need it (the oracle) and no other. ``metadata`` is what the kind's scorer
+    reads of the dataset; ``id_column`` and ``name_column`` name ``images``' id and file name
+    columns (``None``: images are named by their stored path)."""
 
-    @property
-    def scores(self) -> Any:
-        """The kind's scores (COCO scores for RF100-VL, grounding scores for UOUO); ``None`` for a
-        pair reused from an earlier run (its ``evaluation`` is ``None``: the row holds the scores)."""
-        return None if self.evaluation is None else self.evaluation.scores
+    images: "datasets.Dataset"
+    task: "DetectionTask | None" = None
+    questions: "Sequence[GroundingQuery] | None" = None
+    name: str = "test"
+    identity: dict[str, Any] = field(default_factory=dict)
+    extra: Any = None
+    truth: "Callable[[], DetectionTask] | None" = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id_column: str = "image_id"
+    name_column: str | None = "file_name"
+    smoke: bool = False
+    """The data itself makes scores meaningless (mosaics ranked by a random CLIP): rows say so."""
+
+    def task_for(self, adapter: "type[Adapter] | Adapter") -> "DetectionTask | None":
+        """What ``adapter`` is told: the task, with the ground truth only if it declares it needs it."""
+        return self.truth() if adapter.needs_ground_truth and self.truth is not None else self.task
+
+    def first(self, count: int | None) -> "Split":
+        """This split cut to its first ``count`` images (``--rf100vl-limit``); all of it for ``None``."""
+        if count is None or count >= len(self.images):
+            return self
+        questions = None if self.questions is None else self.questions[:count]
+        return replace(self, images=self.images.select(range(count)), questions=questions)
+
+    # what a kind whose pairs fine-tune first (``BenchmarkKind.trains``) also gives
+    def training_data(self, plan: "TrainingPlan") -> "TrainingData":
+        """What :meth:`Adapter.fit` trains on for ``plan``."""
+        raise NotImplementedError(f"{type(self).__name__} gives no training data")
+
+    def split_parameters(self, split: str) -> str:
+        """What made the split ``split`` (a training split's identity), as JSON."""
+        raise NotImplementedError(f"{type(self).__name__} gives no split parameters")
+
+
+@dataclass
+class Scored:
+    """A kind's scores of a pair.
+
+    ``values``: each metric's value (what thresholds check; ``None`` where undefined);
+    ``columns``: the row's scores section (a dataclass of :mod:`rf100vl_hf.results.schema`, or a
+    mapping of columns; ``values`` by default); ``predictions``: what the model answered, as the
+    kind writes it (``format`` ``json``: one JSON document, COCO results say; ``jsonl``: one
+    record per image); ``unscored``: why nothing could be scored (the pair then errors, a score
+    of 0 being a score); ``result``: the kind's own result object (``rf100vl_run.scores``)."""
+
+    values: dict[str, float | None]
+    columns: Any = None
+    predictions: list[dict[str, Any]] | None = None
+    format: str = "json"
+    unscored: str | None = None
+    result: Any = None
+
+
+@dataclass
+class Report:
+    """A kind's parts of the summary: markdown sections over its rows, and checks of means run
+    once the session has ended (domain means, say)."""
+
+    sections: list[str] = field(default_factory=list)
+    checks: list[MeanCheck] = field(default_factory=list)
 
 
 class BenchmarkKind(ABC):
-    """One benchmark. Subclasses set the class attributes and implement the abstract methods;
-    an instance is made per pytest session with the run's :class:`RunConfig`."""
+    """One benchmark. Subclasses set the class attributes and implement :meth:`datasets` (or
+    :meth:`claims`), :meth:`load` and :meth:`score`; an instance is made per pytest session
+    with the run's values of its options."""
 
     name: ClassVar[str]
     """The kind's name: rows' ``benchmark`` column, and what adapters list in ``Adapter.tasks``."""
@@ -61,160 +142,51 @@ class BenchmarkKind(ABC):
     """The kind's options: a frozen dataclass whose fields are options
     (:func:`pytest_rf100vl.core.options.option`); the run's values are :attr:`options`."""
     metrics: ClassVar[tuple[Metric, ...]] = ()
-    """Metrics that can have minimums (thresholds file columns ``min_<name>``)."""
+    """Metrics that can have minimums (``--KIND-min-METRIC``, thresholds file columns ``min_<name>``)."""
+    trains: ClassVar[bool] = False
+    """Whether ``--rf100vl-train`` fine-tunes its pairs' models first (its splits give training data)."""
     fallback: ClassVar[bool] = False
-    """The kind of a thresholds-file target that no other kind claims (at most one kind)."""
+    """The kind of a thresholds-file target that no kind claims (at most one kind)."""
+    means: ClassVar[Mapping[str, str]] = {}
+    """Thresholds-file targets that name a mean the kind checks (lower-cased -> as the kind spells it)."""
     target_description: ClassVar[str] = "a dataset of this benchmark"
     """How a thresholds-file error names the targets of this kind's metrics."""
 
-    def __init__(self, config: RunConfig):
-        self.config = config
-        self.options: Any = config.kind(self.name)
+    def __init__(self, options: Any = None):
+        self.options: Any = NoOptions() if options is None else options
 
-    # -- collection -------------------------------------------------------------------
+    # -- the datasets -----------------------------------------------------------------
     @abstractmethod
+    def datasets(self) -> list[str]:
+        """Every dataset name the kind knows (what an unknown name is matched against)."""
+
     def claims(self, dataset: str) -> bool:
         """Whether ``dataset`` (a name given with ``--rf100vl-dataset``) is this kind's."""
+        return dataset in self.datasets()
 
-    def known_datasets(self) -> list[str]:
-        """Names to suggest when a dataset name is unknown."""
+    def select(self, named: bool) -> list[str]:
+        """Datasets the kind's own options select (a domain, a subset); ``named`` says whether
+        datasets were also named."""
         return []
-
-    def selected(self) -> list[str]:
-        """Datasets this kind's own options select (beside the names given)."""
-        return []
-
-    def seeds(self) -> tuple[int | None, ...]:
-        """The seeds each of this kind's (model, dataset) pairs runs with, one pair each; ``(None,)``
-        (the default): one pair, nothing seeded (a model scored as it comes)."""
-        return (None,)
-
-    def header_lines(self, pairs: list["Pair"]) -> list[str]:
-        """Lines of the pytest report header when the session has pairs of this kind."""
-        return []
-
-    # -- running ----------------------------------------------------------------------
-    @abstractmethod
-    def load(self, dataset: str, session: "MatrixView") -> Any:
-        """Load (preparing it when needed) ``dataset``; called once per session and name.
-        Raise ``DatasetNotFoundError`` when it is not on disk (the pair is skipped)."""
-
-    def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
-        """The split of the loaded ``dataset`` a pair runs on (``None``: the kind's default);
-        ``ValueError`` when it has no such split."""
-        return loaded
-
-    @property
-    def limit(self) -> int | None:
-        """``--rf100vl-limit N``: pairs run on the first N images of their split (``None``: all).
-        A kind that honours it cuts its split with :meth:`first_images`, names its output with
-        :meth:`output_name` and writes the value in its rows' ``limit`` column."""
-        return self.config.matrix.limit
-
-    def first_images(self, split: Any) -> Any:
-        """The first :attr:`limit` rows of a ``datasets.Dataset`` split (all of them without a limit)."""
-        if self.limit is None:
-            return split
-        return split.select(range(min(self.limit, len(split))))
-
-    def output_name(self, split: str) -> str:
-        """The stem of a pair's predictions file: the split, plus the limit when there is one, so
-        that a quick run never overwrites the predictions a full run's row points at."""
-        return split if self.limit is None else f"{split}.first{self.limit}"
-
-    def samples_column(self, pair: "Pair", session: "MatrixView", output: str,
-                       samples: list[dict[str, Any]] | None) -> dict[str, Any]:
-        """Write the pair's samples log beside its predictions (``<output>.samples.jsonl``, see
-        :mod:`pytest_rf100vl.engine.samples`) when the run kept one, and the row's column that
-        names it: ``samples_file`` (``None`` without ``--rf100vl-log-samples``, or for a model that
-        does not answer in text)."""
-        from rf100vl_hf.results.folder import SAMPLES_SUFFIX
-
-        if samples is None:
-            return {"samples_file": None}
-        path = session.writer.write_records(pair.model, pair.dataset, output, samples, SAMPLES_SUFFIX)
-        return {"samples_file": str(path)}
-
-    def left_out(self, pair: "Pair", adapter: "Adapter") -> str | None:
-        """Why ``pair`` is left out for its model (``None``: it runs): by default, a model that
-        does not answer this benchmark (``Adapter.tasks``)."""
-        if self.name not in adapter.tasks:
-            return f"{adapter.name} does not answer {self.name} datasets (it answers: {', '.join(adapter.tasks)})"
-        return None
 
     @abstractmethod
-    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixView", benchmark: Any) -> PairRun:
-        """Run and score one pair, write its predictions with ``session.writer``, and return
-        its row (the common columns of :func:`pytest_rf100vl.engine.columns.common_columns` plus
-        the kind's own) with its threshold checks."""
-
-    def planned_identity(self, pair: "Pair", session: "MatrixView") -> dict[str, Any] | None:
-        """The dataset's identity columns of the row ``pair`` would write (``dataset``,
-        ``dataset_fingerprint``, ``split``, ``prompt``, and ``split_parameters`` where the
-        kind has them), without running it, so a finished row can be reused; ``None`` (the
-        default): this kind's pairs always run."""
-        return None
-
-    def reuse(self, pair: "Pair", row: dict[str, Any], session: "MatrixView") -> PairRun:
-        """A finished row of an earlier run as this session's run of ``pair``, checked against
-        this session's thresholds: each metric's minimum from the thresholds file, else from
-        its kind's ``--<kind>-min-<metric>`` option."""
-        from pytest_rf100vl.core.metrics import check_status
-
-        thresholds = self.thresholds(pair, session)
-        row.update({metric.column: thresholds[metric.name].minimum if metric.name in thresholds else None
-                    for metric in self.metrics})
-        row["threshold_source"] = "; ".join(dict.fromkeys(t.source for t in thresholds.values())) or None
-        row["check"] = check_status([(row.get(name), t) for name, t in thresholds.items()])
-        return PairRun(pair, None, row, thresholds, self.failure(pair, row, thresholds))
-
-    def thresholds(self, pair: "Pair", session: "MatrixView") -> dict[str, Threshold]:
-        """Each metric's minimum for ``pair`` (metric name -> minimum): from the thresholds file,
-        else from the kind's ``--<kind>-min-<metric>`` option; metrics with neither are left out."""
-        from pytest_rf100vl.core.metrics import threshold_for
-
-        thresholds = {}
-        for metric in self.metrics:
-            minimum = self.config.minimums.get(metric)
-            default = None if minimum is None else Threshold(minimum, f"--{metric.kind}-min-{metric.name}")
-            threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
-            if threshold is not None:
-                thresholds[metric.name] = threshold
-        return thresholds
-
-    def failure(self, pair: "Pair", row: dict[str, Any], thresholds: dict[str, Threshold]) -> str | None:
-        """The failure message of a row below any of its minimums (``None`` when it meets them)."""
-        from pytest_rf100vl.core.metrics import failure
-
-        by_name = {metric.name: metric for metric in self.metrics}
-        label = f"{pair.model} on {pair.dataset}"
-        messages = [failure(label, by_name[name], row.get(name), t) for name, t in thresholds.items()]
-        return "; ".join(m for m in messages if m) or None
+    def load(self, dataset: str, device: str) -> Split:
+        """The split of ``dataset`` its pairs run on, loaded (prepared when needed); called once
+        per session and name. Raise ``DatasetNotFoundError`` when it is not on disk (the pair
+        is skipped), ``ValueError`` or ``RuntimeError`` when it cannot be loaded."""
 
     def cost(self, dataset: str) -> float:
         """How long a pair of ``dataset`` takes, relatively (images to answer, say), read cheaply
         and the same on every machine that sees the same data; shards are balanced on it."""
         return 1.0
 
-    def unscored(self, row: dict[str, Any]) -> str | None:
-        """Why a pair that ran has no score at all (it then errors instead of passing), or
-        ``None`` when it was scored. A score of 0 is a score: too many failed images fail a
-        pair through ``--rf100vl-max-failed-fraction``."""
-        return None if row["n_images"] else "the split has no images"
+    # -- the score --------------------------------------------------------------------
+    @abstractmethod
+    def score(self, answers: "Answers", split: Split) -> Scored:
+        """The pair's scores from the model's answers on ``split`` (detections by image id, or
+        grounding answers in row order)."""
 
-    # -- reporting --------------------------------------------------------------------
-    def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
-        """Markdown lines of this kind's sections of the summary, over its rows."""
-        return []
-
-    def mean_checks(self, rows: list[dict[str, Any]], rules: list[Rule]) -> list["MeanCheck"]:
-        """Checks run once the session has ended (e.g. domain means); reported in the summary."""
-        return []
-
-    def accepts_threshold_target(self, target: str) -> bool:
-        """Whether a thresholds-file target may carry minimums of this kind's metrics."""
-        return self.claims(target)
-
-    def spell_target(self, target: str) -> str:
-        """A thresholds-file target as this kind spells it (e.g. a domain's canonical name)."""
-        return target
+    # -- the report -------------------------------------------------------------------
+    def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
+        """The kind's summary sections over its rows, and its checks of means."""
+        return Report()

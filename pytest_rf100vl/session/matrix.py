@@ -1,6 +1,7 @@
 """The state of one pytest session's matrix: its benchmark kinds, loaded models and datasets,
 finished runs, and the results folder. It lives in ``config.stash``, so in-process pytest
-runs do not share it. It never names a kind: each pair is run by its kind."""
+runs do not share it. It never names a kind: each pair runs through the same stages
+(:mod:`.stages`), its kind loading the split and scoring the answers."""
 
 from __future__ import annotations
 
@@ -11,25 +12,29 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from rf100vl_hf import redact
+from rf100vl_hf.devices import resolve_device
+from rf100vl_hf.errors import DataError
+from rf100vl_hf.results.folder import ResultsWriter
 from rf100vl_hf.results.rows import with_measured_throughput
 
+from pytest_rf100vl.adapters import registry
 from pytest_rf100vl.core.config import ModelSpec, RunConfig
-from pytest_rf100vl.session.selection import matrix
-from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from rf100vl_hf.results.folder import ResultsWriter
-from pytest_rf100vl.engine.columns import command_line, options_column
 from pytest_rf100vl.core.metrics import Metric, Rule
-from pytest_rf100vl.session.thresholds import read_thresholds
-from pytest_rf100vl.session.verdict import too_many_failed_images
-from pytest_rf100vl.session import resume, workers
+from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.engine.columns import command_line
 from pytest_rf100vl.engine.guard import adapter_call
 from pytest_rf100vl.engine.runner import LoopOptions, Rounds
+from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Split
+from pytest_rf100vl.session import resume, workers
+from pytest_rf100vl.session.selection import matrix
 from pytest_rf100vl.session.shard import shard
+from pytest_rf100vl.session.stages import PairRun, checked, run_pair, thresholds
+from pytest_rf100vl.session.thresholds import read_thresholds
+from pytest_rf100vl.session.verdict import too_many_failed_images
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.core.checks import MeanCheck
 
 
 class MatrixSession:
@@ -40,7 +45,8 @@ class MatrixSession:
         self.pytest_config = pytest_config
         self.config = config
         self.kinds = {kind.name: kind for kind in kinds}
-        self.pairs: list[Pair] = self._shard(matrix(config, kinds))
+        self._classes: dict[str, type[Adapter] | Exception] = {}
+        self.pairs: list[Pair] = self._shard(matrix(config, kinds, self.adapter_class))
         self.rules: list[Rule] = self._rules()
         self._check_adapter_options()
         run_id = workers.shared_run_id(pytest_config) or (
@@ -58,8 +64,20 @@ class MatrixSession:
         self.errors: dict[str, str] = {}  # pair id -> why it could not run
         self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
         self._device: str | None = None
-        self._adapter: tuple[str, "Adapter | Exception"] | None = None
-        self._datasets: dict[str, Any] = {}
+        self._adapter: tuple[ModelSpec, "Adapter | Exception"] | None = None
+        self._splits: dict[str, Split] = {}
+
+    def adapter_class(self, spec: ModelSpec) -> "type[Adapter] | None":
+        """The adapter class of ``spec``, resolved once; ``None`` when the registry does not know
+        it (a ``pytest_rf100vl_make_adapter`` hook makes it) or its module fails to import (its
+        pairs then fail with the reason when the model loads)."""
+        if spec.name not in self._classes:
+            try:
+                self._classes[spec.name] = registry.adapter_class(spec.name)
+            except Exception as exc:  # any failure to import is reported on the model's pairs
+                self._classes[spec.name] = exc
+        found = self._classes[spec.name]
+        return None if isinstance(found, Exception) else found
 
     def _shard(self, pairs: list[Pair]) -> list[Pair]:
         """This session's part of the matrix under ``--rf100vl-shard I/N`` (all of it without)."""
@@ -85,17 +103,12 @@ class MatrixSession:
         the session's scrubber before anything is printed (:mod:`rf100vl_hf.redact`). Adapters
         the registry does not know (made by a hook) or that declare no options are checked
         when they are built."""
-        from rf100vl_hf import redact
-
-        from pytest_rf100vl.adapters import registry
-
         for spec in self.config.matrix.models:
             options = spec.option_values
             redact.remember_all(secret for value in options.values() if isinstance(value, str)
                                 for secret in redact.url_secrets(value))
-            try:
-                cls = registry.adapter_class(spec.name)
-            except Exception:  # unknown to the registry, or its module fails to import: reported per pair
+            cls = self.adapter_class(spec)
+            if cls is None:
                 continue
             try:
                 cls.check_options(options)
@@ -108,17 +121,16 @@ class MatrixSession:
                 raise pytest.UsageError(redact.scrub(f"--rf100vl-adapter-option: {exc}")) from None
 
     def _check_target(self, metric: Metric, target: str) -> str:
-        """A thresholds-file target, spelled by the metric's kind and refused when it belongs to another kind."""
+        """A thresholds-file target, spelled by the metric's kind (a mean it checks, or a dataset)
+        and refused when it belongs to another kind."""
         kind = self.kinds[metric.kind]
-        spelled = kind.spell_target(target)
+        spelled = kind.means.get(target.strip().lower(), target)
         others = [other for other in self.kinds.values() if other is not kind and other.claims(spelled)]
-        if others or not kind.accepts_threshold_target(spelled):
+        if others or not (kind.fallback or spelled in kind.means.values() or kind.claims(spelled)):
             raise ValueError(f"applies to {kind.target_description}, not {spelled!r}")
         return spelled
 
     def _rules(self) -> list[Rule]:
-        from rf100vl_hf.errors import DataError
-
         if self.config.report.thresholds is None:
             return []
         metrics = [metric for kind in self.kinds.values() for metric in kind.metrics]
@@ -130,8 +142,6 @@ class MatrixSession:
     @property
     def device(self) -> str:
         if self._device is None:
-            from rf100vl_hf.devices import resolve_device
-
             resolved = resolve_device(self.config.loop.device)
             self._device = workers.worker_device(self.pytest_config, self.config.loop.device, resolved)
         return self._device
@@ -148,8 +158,6 @@ class MatrixSession:
         return loaded
 
     def _load(self, spec: ModelSpec) -> "Adapter | Exception":
-        from pytest_rf100vl.adapters import registry
-
         options = spec.option_values
         loop = self.config.loop
         try:
@@ -170,60 +178,75 @@ class MatrixSession:
             self._adapter[1].close()
         self._adapter = None
 
-    def dataset(self, pair: Pair, split: str | None = None) -> Any:
-        """A split of the pair's dataset (default: its kind's). Each dataset is loaded (validated,
-        prepared) once per session by its kind."""
+    def split(self, pair: Pair) -> Split:
+        """The split the pair runs on; each dataset is loaded (validated, prepared) once per
+        session by its kind."""
+        if pair.dataset not in self._splits:
+            self._splits[pair.dataset] = self.kinds[pair.kind].load(pair.dataset, self.device)
+        return self._splits[pair.dataset]
+
+    def why_left_out(self, pair: Pair, adapter: "Adapter") -> str | None:
+        """Why ``pair`` is left out for its model (``None``: it runs): a model that does not answer
+        the pair's benchmark (``Adapter.tasks``), or one that cannot be fine-tuned when the pair
+        asks for it."""
         kind = self.kinds[pair.kind]
-        if pair.dataset not in self._datasets:
-            self._datasets[pair.dataset] = kind.load(pair.dataset, self)
-        return kind.split(pair.dataset, self._datasets[pair.dataset], split)
+        if kind.name not in adapter.tasks:
+            return f"{adapter.name} does not answer {kind.name} datasets (it answers: {', '.join(adapter.tasks)})"
+        if kind.trains and self.config.training.split is not None and not adapter.recipes:
+            return f"{adapter.name} cannot be fine-tuned (it has no recipe), and --rf100vl-train asks for it"
+        return None
+
+    def _earlier_rows(self) -> list[dict[str, Any]]:
+        if self._earlier is None:
+            self._earlier = resume.earlier_rows(self.writer.folder)
+        return self._earlier
 
     def resume(self, pair: Pair) -> bool:
         """Reuse a finished row of ``pair`` from the results folder (``session/resume.py`` says
-        when), unless ``--rf100vl-rerun``: record it as this run's and write it to
-        ``results.jsonl``. Whether a pair was reused; the model is not loaded to know."""
-        if self.config.matrix.rerun:
+        when), unless ``--rf100vl-rerun``: record it as this run's, checked against this run's
+        thresholds, and write it to ``results.jsonl``. Whether a pair was reused; the model is
+        not loaded to know."""
+        if self.config.matrix.rerun or not self._earlier_rows():
             return False
-        if self._earlier is None:
-            self._earlier = resume.earlier_rows(self.writer.folder)
         kind = self.kinds[pair.kind]
-        wanted = resume.planned(pair, kind, self) if self._earlier else None
-        samples = self.config.report.log_samples and resume.answers_in_text(pair.spec)
-        found = resume.reusable_row(self._earlier, wanted, self.config.loop.dtype, samples) if wanted else None
+        wanted = resume.planned(pair, self.adapter_class(pair.spec), self.split(pair), kind.trains, self.config)
+        samples = self.config.report.log_samples and resume.answers_in_text(self.adapter_class(pair.spec))
+        found = resume.reusable_row(self._earlier_rows(), wanted, self.config.loop.dtype, samples)
         if found is None:
             return False
-        done = kind.reuse(pair, resume.reused_row(found, pair, self.writer.run_id), self)
+        row = resume.reused_row(found, pair, self.writer.run_id)
+        minimums = thresholds(pair, kind, self)
+        check, message = checked(pair, kind.metrics, row, minimums)
+        row.update({f"min_{name}": value for name, value in check.minimums.items()},
+                   threshold_source=check.threshold_source, check=check.check)
+        done = PairRun(pair, row, thresholds=minimums, failure=message)
         self._write(pair, done.row)
         self.runs[pair] = done
         return True
 
     def run(self, pair: Pair, benchmark: Any = None) -> PairRun:
-        """Run ``pair`` (once per session) by its kind, let hooks add columns, and append its
-        row to ``results.jsonl``."""
+        """Run ``pair`` (once per session) through its stages, let hooks add columns, and append
+        its row to ``results.jsonl``."""
         if pair in self.runs:
             return self.runs[pair]
         adapter = self.adapter(pair.spec)
-        before = adapter.answer_counts()
+        split = self.split(pair)
         with adapter_call("the adapter", errors=()):  # sys.exit in predict/ground costs this pair only
             adapter.start_pair()
-            done = self.kinds[pair.kind].run(pair, adapter, self, benchmark)
+            done = run_pair(pair, adapter, split, self, benchmark)
         too_many = too_many_failed_images(done.row, self.config.report.max_failed_fraction)
         if too_many:
             done.failure = "; ".join(message for message in (too_many, done.failure) if message)
             done.row["check"] = "failed"  # on its failed images, whatever its scores
-        done.row["answer_counts"] = {
-            name: count - before.get(name, 0) for name, count in adapter.answer_counts().items()
-        }
-        done.row["requested_options"] = options_column(pair.spec.option_values)
-        done.row["command"] = self.command
         if done.row.get("answers_from_cache"):  # the run that computed the answers timed them
-            if self._earlier is None:
-                self._earlier = resume.earlier_rows(self.writer.folder)
-            done.row = with_measured_throughput(done.row, self._earlier)
-        self._add_columns(pair, done.row, adapter.pair_columns(), "the adapter's pair_columns")
+            done.row = with_measured_throughput(done.row, self._earlier_rows())
         for added in self.pytest_config.hook.pytest_rf100vl_result_row(config=self.pytest_config, pair=pair,
                                                                        row=dict(done.row)):
-            self._add_columns(pair, done.row, added or {}, "pytest_rf100vl_result_row")
+            clash = sorted(set(added or {}) & set(done.row))
+            if clash:
+                raise ValueError(f"pytest_rf100vl_result_row may only add columns; it returned {', '.join(clash)} "
+                                 f"(row of {pair.id})")
+            done.row.update(added or {})
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
         self._write(pair, done.row)
@@ -236,17 +259,8 @@ class MatrixSession:
         from pytest_rf100vl.session import listeners
 
         self.writer.append(row)
-        if not workers.is_worker(self.config):
-            listeners.row_written(self.config, pair, row)
-
-    @staticmethod
-    def _add_columns(pair: Pair, row: dict[str, Any], added: dict[str, Any], source: str) -> None:
-        """Columns from an adapter or a hook implementation; one that would replace a column the
-        plugin wrote is refused (scores are not theirs to change)."""
-        clash = sorted(set(added) & set(row))
-        if clash:
-            raise ValueError(f"{source} may only add columns; it returned {', '.join(clash)} (row of {pair.id})")
-        row.update(added)
+        if not workers.is_worker(self.pytest_config):
+            listeners.row_written(self.pytest_config, pair, row)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -255,20 +269,18 @@ class MatrixSession:
             return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs)
         return [run.row for run in self.runs.values()]
 
-    def mean_checks(self, rows: list[dict[str, Any]]) -> list["MeanCheck"]:
-        """Every kind's checks of means over its rows (``rows``: the session's, read once)."""
-        return [
-            check
-            for kind in self.kinds.values()
-            for check in kind.mean_checks([row for row in rows if row["benchmark"] == kind.name], self.rules)
-        ]
+    def reports(self, rows: list[dict[str, Any]]) -> dict[str, Report]:
+        """Every kind's part of the summary over its rows (``rows``: the session's, read once),
+        by kind name; a kind without rows may still check means (a domain minimum, say)."""
+        return {name: kind.report([row for row in rows if row["benchmark"] == name], self.rules)
+                for name, kind in self.kinds.items()}
 
 
 BENCHMARK_FIELDS = (
-    "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds", "throughput_from", "warmup_s", "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms",
-    "latency_image_p50_ms", "latency_image_p95_ms",
-    "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size", "batch_size_requested", "attention",
-    "compiled", "compile_s", "spec", "model", "checkpoint", "model_revision",
+    "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds", "throughput_from", "warmup_s",
+    "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms",
+    "latency_image_p95_ms", "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size",
+    "batch_size_requested", "attention", "compiled", "compile_s", "spec", "model", "checkpoint", "model_revision",
     "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
 )
 

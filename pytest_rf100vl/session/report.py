@@ -8,33 +8,30 @@ and datasets not on disk.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_rf100vl.core.checks import MeanCheck
+from rf100vl_hf import markdown
+from rf100vl_hf.results.summary import header, tail
 
-if TYPE_CHECKING:
-    from pytest_rf100vl.kinds.base import BenchmarkKind
+from pytest_rf100vl.kinds.base import Report
 
 
 def summary(
     rows: list[dict[str, Any]],
-    kinds: list["BenchmarkKind"],
-    checks: list[MeanCheck],
+    reports: dict[str, Report],
     missing: dict[str, str],
     errors: dict[str, str],
     left_out: dict[str, str],
-    figures: list[str] = (),  # type: ignore[assignment]
 ) -> str:
-    """The whole summary; ``missing`` maps a dataset not on disk to how to get it, ``errors`` a
-    pair id to why it could not run, ``left_out`` a pair id to why its model does not answer it."""
-    from rf100vl_hf import markdown
-    from rf100vl_hf.results.summary import header, tail
-
+    """The whole summary; ``reports`` holds each kind's part (its sections over its rows, its
+    checks of means), ``missing`` maps a dataset not on disk to how to get it, ``errors`` a pair
+    id to why it could not run, ``left_out`` a pair id to why its model does not answer it."""
     lines = header(rows)
-    for kind in kinds:
-        own = [row for row in rows if row["benchmark"] == kind.name]
-        if own:
-            lines += kind.summary_sections(own)
+    benchmarks = {row["benchmark"] for row in rows}
+    for name, report in reports.items():
+        if name in benchmarks:
+            lines += report.sections
+    checks = [check for report in reports.values() for check in report.checks]
     sections = []
     if checks:
         sections.append(("Checks of means", [f"- {c.status.upper()}: {c.model} on {c.target}: {c.message}"
@@ -46,4 +43,4 @@ def summary(
                          [f"- {pair}: {why}" for pair, why in left_out.items()]))
     if missing:
         sections.append(("Datasets not on disk (skipped)", [", ".join(missing), "", next(iter(missing.values()))]))
-    return markdown.document(lines + tail(rows, sections, figures))
+    return markdown.document(lines + tail(rows, sections))

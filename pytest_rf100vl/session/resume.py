@@ -2,9 +2,9 @@
 not run again (``--rf100vl-rerun`` runs it anyway).
 
 A row is reused when it has the *identity* of the row the pair would write
-(:data:`rf100vl_hf.results.rows.IDENTITY`: model, checkpoint, model revision, adapter
-options, dataset, dataset fingerprint, split, prompt, split parameters, scoring version,
-``--rf100vl-limit``),
+(:data:`rf100vl_hf.results.schema.IDENTITY`: model, checkpoint, model revision, adapter
+options, dataset, dataset fingerprint, split, prompt, split parameters, how the model was
+fine-tuned, scoring version, ``--rf100vl-limit``),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
 keeps the rest); under ``--rf100vl-log-samples``, a row of a model that answers in text must
 name its samples log too (a row without one runs again, answered from the answer cache). The
@@ -15,8 +15,8 @@ identity is worked out without building the model:
   the checkpoint has on disk now (a Hub checkpoint's commit read from the local Hub cache, a
   local folder's content hash); a revision that cannot be known before the model is built
   never matches a recorded one, so such pairs run again;
-- the dataset's columns from its benchmark kind (:meth:`BenchmarkKind.planned_identity`),
-  which loads the prepared dataset (not the model) to read its fingerprint.
+- the dataset's columns from the split its kind loads (:attr:`Split.identity`: the prepared
+  dataset, not the model), and the training columns from the pair's training plan.
 
 Adapters made by a ``pytest_rf100vl_make_adapter`` hook have no class the plugin can ask
 before building them: their rows are matched by spec, options as given and the dataset's
@@ -30,16 +30,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, read_jsonl
+from dataclasses import asdict
+
+from rf100vl_hf.results.folder import JSONL
+from rf100vl_hf.results.rows import LIMIT, TornLineWarning, read_jsonl
+from rf100vl_hf.results.schema import SCORING_VERSION, TRAINING_IDENTITY
 
 from pytest_rf100vl.core.pairs import row_key
-from pytest_rf100vl.engine.columns import SCORING_VERSION, options_column
+from pytest_rf100vl.engine.columns import options_column
+from pytest_rf100vl.engine.samples import answers_in_text as writes_text
+from pytest_rf100vl.session.training import identity_columns
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.core.session import MatrixView
-    from pytest_rf100vl.core.config import ModelSpec
+    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.core.config import ModelSpec, RunConfig
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.kinds.base import BenchmarkKind
+    from pytest_rf100vl.core.session import MatrixView
+    from pytest_rf100vl.kinds.base import Split
 
 
 def earlier_rows(folder: Path) -> list[dict[str, Any]]:
@@ -53,34 +60,24 @@ def earlier_rows(folder: Path) -> list[dict[str, Any]]:
         return read_jsonl(path)
 
 
-def model_identity(spec: "ModelSpec") -> dict[str, Any]:
+def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None") -> dict[str, Any]:
     """The model's identity columns for ``spec``, worked out without building the model; for
-    an adapter the registry does not know (made by a hook), the spec and the options as given."""
-    from pytest_rf100vl.adapters import registry
-
+    an adapter the registry does not know (``cls`` ``None``: a hook makes it), the spec and the
+    options as given."""
     options = spec.option_values
-    try:
-        cls = registry.adapter_class(spec.name)
-    except Exception:  # unknown to the registry (a hook makes it), or its module fails to import
+    if cls is None:
         return {"spec": spec.text, "requested_options": options_column(options)}
     identity = cls.planned_identity(spec.checkpoint, options)
     return {**identity, "adapter_options": options_column(identity["adapter_options"])}
 
 
+def answers_in_text(cls: "type[Adapter] | None") -> bool:
+    """Whether the adapter class writes its answers as text (``False`` when unknown)."""
+    return cls is not None and writes_text(cls)
+
+
 def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return all(row.get(key) == value for key, value in wanted.items())
-
-
-def answers_in_text(spec: "ModelSpec") -> bool:
-    """Whether the model of ``spec`` answers in text, asked of its adapter's class without
-    building it (``False`` for an adapter the registry does not know)."""
-    from pytest_rf100vl.adapters import registry
-    from pytest_rf100vl.engine.samples import answers_in_text as writes_text
-
-    try:
-        return writes_text(registry.adapter_class(spec.name))
-    except Exception:  # unknown to the registry (a hook makes it), or its module fails to import
-        return False
 
 
 def reusable_row(
@@ -96,13 +93,15 @@ def reusable_row(
     return max(reversed(candidates), key=lambda row: str(row.get("timestamp"))) if candidates else None
 
 
-def planned(pair: "Pair", kind: "BenchmarkKind", session: "MatrixView") -> dict[str, Any] | None:
-    """The column values a reusable row of ``pair`` must have; ``None`` when its kind cannot say."""
-    data = kind.planned_identity(pair, session)
-    if data is None:
-        return None
-    return {**model_identity(pair.spec), **data, "scoring_version": SCORING_VERSION,
-            LIMIT: kind.limit}  # a full run wants None: a limited row is never reused for it
+def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split", trains: bool,
+            config: "RunConfig") -> dict[str, Any]:
+    """The column values a reusable row of ``pair`` must have (``split``: the split it runs on;
+    ``trains``: its kind's rows carry the training columns)."""
+    training = asdict(identity_columns(pair.training, split)) if trains else {}
+    return {**model_identity(pair.spec, cls), "dataset": pair.dataset, "split": split.name, **split.identity,
+            **{key: training[key] for key in TRAINING_IDENTITY if key in training},
+            "scoring_version": SCORING_VERSION,
+            LIMIT: config.matrix.limit}  # a full run wants None: a limited row is never reused for it
 
 
 def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]:

@@ -8,34 +8,59 @@ disk* is checked when its pairs run, so a partial local copy still runs what it 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from rf100vl_hf.rf100vl.catalog import unknown
+
+from pytest_rf100vl.core.config import ModelSpec, RunConfig
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.config import RunConfig
+from pytest_rf100vl.core.training import plan
 from pytest_rf100vl.kinds.base import BenchmarkKind
 
 
 def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:
     """The kind that claims ``dataset``; an unknown name is a usage error with suggestions."""
-    from rf100vl_hf.rf100vl.catalog import unknown
-
     for kind in kinds:
         if kind.claims(dataset):
             return kind
-    known = [name for kind in kinds for name in kind.known_datasets()]
+    known = [name for kind in kinds for name in kind.datasets()]
     raise pytest.UsageError(f"--rf100vl-dataset: {unknown('dataset', dataset, known)}")
 
 
-def matrix(config: RunConfig, kinds: list[BenchmarkKind]) -> list[Pair]:
+def _pairs(config: RunConfig, spec: ModelSpec, dataset: str, kind: BenchmarkKind,
+           adapter_class: Callable[[ModelSpec], type | None]) -> list[Pair]:
+    """The pairs of one model and dataset: one, or one per seed when the model is fine-tuned
+    first, each carrying its training plan (or why it has none)."""
+    training = config.training
+    if not (kind.trains and training.split is not None):
+        return [Pair(spec, dataset, kind.name)]
+    cls = adapter_class(spec)
+    pairs = []
+    for seed in training.seeds or (0,):
+        made, why = None, None
+        if cls is not None and cls.recipes:  # an adapter without recipes is left out when it loads
+            try:
+                made = plan(cls, training.split, training.recipe, dict(training.options), seed)
+            except ValueError as exc:
+                why = str(exc)
+        pairs.append(Pair(spec, dataset, kind.name, seed, made, why))
+    return pairs
+
+
+def matrix(config: RunConfig, kinds: list[BenchmarkKind],
+           adapter_class: Callable[[ModelSpec], type | None]) -> list[Pair]:
     """Every pair, model-major (so each model's datasets run one after another): the named
-    datasets first, then those the kinds' own options select; one pair per seed of its kind
-    (:meth:`BenchmarkKind.seeds`)."""
+    datasets first, then those the kinds' own options select; with ``--rf100vl-train``, one
+    pair per seed for a kind whose splits give training data. ``adapter_class`` resolves a
+    model's adapter class (``None`` when it cannot: its pairs then fail when the model loads)."""
     if not config.active:
         return []
+    by_name = {kind.name: kind for kind in kinds}
     chosen = {name: kind_of(name, kinds).name for name in config.matrix.datasets}
     for kind in kinds:
-        for name in kind.selected():
+        for name in kind.select(bool(config.matrix.datasets)):
             chosen.setdefault(name, kind.name)
-    seeds = {kind.name: kind.seeds() for kind in kinds}
-    return [Pair(spec, dataset, kind, seed)
-            for spec in config.matrix.models for dataset, kind in chosen.items() for seed in seeds[kind]]
+    return [pair for spec in config.matrix.models for dataset, kind in chosen.items()
+            for pair in _pairs(config, spec, dataset, by_name[kind], adapter_class)]

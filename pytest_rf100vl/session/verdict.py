@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_rf100vl.engine.guard import first_error_line
+
 FLAG = "--rf100vl-max-failed-fraction"
-
-
-def first_error_line(first_error: str) -> str:
-    """``image ID (NAME): ExceptionType: message`` from a row's ``first_error`` traceback."""
-    lines = [line for line in first_error.strip().splitlines() if line.strip()]
-    return lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1].strip()}"
 
 
 def too_many_failed_images(row: dict[str, Any], max_fraction: float) -> str | None:

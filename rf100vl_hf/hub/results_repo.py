@@ -147,7 +147,7 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
 def write_results_repo(folder: Path, repo_id: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     """Write the repository's files (tables, card, figures) into ``folder``; return their paths."""
     from rf100vl_hf.results.plots import write_plots
-    from rf100vl_hf.results.summary import write_parquet
+    from rf100vl_hf.results.folder import write_parquet
 
     folder = Path(folder)
     written = []
@@ -165,7 +165,7 @@ def remote_rows(api: Any, repo_id: str, revision: str, token: str | None) -> lis
     """The rows the repository holds at ``revision`` (none in a new repository)."""
     from huggingface_hub.errors import EntryNotFoundError
 
-    from rf100vl_hf.results.summary import read_parquet
+    from rf100vl_hf.results.folder import read_parquet
 
     rows = []
     for config in CONFIGS.values():

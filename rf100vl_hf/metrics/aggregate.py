@@ -14,7 +14,7 @@ from typing import Iterable
 
 from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS, normalize_domain
 
-ALL = "All"
+from rf100vl_hf.rf100vl.catalog import ALL
 ORDER: tuple[str, ...] = (*DOMAINS, CUSTOM_DOMAIN)
 """The paper's column order, then datasets that are not in the catalogue."""
 

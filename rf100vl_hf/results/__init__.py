@@ -16,7 +16,8 @@ from rf100vl_hf.results.rows import (
     read_results,
     select,
 )
-from rf100vl_hf.results.summary import PARQUET, SUMMARY, read_parquet, summary, write_parquet, write_summary
+from rf100vl_hf.results.folder import PARQUET, SUMMARY, read_parquet, write_parquet
+from rf100vl_hf.results.summary import summary, write_summary
 from rf100vl_hf.results.tables import (
     FORMATS,
     METRICS,

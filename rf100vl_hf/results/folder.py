@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from rf100vl_hf.redact import scrub, scrubbed
+from rf100vl_hf.results.schema import arrow_schema
 
 JSONL = "results.jsonl"
 PARQUET = "results.parquet"
@@ -95,9 +98,60 @@ class ResultsWriter:
 
     def finish(self, rows: list[dict[str, Any]], summary: str) -> None:
         """Write this run's ``results.parquet`` (as ``rf100vl-hf results summary`` writes it) and ``summary.md``."""
-        from rf100vl_hf.results.summary import write_parquet
-
         self.folder.mkdir(parents=True, exist_ok=True)
         if rows:
             write_parquet(scrubbed(rows), self.folder / PARQUET)
         (self.folder / SUMMARY).write_text(scrub(summary), encoding="utf-8")
+
+
+def _arrow_table(rows: Sequence[dict[str, Any]]) -> Any:
+    """Rows as an Arrow table: one column per key any row has (null where a row lacks it), in
+    the type the row schema declares (:func:`rf100vl_hf.results.schema.arrow_schema`: ``per_class``
+    and ``answer_counts`` lists of structs, so that ``datasets`` can load them); an undeclared
+    column is typed from its values, and one whose values are of mixed kinds is kept as JSON text."""
+    import pyarrow as pa
+
+    declared = arrow_schema()
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    arrays = []
+    for key in columns:
+        values = [row.get(key) for row in rows]
+        if key == "per_class":
+            values = [_nan_to_none(v) for v in values]
+        elif key == "answer_counts":
+            values = [None if v is None else [{"name": n, "count": c} for n, c in v.items()] for v in values]
+        try:
+            array = pa.array(values, type=declared.field(key).type if key in declared.names else None)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):  # mixed kinds of values: keep them as JSON
+            array = pa.array([None if v is None else json.dumps(v) for v in values], type=pa.string())
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, names=columns)
+
+
+def _nan_to_none(items: Any) -> Any:
+    if items is None:
+        return None
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in item.items()} for item in items]
+
+
+def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Write rows as one parquet file (written aside and renamed, so a reader never sees half)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    pq.write_table(_arrow_table(rows), partial)
+    partial.replace(path)
+    return path
+
+
+def read_parquet(path: Path) -> list[dict[str, Any]]:
+    """Rows from a parquet file written by :func:`write_parquet` (``answer_counts`` a dict again)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    for row in rows:
+        if row.get("answer_counts") is not None:
+            row["answer_counts"] = {item["name"]: item["count"] for item in row["answer_counts"]}
+    return rows

@@ -16,30 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError, Rf100vlError, shown
-
-JSONL = "results.jsonl"
-
-TRAINING_IDENTITY: tuple[str, ...] = ("train_split", "train_split_parameters", "recipe", "hyperparameters", "seed")
-"""The keys of :data:`IDENTITY` that say how a model was fine-tuned (all ``None`` zero-shot)."""
-
-IDENTITY: tuple[str, ...] = (
-    "model",
-    "checkpoint",
-    "model_revision",
-    "dtype",
-    "adapter_options",
-    "dataset",
-    "dataset_fingerprint",
-    "split",
-    "prompt",
-    "split_parameters",
-    "scoring_version",
-    "limit",
-    *TRAINING_IDENTITY,
-)
-"""The keys that say what a row measured; two rows that agree on all of them measured the same
-thing, and the later one replaces the earlier (a key a row lacks counts as None). A model
-fine-tuned first is another measurement per training split, recipe, hyper-parameters and seed."""
+from rf100vl_hf.results.folder import JSONL
+from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT, TRAINING_IDENTITY
 
 LIMIT = "limit"
 """The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,
@@ -53,13 +31,6 @@ class SelectionError(Rf100vlError, ValueError):
 
 class TornLineWarning(UserWarning):
     """The last line of a ``results.jsonl`` was cut short (a run killed while writing it)."""
-
-
-THROUGHPUT: tuple[str, ...] = (
-    "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds",
-    "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms",
-)
-"""What a row measured of speed: a row answered from the answer cache measured none of it."""
 
 
 def measured(row: dict[str, Any]) -> bool:

@@ -36,6 +36,10 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 """Bumped when a column changes meaning or type (``schema_version`` in every row)."""
+SCORING_VERSION = 2
+"""Bumped whenever a change of the plugin or the library changes a score for the same
+predictions, so that older rows are not reused (``scoring_version``, part of a row's identity;
+2: scored exactly as pycocotools scores them, maxDets per image and class)."""
 IDENTITY_KEY = "identity"
 THROUGHPUT_KEY = "throughput"
 
@@ -112,7 +116,6 @@ class DetectionScores:
     """COCO AP at maxDets 500, in percent (``None`` where undefined: no ground-truth box)."""
 
     scoring_backend: str | None = None
-    scoring_version: int | None = column(identity=True)
     ap: float | None = None
     ap50: float | None = None
     ap75: float | None = None
@@ -130,7 +133,6 @@ class DetectionScores:
 class GroundingScores:
     """UOUO's quadrant accuracy, mIoU and acc50 (fractions, as its Table 1), and parse failures."""
 
-    scoring_version: int | None = column(identity=True)
     accuracy: float | None = None
     miou: float | None = None
     acc50: float | None = None
@@ -146,6 +148,8 @@ class CheckColumns:
     """Metric name -> its minimum (``min_<metric>`` columns)."""
     threshold_source: str | None = None
     check: str = "unchecked"
+    unscored: str | None = None
+    """Why nothing could be scored (the pair errors; a score of 0 is a score)."""
 
 
 @dataclass
@@ -177,6 +181,8 @@ class OutputColumns:
     failed_images: int = 0
     first_error: str | None = None
     answer_counts: dict[str, int] = field(default_factory=dict)
+    samples_file: str | None = None
+    """The samples log of a model that answers in text (``--rf100vl-log-samples``)."""
 
 
 @dataclass
@@ -203,6 +209,7 @@ class TrainingColumns:
 
 @dataclass
 class ProvenanceColumns:
+    scoring_version: int = column(SCORING_VERSION, identity=True)
     versions: dict[str, str | None] = field(default_factory=dict)
     """Package -> version (``<package>_version`` columns)."""
     python_version: str | None = None
@@ -227,7 +234,8 @@ class ResultRow:
     model: ModelColumns
     data: DataColumns
     scores: Any = None
-    """The benchmark's scores section (:data:`SCORES`), or ``None``."""
+    """The benchmark's scores section (:data:`SCORES`), a mapping of another kind's score
+    columns, or ``None``."""
     data_extra: Any = None
     """The benchmark's own data columns (:data:`DATA`), or ``None``."""
     check: CheckColumns = field(default_factory=CheckColumns)
@@ -248,7 +256,9 @@ class ResultRow:
         """The row's columns, as ``results.jsonl`` holds them."""
         row: dict[str, Any] = {}
         for section in self.sections():
-            if section is not None:
+            if isinstance(section, Mapping):
+                row.update(section)
+            elif section is not None:
                 row.update(_columns(section))
         for source, columns in (("adapter", self.adapter), ("extra", self.extra)):
             clash = sorted(set(columns) & set(row))
@@ -286,6 +296,15 @@ def _columns(section: Any) -> dict[str, Any]:
     return columns
 
 
+NOT_PACKAGES = ("python_version", "schema_version", "scoring_version")
+"""Columns ending in ``_version`` that name no package's version."""
+
+
+def package_versions(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``<package>_version`` columns of a row, by package (dashes as underscores)."""
+    return {key[:-8]: value for key, value in row.items() if key.endswith("_version") and key not in NOT_PACKAGES}
+
+
 def _section(section: type, left: dict[str, Any]) -> Any:
     """A section made from (and taken out of) ``left``'s columns."""
     values: dict[str, Any] = {}
@@ -293,8 +312,9 @@ def _section(section: type, left: dict[str, Any]) -> Any:
         if item.name == "minimums":
             values["minimums"] = {key[4:]: left.pop(key) for key in list(left) if key.startswith("min_")}
         elif item.name == "versions":
-            values["versions"] = {key[:-8]: left.pop(key) for key in list(left) if key.endswith("_version")
-                                  and key not in ("python_version", "schema_version", "scoring_version")}
+            values["versions"] = package_versions(left)
+            for package in values["versions"]:
+                del left[f"{package}_version"]
         elif item.name in left:
             values[item.name] = left.pop(item.name)
     required = [item.name for item in dataclasses.fields(section)
@@ -304,7 +324,8 @@ def _section(section: type, left: dict[str, Any]) -> Any:
 
 
 def _flagged(key: str) -> tuple[str, ...]:
-    sections = (ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), ThroughputColumns, TrainingColumns)
+    sections = (ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), ThroughputColumns, TrainingColumns,
+                ProvenanceColumns)
     return tuple(dict.fromkeys(item.name for section in sections for item in dataclasses.fields(section)
                                if item.metadata.get(key)))
 

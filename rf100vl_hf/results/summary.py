@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rf100vl_hf import markdown
+from rf100vl_hf.results.folder import PARQUET, SUMMARY, write_parquet
 from rf100vl_hf.results.names import display_names, spec_of
 from rf100vl_hf.results.rows import LIMIT
+from rf100vl_hf.results.schema import package_versions
 from rf100vl_hf.results.tables import MISSING, ap_table, column_labels, decimal, plain, to_markdown, uouo_table
 
-PARQUET = "results.parquet"
-SUMMARY = "summary.md"
 SMOKE_BANNER = "SMOKE RUN (random weights: scores are meaningless)"
 LIMITED_BANNER = "LIMITED RUN (only the first images of each split were scored: not comparable with full runs)"
 
@@ -38,12 +38,8 @@ def environment(rows: Sequence[dict[str, Any]]) -> str:
     """One line saying what the run ran on: devices with the dtype, batch size, attention and
     compilation of the models run there, and the versions of what scores depend on."""
     devices = ", ".join(dict.fromkeys(f"{row.get('device')} ({_loop(row)})" for row in rows))
-    versions = {
-        key.removesuffix("_version").replace("_", "-"): value
-        for row in rows[:1]
-        for key, value in row.items()
-        if key.endswith("_version") and key != "scoring_version" and value
-    }
+    versions = {package.replace("_", "-"): value for row in rows[:1]
+                for package, value in {**package_versions(row), "python": row.get("python_version")}.items() if value}
     hardware = "; ".join(dict.fromkeys(
         ", ".join(part for part in (
             f"CPU {row['cpu_model']}" if row.get("cpu_model") else "",
@@ -295,63 +291,6 @@ def summary(
 
 
 # ---------------------------------------------------------------- parquet
-
-
-def _arrow_table(rows: Sequence[dict[str, Any]]) -> Any:
-    """Rows as an Arrow table: one column per key any row has (null where a row lacks it);
-    ``per_class`` a list of ``{class, ap, ap50, n_instances}`` and ``answer_counts`` a list of
-    ``{name, count}`` (a list of structs, so that ``datasets`` can load it)."""
-    import pyarrow as pa
-
-    per_class = pa.list_(pa.struct([("class", pa.string()), ("ap", pa.float64()), ("ap50", pa.float64()),
-                                    ("n_instances", pa.int64())]))
-    counts = pa.list_(pa.struct([("name", pa.string()), ("count", pa.int64())]))
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    arrays, fields = [], []
-    for key in columns:
-        values = [row.get(key) for row in rows]
-        if key == "per_class":
-            array = pa.array([_nan_to_none(v) for v in values], type=per_class)
-        elif key == "answer_counts":
-            array = pa.array([None if v is None else [{"name": n, "count": c} for n, c in v.items()] for v in values],
-                             type=counts)
-        else:
-            try:
-                array = pa.array(values)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed kinds of values: keep them as JSON text
-                array = pa.array([None if v is None else json.dumps(v) for v in values], type=pa.string())
-        arrays.append(array)
-        fields.append(key)
-    return pa.Table.from_arrays(arrays, names=fields)
-
-
-def _nan_to_none(items: Any) -> Any:
-    if items is None:
-        return None
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in item.items()} for item in items]
-
-
-def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Write rows as one parquet file (written aside and renamed, so a reader never sees half)."""
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    pq.write_table(_arrow_table(rows), partial)
-    partial.replace(path)
-    return path
-
-
-def read_parquet(path: Path) -> list[dict[str, Any]]:
-    """Rows from a parquet file written by :func:`write_parquet` (``answer_counts`` a dict again)."""
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(path).to_pylist()
-    for row in rows:
-        if row.get("answer_counts") is not None:
-            row["answer_counts"] = {item["name"]: item["count"] for item in row["answer_counts"]}
-    return rows
 
 
 def write_summary(

@@ -36,7 +36,7 @@ import shutil
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
@@ -53,7 +53,14 @@ from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import splits as split_makers
 from rf100vl_hf.rf100vl.instructions import Instructions, match_classes, parse_instructions
 from rf100vl_hf.rf100vl.reader import Export, ImageRecord, read_export
-from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, VERIFY_IMAGES, ParameterError, SplitParameters, VerifyImages
+from rf100vl_hf.rf100vl.request import (
+    SPLIT_PARAMETERS,
+    VERIFY_IMAGES,
+    DatasetRequest,
+    ParameterError,
+    SplitParameters,
+    VerifyImages,
+)
 from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 
 BUILDER_NAME = "rf100vl"
@@ -574,5 +581,21 @@ def load_rf100vl(
     built (see :func:`rf100vl_builder`).
     """
     builder = rf100vl_builder(name, data_dir, fewshot_dir, cache_dir, progress, verify_images, **config)
+    builder.download_and_prepare()
+    return builder.as_dataset(split=split)
+
+
+def builder_of(request: DatasetRequest, name: str, progress: bool = True, verify: bool = False) -> Rf100vl:
+    """The builder of dataset ``name`` as ``request`` asks for it (:func:`rf100vl_builder`)."""
+    return rf100vl_builder(name, request.data_dir, request.fewshot_dir, request.cache_dir, progress,
+                           request.verify_images, verify, **asdict(request.splits))
+
+
+def load_request(
+    request: DatasetRequest, name: str, split: str | None = None, progress: bool = True
+) -> datasets.Dataset | datasets.DatasetDict:
+    """Dataset ``name`` as ``request`` asks for it (one split, or all), prepared first when no
+    build matches its exports (:func:`load_rf100vl`)."""
+    builder = builder_of(request, name, progress)
     builder.download_and_prepare()
     return builder.as_dataset(split=split)

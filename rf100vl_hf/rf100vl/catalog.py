@@ -24,6 +24,10 @@ DOMAINS: tuple[str, ...] = (
     "Other",
 )
 CUSTOM_DOMAIN = "custom"
+ALL = "All"
+"""The name of the mean over every domain (the paper's "All" column)."""
+SAMPLE_NAME = "sample"
+"""The embedded sample export's dataset name (not a catalogue dataset)."""
 SUBSETS: tuple[str, ...] = ("all", "rf20vl")
 _DOMAIN_ALIASES = {
     "flora/fauna": "Flora & Fauna",
@@ -99,17 +103,17 @@ def contains(name: str) -> bool:
     return name in _by_name()
 
 
+def domain_spellings() -> dict[str, str]:
+    """Every accepted spelling of a domain, lower-cased -> the paper's name (``custom`` too)."""
+    return {**{d.lower(): d for d in DOMAINS}, **_DOMAIN_ALIASES, CUSTOM_DOMAIN: CUSTOM_DOMAIN}
+
+
 def normalize_domain(domain: str) -> str:
     """The paper's name of a domain given any accepted spelling."""
-    key = domain.strip().lower()
-    for d in DOMAINS:
-        if d.lower() == key:
-            return d
-    if key in _DOMAIN_ALIASES:
-        return _DOMAIN_ALIASES[key]
-    if key == CUSTOM_DOMAIN:
-        return CUSTOM_DOMAIN
-    raise unknown("domain", domain, list(DOMAINS))
+    spelled = domain_spellings().get(domain.strip().lower())
+    if spelled is None:
+        raise unknown("domain", domain, list(DOMAINS))
+    return spelled
 
 
 def select(domain: str | None = None, subset: str = "all") -> list[CatalogEntry]:

@@ -1,8 +1,9 @@
 """What a user asks of an RF100-VL dataset besides its name: where its exports are, how its
 images are checked, and the parameters of its derived splits. One type for every route in
-(``rf100vl-hf prepare``, :func:`.builder.load_rf100vl` and the pytest plugin), so each
-takes the same parameters and refuses the same bad values. Light: it imports no
-``datasets``, so command lines and the plugin parse it before anything heavy loads.
+(``rf100vl-hf prepare`` and the pytest plugin, through :func:`.builder.builder_of` and
+:func:`.builder.load_request`), so each takes the same parameters and refuses the same bad
+values. Light: it imports no ``datasets``, so command lines and the plugin parse it before
+anything heavy loads.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rf100vl_hf.errors import Rf100vlError
-from rf100vl_hf.rf100vl.splits import FEWSHOT_STRATEGIES
 
+FEWSHOT_STRATEGIES = ("random", "best")
+"""How a generated few-shot split is drawn: the challenge tooling's way, or the paper's best split."""
 VerifyImages = Literal["header", "full"]
 VERIFY_IMAGES: tuple[str, ...] = ("header", "full")
 
@@ -103,18 +105,3 @@ class DatasetRequest:
     def __post_init__(self) -> None:
         if self.verify_images not in VERIFY_IMAGES:
             raise ParameterError(f"verify_images must be 'header' or 'full', not {self.verify_images!r}")
-
-    def builder(self, name: str, progress: bool = True, verify: bool = False) -> Any:
-        """The ``Rf100vl`` builder of dataset ``name`` (:func:`.builder.rf100vl_builder`)."""
-        from rf100vl_hf.rf100vl.builder import rf100vl_builder
-
-        return rf100vl_builder(name, self.data_dir, self.fewshot_dir, self.cache_dir, progress, self.verify_images,
-                               verify, **asdict(self.splits))
-
-    def load(self, name: str, split: str | None = None, progress: bool = True) -> Any:
-        """The dataset ``name`` (one split, or all as a ``DatasetDict``), prepared first when no
-        build matches its exports (:func:`.builder.load_rf100vl`)."""
-        from rf100vl_hf.rf100vl.builder import load_rf100vl
-
-        return load_rf100vl(name, split, self.data_dir, self.fewshot_dir, self.cache_dir, progress,
-                            self.verify_images, **asdict(self.splits))

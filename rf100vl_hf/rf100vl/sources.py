@@ -17,9 +17,9 @@ from rf100vl_hf import paths
 from rf100vl_hf.errors import DataError, DatasetNotFoundError
 from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.reader import ANNOTATIONS_FILE, present_splits
+from rf100vl_hf.rf100vl.catalog import SAMPLE_NAME
 from rf100vl_hf.sample import ensure_sample
 
-SAMPLE_NAME = "sample"
 INVALID_CONFIG_CHARACTERS = '<>:/\\|?*'
 """Characters datasets refuses in a config name (it becomes a folder of the cache)."""
 

@@ -38,7 +38,9 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # for hints only: the command line takes FEWSHOT_STRATEGIES from here without the reader
+from rf100vl_hf.rf100vl.request import FEWSHOT_STRATEGIES
+
+if TYPE_CHECKING:  # for hints only
     from rf100vl_hf.rf100vl.reader import Annotation, ImageRecord
 
 
@@ -46,8 +48,6 @@ class FewShotWarning(UserWarning):
     """A class could not get exactly K instances in the generated few-shot split."""
 
 
-FEWSHOT_STRATEGIES = ("random", "best")
-"""How a generated few-shot split is drawn: the challenge tooling's way, or the paper's best split."""
 
 
 def _renumbered(images: list[ImageRecord]) -> list[ImageRecord]:

@@ -555,7 +555,7 @@ def split(n: int) -> datasets.Dataset:
 def test_concurrent_requests_stay_within_concurrency_and_a_rerun_pays_nothing(
     openai_server: StandInOpenAI, api_key: str, tmp_path: Path
 ) -> None:
-    from pytest_rf100vl.engine.runner import LoopOptions, run_inference
+    from pytest_rf100vl.engine.runner import LoopOptions, run_split
 
     openai_server.answer = truth_answer("normalized")
     openai_server.delay = 0.1
@@ -566,7 +566,7 @@ def test_concurrent_requests_stay_within_concurrency_and_a_rerun_pays_nothing(
     def run(**options: object):
         adapter = served(openai_server, family="generic", api_key_env=KEY_VARIABLE, **options)
         adapter.set_task(task())
-        return adapter, run_inference(adapter, dataset, progress=False, loop=loop)
+        return adapter, run_split(adapter, dataset, None, progress=False, loop=loop)
 
     adapter, first = run(concurrency=3)
     assert openai_server.most_in_flight == 3 and len(openai_server.received) == 9

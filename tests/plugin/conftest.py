@@ -21,21 +21,6 @@ NUM_MOSAICS = 8
 """Mosaics per UOUO dataset in these tests, built from the embedded cut-outs."""
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _heavy_modules_loaded_once() -> None:
-    """Import what pairs load before any in-process run: pytester removes the modules a run
-    imported when its test ends, and datasets cannot be imported twice (pyarrow refuses to
-    register its extension types again; matplotlib, which figures of pushed results import,
-    and torch, which model adapters import, crash the interpreter when imported again)."""
-    import datasets  # noqa: F401
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-    import numpy.fft  # noqa: F401  (numpy's extension modules refuse a second import too)
-    import torch  # noqa: F401
-
-    import rf100vl_hf.metrics  # noqa: F401
-
-
 @pytest.fixture(scope="session")
 def small_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sample export with only its test split (read-only: link or copy it)."""

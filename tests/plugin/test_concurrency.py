@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery
-from pytest_rf100vl.engine.runner import LoopOptions, run_grounding, run_inference
+from pytest_rf100vl.engine.runner import LoopOptions, run_split
 
 N = 12
 SLOW = 0  # the image whose call takes long
@@ -81,7 +81,7 @@ class Served(Adapter):
 
 def detect(adapter: Served, cache: Path | None = None):
     adapter.set_task(DetectionTask("served", ["thing"]))
-    return run_inference(adapter, split(), batch_size=4, progress=False, loop=LoopOptions(0, cache))
+    return run_split(adapter, split(), None, batch_size=4, progress=False, loop=LoopOptions(0, cache))
 
 
 def test_concurrent_calls_return_every_answer_with_no_head_of_line_blocking() -> None:
@@ -116,8 +116,9 @@ def test_a_rerun_is_answered_from_the_cache_except_the_failed_image(tmp_path: Pa
 def test_grounding_answers_keep_the_split_order_whatever_order_they_complete_in() -> None:
     adapter = Served(concurrency=4, fail=5)
     queries = [GroundingQuery(f"object {i}", "where?", "which quadrant?") for i in range(N)]
-    result = run_grounding(adapter, split("mosaic_id"), queries, progress=False, loop=LoopOptions(0, None))
-    assert [answer.quadrant for answer in result.answers] == [
+    result = run_split(adapter, split("mosaic_id"), queries, progress=False, loop=LoopOptions(0, None),
+                       columns=("mosaic_id", None))
+    assert [answer.quadrant for answer in result.grounding] == [
         None if i == 5 else f"object {i}" for i in range(N)
     ]
     assert list(result.errors) == [5] and "ConnectionError" in result.errors[5]

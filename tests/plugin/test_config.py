@@ -79,13 +79,11 @@ def test_load_config_reads_the_file_and_to_args_gives_the_same_configuration(
     assert parsed.stash[CONFIG_KEY] == loaded
 
 
-def test_the_plugin_sets_the_split_parameters_prepare_takes(pytester: pytest.Pytester, data_dir: Path,
-                                                            small_sample: Path) -> None:
+def test_the_plugin_sets_the_split_parameters_prepare_takes(pytester: pytest.Pytester) -> None:
     """A few-shot prompt shows the model a generated few-shot split of K=3 instances per class
     drawn by the best strategy: the row says so, as the build prepared by the command line would."""
-    link(data_dir, "sample", small_sample)
     pytester.runpytest_inprocess(
-        "--rf100vl-model=oracle", "--rf100vl-dataset=sample", f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model=oracle", "--rf100vl-dataset=sample",
         "--rf100vl-prompt=fewshot", "--rf100vl-fewshot-k=3", "--rf100vl-fewshot-strategy=best",
         "--rf100vl-fewshot-candidates=4", "--rf100vl-device=cpu", "--benchmark-disable",
     ).assert_outcomes(passed=1)

@@ -41,10 +41,11 @@ def test_a_tiny_owlv2_on_the_embedded_sample_is_a_labelled_smoke_run(pytester: p
     )
     (benchmark,) = json.loads((pytester.path / "benchmark.json").read_text(encoding="utf-8"))["benchmarks"]
     info = benchmark["extra_info"]
-    # 8 images take well under the 10 s a throughput needs: the split was run again, and every
-    # round is one of pytest-benchmark's (its spread is no longer zero by construction)
-    assert benchmark["stats"]["rounds"] == info["throughput_rounds"] == 10
-    assert benchmark["stats"]["stddev"] > 0
+    # 8 images take well under the 10 s a throughput needs: the split was run again for 10
+    # rounds, whose spread the row gives; pytest-benchmark times the scoring round, once (its
+    # one call per test cannot take a number of rounds decided by the first one's length)
+    assert info["throughput_rounds"] == 10 and benchmark["stats"]["rounds"] == 1
+    assert info["images_per_s_min"] < info["images_per_s_max"]
     assert info["images_per_s_min"] <= info["images_per_s"] <= info["images_per_s_max"]
     assert info["images_per_s"] > 0 and info["n_images"] == 8
     assert (info["model"], info["checkpoint"], info["device"], info["dtype"], info["batch_size"], info["smoke"]) == (

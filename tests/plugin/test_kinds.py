@@ -4,6 +4,8 @@ from its own file alone; a kind that reuses a built-in name is an error naming b
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import textwrap
 from pathlib import Path
@@ -16,27 +18,16 @@ TOY_KIND = '''
 """A toy benchmark: count the objects in blank images; a pair scores the share of images
 where the model found exactly ``--toy-objects`` of them."""
 
-import time
+from dataclasses import dataclass
 
-import numpy as np
+import datasets
 from PIL import Image
 
 from rf100vl_hf.markdown import table
-from pytest_rf100vl.adapters.base import ImageItem
-from dataclasses import dataclass
-
-from pytest_rf100vl.core.options import option
-from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.engine.columns import common_columns
-from pytest_rf100vl.core.metrics import Metric, failure, threshold_for
-from pytest_rf100vl.engine.runner import OutputCounts, Timing
+from pytest_rf100vl.adapters.base import DetectionTask
+from pytest_rf100vl.kinds.base import BenchmarkKind, Metric, Report, Scored, Split, option
 
 ACCURACY = Metric("count_accuracy", "count accuracy", 2, kind="toy", fraction="a share of images")
-
-
-class Scores:
-    def __init__(self, accuracy):
-        self.scores = accuracy
 
 
 @dataclass(frozen=True)
@@ -50,30 +41,23 @@ class ToyKind(BenchmarkKind):
     options_section = ToyOptions
     metrics = (ACCURACY,)
 
-    def claims(self, dataset):
-        return dataset.startswith("toy-")
+    def datasets(self):
+        return ["toy-a", "toy-b"]
 
-    def load(self, dataset, session):
-        return [ImageItem(Image.new("RGB", (32, 32)), i, f"{dataset}-{i}.png") for i in range(3)]
+    def load(self, dataset, device):
+        images = datasets.Dataset.from_dict({
+            "image": [Image.new("RGB", (32, 32)) for _ in range(3)], "image_id": [0, 1, 2],
+            "file_name": [f"{dataset}-{i}.png" for i in range(3)],
+        }).cast_column("image", datasets.Image())
+        return Split(images, DetectionTask(dataset, ["object"]), identity={"dataset_fingerprint": dataset})
 
-    def run(self, pair, adapter, session, benchmark):
-        items = session.dataset(pair)
-        start = time.perf_counter()
-        found = [len(detections.scores) for detections in adapter.predict(items)]
-        seconds = time.perf_counter() - start
-        accuracy = float(np.mean([n == self.options.objects for n in found]))
-        row = {
-            **common_columns(pair, adapter.describe(), adapter.options, "test", 1,
-                             Timing(seconds, [seconds], [len(items)]), OutputCounts(), session.writer.run_id),
-            "count_accuracy": accuracy,
-        }
-        threshold = threshold_for(session.rules, pair.model, pair.dataset, ACCURACY.name)
-        message = failure(pair.id, ACCURACY, accuracy, threshold) if threshold else None
-        return PairRun(pair, Scores(accuracy), row, {ACCURACY.name: threshold} if threshold else {}, message)
+    def score(self, answers, split):
+        right = [len(found.scores) == self.options.objects for found in answers.detections.values()]
+        return Scored({ACCURACY.name: sum(right) / len(right)})
 
-    def summary_sections(self, rows):
+    def report(self, rows, rules):
         body = [[row["spec"], row["dataset"], f"{row['count_accuracy']:.2f}"] for row in rows]
-        return ["## Counting", "", *table(["Model", "Dataset", "count accuracy"], body, numeric=[2]), ""]
+        return Report(["## Counting", "", *table(["Model", "Dataset", "count accuracy"], body, numeric=[2]), ""])
 '''
 
 COUNTER = '''
@@ -126,7 +110,7 @@ def test_a_third_kind_runs_end_to_end_from_its_own_file(toy: pytest.Pytester) ->
     result.stdout.fnmatch_lines([
         "rf100vl::test_counting[[]counter-toy-a[]] PASSED*",
         "rf100vl::test_counting[[]counter-toy-b[]] FAILED*",
-        "*counter-toy-b: count accuracy 0.00 is below the minimum 0.50 (from thresholds.csv line 2)*",
+        "*counter on toy-b: count accuracy 0.00 is below the minimum 0.50 (from thresholds.csv line 2)*",
         "## Counting",
         "| counter | toy-a | 0.00 |",
     ])
@@ -158,6 +142,25 @@ def test_a_kind_that_reuses_a_built_in_name_is_an_error_naming_both(
     text = result.stdout.str() + result.stderr.str()
     assert "benchmark kind 'uouo' is registered twice" in text
     assert "pytest_rf100vl.kinds.uouo.kind:UouoKind" in text and "toy_kind:ToyKind (package impostor)" in text
+
+
+def test_the_toy_kind_is_within_the_protocol_s_size() -> None:
+    """A third kind implements at most 6 methods and imports from at most 2 plugin modules."""
+    tree = ast.parse(TOY_KIND)
+    (kind,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "ToyKind"]
+    methods = [node.name for node in kind.body if isinstance(node, ast.FunctionDef)]
+    plugin_modules = {node.module for node in ast.walk(tree)
+                      if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_rf100vl")}
+    assert len(methods) <= 6 and len(plugin_modules) <= 2, (methods, plugin_modules)
+
+
+def test_the_kind_protocol_is_narrow() -> None:
+    """What a kind must or may implement: its datasets, loading, cost, score and report."""
+    from pytest_rf100vl.kinds.base import BenchmarkKind
+
+    overridable = {name for name, value in vars(BenchmarkKind).items()
+                   if inspect.isfunction(value) and not name.startswith("_")}
+    assert overridable == {"datasets", "claims", "select", "load", "cost", "score", "report"}
 
 
 def test_no_module_outside_a_kind_names_a_kind() -> None:

@@ -18,7 +18,7 @@ from pytest_rf100vl.adapters import create
 from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, ImageItem, Pipelined
 from pytest_rf100vl.engine import batch_size
 from pytest_rf100vl.engine.pipeline import pipelines
-from pytest_rf100vl.engine.runner import LoopOptions, run_inference
+from pytest_rf100vl.engine.runner import LoopOptions, run_split
 from tests.plugin.test_concurrency import N, split
 
 
@@ -70,7 +70,7 @@ class Staged(Adapter):
 
 def _run(adapter: Adapter, size: int = 3, cache: Path | None = None):
     adapter.set_task(DetectionTask("toy", ["thing"]))
-    return run_inference(adapter, split(), size, progress=False, loop=LoopOptions(1, cache))
+    return run_split(adapter, split(), None, size, progress=False, loop=LoopOptions(1, cache))
 
 
 def _boxes(result) -> dict[int, tuple]:
@@ -143,7 +143,7 @@ def test_a_real_detector_scores_the_same_pipelined_as_batch_by_batch() -> None:
     adapter = create("owlv2:tiny")
     assert pipelines(adapter)
     adapter.set_task(DetectionTask("toy", ["cat", "dog"]))
-    result = run_inference(adapter, split(), 5, progress=False, loop=LoopOptions(1, None))
+    result = run_split(adapter, split(), None, 5, progress=False, loop=LoopOptions(1, None))
     rows = split()
     for start in range(0, N, 5):
         from pytest_rf100vl.engine.runner import decode_batch, raw_batches
@@ -212,4 +212,4 @@ def test_auto_batch_size_is_one_off_cuda_and_a_number_is_kept() -> None:
     assert batch_size.batch_size_for(adapter, "auto", asked.append) == 1 and asked == []
     assert batch_size.batch_size_for(adapter, 7, asked.append) == 7
     adapter.set_task(DetectionTask("toy", ["cat"]))
-    assert run_inference(adapter, split(), "auto", progress=False, loop=LoopOptions(1, None)).timing.batch_size == 1
+    assert run_split(adapter, split(), None, "auto", progress=False, loop=LoopOptions(1, None)).timing.batch_size == 1

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_rf100vl.adapters.base import Adapter
+from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 from pytest_rf100vl.kinds.rf100vl.tasks import detection_task
 
 
@@ -35,7 +36,7 @@ def sample(sample_root: Path, tmp_path_factory: pytest.TempPathFactory):
 
 def test_names_mode_tells_classes_ids_and_image_ids_but_not_the_answers(sample) -> None:
     splits, metadata = sample
-    task = detection_task(Listener(), splits["test"], metadata, "test", "names", splits.__getitem__)
+    task = detection_task(splits["test"], metadata, "test", "names", splits.__getitem__)
     assert (task.dataset, task.classes, task.category_ids) == ("sample", ["circle", "square", "triangle"], (1, 2, 3))
     assert task.image_ids == tuple(splits["test"]["image_id"])
     assert (task.ground_truth, task.instructions, task.fewshot) == (None, {}, ())
@@ -43,7 +44,7 @@ def test_names_mode_tells_classes_ids_and_image_ids_but_not_the_answers(sample) 
 
 def test_instructions_mode_joins_description_and_instructions(sample) -> None:
     splits, metadata = sample
-    task = detection_task(Listener(), splits["test"], metadata, "test", "instructions", splits.__getitem__)
+    task = detection_task(splits["test"], metadata, "test", "instructions", splits.__getitem__)
     assert set(task.instructions) == {"circle", "square", "triangle"}
     assert task.instructions["circle"].startswith("A filled red disc, of any size, on a noisy background. ")
     assert "Draw a tight box around the whole disc." in task.instructions["circle"]
@@ -52,7 +53,7 @@ def test_instructions_mode_joins_description_and_instructions(sample) -> None:
 def test_fewshot_mode_decodes_the_fewshot_split_with_xyxy_boxes(sample) -> None:
     splits, metadata = sample
     fewshot = splits[metadata["fewshot"]["split"]]
-    task = detection_task(Listener(), splits["test"], metadata, "test", "fewshot", splits.__getitem__)
+    task = detection_task(splits["test"], metadata, "test", "fewshot", splits.__getitem__)
     assert len(task.fewshot) == len(fewshot) > 0
     for example, row in zip(task.fewshot, fewshot):
         assert example.image.mode == "RGB" and example.image.size == (row["width"], row["height"])
@@ -62,9 +63,11 @@ def test_fewshot_mode_decodes_the_fewshot_split_with_xyxy_boxes(sample) -> None:
 
 
 def test_only_an_adapter_that_needs_it_gets_the_ground_truth(sample) -> None:
-    splits, metadata = sample
+    splits, _ = sample
     test = splits["test"]
-    task = detection_task(Cheater(), test, metadata, "test", "names", splits.__getitem__)
+    split = DetectionSplit.of(splits, "test", "names")
+    assert split.task_for(Listener).ground_truth is None
+    task = split.task_for(Cheater)
     assert sorted(task.ground_truth) == sorted(test["image_id"])
     for row in test:
         truth = task.ground_truth[row["image_id"]]

@@ -16,7 +16,7 @@ from typing import Any
 import datasets
 import pytest
 
-from pytest_rf100vl.kinds.rf100vl.rows import split_parameters
+from pytest_rf100vl.kinds.rf100vl.split import split_parameters
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.rf100vl import catalog

@@ -5,21 +5,23 @@ per dataset and per domain mean, and compared with the paper's tables."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
-from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
-from pytest_rf100vl.kinds.rf100vl.training import TrainingPlan
-from rf100vl_hf.metrics import ALL
+import pytest
+
+from rf100vl_hf import paths
+from rf100vl_hf.errors import Rf100vlError, UnknownNameError
+from rf100vl_hf.rf100vl import catalog
 
 from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
+from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.core.checks import MeanCheck
-    from pytest_rf100vl.session.matrix import MatrixSession
+    from pytest_rf100vl.engine.runner import Answers
+    from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
 AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
 
@@ -30,71 +32,34 @@ class Rf100vlKind(BenchmarkKind):
     test_doc = "The pair ran over its split; its AP50:95 meets its threshold when it has one."
     options_section = DetectionOptions
     metrics = (AP,)
+    trains = True
     fallback = True
     target_description = "an RF100-VL dataset, domain or All"
-
+    means = {**catalog.domain_spellings(), catalog.ALL.lower(): catalog.ALL}
     options: DetectionOptions
 
     @property
-    def split_name(self) -> str:
-        return self.options.split
-
-    @property
-    def prompt(self) -> str:
-        return self.options.prompt
-
-    @property
     def data_dir(self) -> Path:
-        from rf100vl_hf import paths
-
         return self.options.data_dir or paths.default_data_dir()
 
-    @property
-    def train_split(self) -> str | None:
-        return self.config.training.split
+    @cached_property
+    def _custom(self) -> list[str]:
+        from rf100vl_hf.rf100vl.sources import custom_exports  # reads exports' headers: heavy
 
-    def seeds(self) -> tuple[int | None, ...]:
-        """One pair per ``--rf100vl-seeds`` seed when models are fine-tuned (seed 0 by default)."""
-        if self.train_split is None:
-            return (None,)
-        return self.config.training.seeds or (0,)
+        return custom_exports(self.data_dir)
 
-    def training(self, adapter: type["Adapter"], seed: int | None) -> TrainingPlan | None:
-        """The pair's training plan (``None`` zero-shot); ``ValueError`` naming what is wrong."""
-        from pytest_rf100vl.kinds.rf100vl.training import plan
+    # -- the datasets -----------------------------------------------------------------
+    def datasets(self) -> list[str]:
+        return [e.basename for e in catalog.entries()] + self._custom + [catalog.SAMPLE_NAME]
 
-        training = self.config.training
-        return plan(adapter, training.split, training.recipe, dict(training.options), seed)
-
-    def left_out(self, pair: "Pair", adapter: "Adapter") -> str | None:
-        """Beside a model that does not answer RF100-VL, one that cannot be fine-tuned under ``--rf100vl-train``."""
-        if self.train_split is not None and not adapter.recipes:
-            return f"{adapter.name} cannot be fine-tuned (it has no recipe), and --rf100vl-train asks for it"
-        return super().left_out(pair, adapter)
-
-    # -- collection -------------------------------------------------------------------
     def claims(self, dataset: str) -> bool:
-        from rf100vl_hf.rf100vl import catalog, sources
+        return dataset == catalog.SAMPLE_NAME or catalog.contains(dataset) or dataset in self._custom
 
-        return (dataset == sources.SAMPLE_NAME or catalog.contains(dataset)
-                or dataset in sources.custom_exports(self.data_dir))
-
-    def known_datasets(self) -> list[str]:
-        from rf100vl_hf.rf100vl import catalog, sources
-
-        return [e.basename for e in catalog.entries()] + sources.custom_exports(self.data_dir) + [sources.SAMPLE_NAME]
-
-    def selected(self) -> list[str]:
+    def select(self, named: bool) -> list[str]:
         """Every dataset of the domains and subset asked for, in catalogue order; with no
         dataset named at all, every RF100-VL dataset."""
-        import pytest
-
-        from rf100vl_hf.errors import UnknownNameError
-        from rf100vl_hf.rf100vl import catalog, sources
-
-        domains_given = self.options.domains
-        subset = self.options.subset
-        if not (domains_given or subset or not self.config.matrix.datasets):
+        domains_given, subset = self.options.domains, self.options.subset
+        if not (domains_given or subset or not named):
             return []
         try:
             domains = [catalog.normalize_domain(d) for d in domains_given] or [None]
@@ -103,144 +68,44 @@ class Rf100vlKind(BenchmarkKind):
         names: list[str] = []
         for domain in domains:
             if domain == catalog.CUSTOM_DOMAIN:
-                names.extend(sources.custom_exports(self.data_dir))
+                names.extend(self._custom)
             else:
                 names.extend(e.basename for e in catalog.select(domain, subset or "all"))
         return names
 
-    def header_lines(self, pairs: list["Pair"]) -> list[str]:
-        trained = ""
-        if self.train_split is not None:
-            seeds = sorted({pair.seed for pair in pairs if pair.seed is not None})
-            trained = f", fine-tuned on {self.train_split} first (seeds {', '.join(map(str, seeds))})"
-        return [f"rf100vl: split {self.split_name}, prompt {self.prompt}{trained}"]
+    def load(self, dataset: str, device: str) -> "DetectionSplit":
+        """The evaluated split (``--rf100vl-split``), every split validated and prepared once."""
+        from rf100vl_hf.rf100vl.builder import load_request
 
-    # -- running ----------------------------------------------------------------------
-    def load(self, dataset: str, session: "MatrixSession") -> Any:
-        """Every split of the dataset, validated and prepared once per session."""
-        return self.options.request.load(dataset, progress=False)
+        from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
-    def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
-        """A split by name, whole; the pair's own split (``None``) cut to ``--rf100vl-limit``."""
-        name = split or self.split_name
-        if name not in loaded:
-            raise ValueError(f"dataset {dataset!r} has no split {name!r} (it has: {', '.join(loaded)})")
-        return loaded[name] if split else self.first_images(loaded[name])
-
-    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
-        from rf100vl_hf.metadata import read_metadata
-        from rf100vl_hf.results.rows import LIMIT
-
-        from pytest_rf100vl.kinds.rf100vl.evaluate import run_pair
-        from pytest_rf100vl.kinds.rf100vl.rows import detection_row
-
-        from rf100vl_hf.training.recipe import regime_of
-
-        from pytest_rf100vl.kinds.rf100vl.training import fit_columns, identity_columns
-
-        batch_size = self.config.loop.batch_size
-        dataset = session.dataset(pair)
-        metadata = read_metadata(dataset)
-        training = self.training(type(adapter), pair.seed)
-        fit, fitted, output = None, False, self.output_name(self.split_name)
-        if training is not None:
-            fit, fitted, store = self._trained(pair, adapter, training, metadata, session)
-            output += f".trained-{store.folder.name[:12]}"
-        evaluation = run_pair(
-            adapter, dataset, metadata, self.split_name, self.prompt, batch_size,
-            lambda split: session.dataset(pair, split), benchmark, session.loop,
-        )
-        thresholds = self.thresholds(pair, session)
-        described = adapter.describe()
-        path = session.writer.write_predictions(pair.model, pair.dataset, output, evaluation.predictions, described)
-        row = detection_row(
-            pair, described, adapter.identity_options(adapter.options), metadata, self.split_name, self.prompt,
-            batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
-        )
-        row[LIMIT] = self.limit
-        row.update(self.samples_column(pair, session, output, evaluation.inference.samples))
-        row.update(identity_columns(training, metadata))
-        row["regime"] = regime_of(training.split if training else None)
-        row.update(fit_columns(fit, fitted))
-        return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
-
-    def _trained(self, pair: "Pair", adapter: "Adapter", training: TrainingPlan, metadata: dict[str, Any],
-                 session: "MatrixSession") -> tuple[Any, bool, Any]:
-        """Fit ``adapter`` for the pair, or load the weights an earlier fit left in the results folder."""
-        from pytest_rf100vl.kinds.rf100vl.training import fit_or_load, store_for, training_key
-        from pytest_rf100vl.engine.columns import options_column
-
-        described = adapter.describe()
-        model = {"model": described["model"], "checkpoint": described["checkpoint"],
-                 "model_revision": described["revision"],
-                 "adapter_options": options_column(adapter.identity_options(adapter.options))}
-        store = store_for(self.config.report.results, pair.model, pair.dataset, training_key(model, metadata, training,
-                                                                                    adapter.training_libraries))
-        record, fitted = fit_or_load(adapter, training, store, metadata, lambda split: session.dataset(pair, split))
-        adapter.trained_weights = record.weights_sha256
-        return record, fitted, store
-
-    def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
-        from rf100vl_hf.metadata import read_metadata
-
-        from pytest_rf100vl.adapters import registry
-        from pytest_rf100vl.kinds.rf100vl.training import identity_columns
-
-        metadata = read_metadata(session.dataset(pair))
-        training = None
-        if self.train_split is not None:
-            try:
-                training = self.training(registry.adapter_class(registry.parse_spec(pair.model)[0]), pair.seed)
-            except Exception:  # unknown to the registry, or no recipe: such pairs always run (and say why)
-                return None
-        return {"dataset": pair.dataset, "dataset_fingerprint": metadata.get("fingerprint"),
-                "split": self.split_name, "prompt": self.prompt, **identity_columns(training, metadata)}
+        splits = load_request(self.options.request, dataset, progress=False)
+        return DetectionSplit.of(splits, self.options.split, self.options.prompt)
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""
-        from rf100vl_hf.errors import Rf100vlError
         from rf100vl_hf.rf100vl.sources import locate
 
-        folder = {"validation": "valid"}.get(self.split_name, self.split_name)
+        folder = {"validation": "valid"}.get(self.options.split, self.options.split)
         try:
             split_dir = locate(dataset, self.options.data_dir, self.options.fewshot_dir).root / folder
             return float(max(1, sum(1 for _ in split_dir.iterdir())))
         except (Rf100vlError, OSError):
             return 1.0
 
-    def unscored(self, row: dict[str, Any]) -> str | None:
-        """AP is undefined when the split has no ground-truth box (e.g. an unannotated test split)."""
-        if row["ap"] is None:
-            return (f"AP50:95 is undefined: the {row['split']} split of {row['dataset']} has no ground-truth box "
-                    f"(is it annotated?)")
-        return super().unscored(row)
+    # -- the score and the report -----------------------------------------------------
+    def score(self, answers: "Answers", split: Split) -> Scored:
+        from pytest_rf100vl.kinds.rf100vl.scores import detection_scores
 
-    # -- reporting --------------------------------------------------------------------
-    def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
+        return detection_scores(answers, split)
+
+    def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
         from rf100vl_hf.results.summary import rf100vl_sections
 
-        return rf100vl_sections(rows)
-
-    def mean_checks(self, rows: list[dict[str, Any]], rules: list[Rule]) -> list["MeanCheck"]:
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
 
         checks = threshold_checks(rules, rows)
         if self.options.reference:
             checks += reference_checks(self.options.subset or "all", self.options.reference_methods,
                                        self.options.tolerance, rows)
-        return checks
-
-    def accepts_threshold_target(self, target: str) -> bool:
-        return True  # a dataset, a domain or All; another kind's datasets are refused by the caller
-
-    def spell_target(self, target: str) -> str:
-        """Domains in the paper's spelling; ``All`` in any case; anything else is a dataset name."""
-        from rf100vl_hf.errors import UnknownNameError
-        from rf100vl_hf.rf100vl.catalog import normalize_domain
-
-        if target.lower() == ALL.lower():
-            return ALL
-        try:
-            return normalize_domain(target)
-        except UnknownNameError:
-            return target
+        return Report(rf100vl_sections(rows), checks)

@@ -10,7 +10,7 @@ from pathlib import Path
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.rf100vl.catalog import SUBSETS
 from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, VERIFY_IMAGES, DatasetRequest, SplitParameters
-from rf100vl_hf.rf100vl.splits import FEWSHOT_STRATEGIES
+from rf100vl_hf.rf100vl.request import FEWSHOT_STRATEGIES
 
 from pytest_rf100vl.core.options import option
 

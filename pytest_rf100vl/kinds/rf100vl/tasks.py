@@ -1,6 +1,6 @@
 """What an adapter is told about an RF100-VL dataset: classes, and per prompt mode the
-annotator instructions or the few-shot examples; ground truth only for adapters that
-declare they need it (the oracle), so no real model can see the answers."""
+annotator instructions or the few-shot examples; the ground truth (:func:`ground_truth`) only
+for adapters that declare they need it (the oracle), so no real model can see the answers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from rf100vl_hf.boxes import xywh_to_xyxy
 from rf100vl_hf.images import open_rgb
 
-from pytest_rf100vl.adapters.base import Adapter, DetectionTask, Detections, FewShotExample
+from pytest_rf100vl.adapters.base import DetectionTask, Detections, FewShotExample
 
 if TYPE_CHECKING:
     import datasets
@@ -53,19 +53,23 @@ def fewshot_examples(dataset: "datasets.Dataset") -> tuple[FewShotExample, ...]:
 
 
 def detection_task(
-    adapter: Adapter,
     dataset: "datasets.Dataset",
     metadata: dict[str, Any],
     split: str,
     prompt: str,
     load_split: Callable[[str], "datasets.Dataset"],
 ) -> DetectionTask:
-    """The task for ``adapter`` on ``dataset`` (the images it runs on: the first N under
-    ``--rf100vl-limit``); ``load_split`` fetches a whole split by name: the few-shot split when
-    needed, and ``split`` for its image ids, so a replayed file may hold the images left out."""
+    """The task a detector is told about ``dataset``: its classes, and per prompt mode the
+    annotator instructions or the few-shot examples (``load_split`` fetches a split by name:
+    the few-shot split when needed); the image ids of the whole split ``split``, so a replayed
+    file may hold images a limited run leaves out. No ground truth: only the oracle is given it."""
     fewshot: tuple[FewShotExample, ...] = ()
     if "fewshot" in prompt:
-        fewshot = fewshot_examples(load_split(metadata["fewshot"]["split"]))
+        examples = metadata.get("fewshot", {}).get("split")
+        if examples is None:
+            raise ValueError(f"prompt mode {prompt!r} shows the model the few-shot split, and dataset "
+                             f"{metadata['name']!r} has none (no train split to draw it from, nor a few-shot export)")
+        fewshot = fewshot_examples(load_split(examples))
     return DetectionTask(
         dataset=metadata["name"],
         classes=list(metadata["classes"]),
@@ -74,6 +78,5 @@ def detection_task(
         instructions=instruction_texts(metadata) if prompt != "names" else {},
         fewshot=fewshot,
         category_ids=tuple(metadata["category_ids"]),
-        ground_truth=ground_truth(dataset) if adapter.needs_ground_truth else None,
-        image_ids=tuple(int(image_id) for image_id in load_split(split)["image_id"]),
+        image_ids=tuple(int(image_id) for image_id in dataset["image_id"]),
     )

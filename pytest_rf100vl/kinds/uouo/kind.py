@@ -6,16 +6,18 @@ UOUO's Table 1)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from rf100vl_hf.uouo.defaults import DEFAULT_NUM_MOSAICS, default_num_proc
+
+from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
 from pytest_rf100vl.kinds.uouo.options import GroundingOptions
-from pytest_rf100vl.core.metrics import Metric
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.session.matrix import MatrixSession
+    from pytest_rf100vl.engine.runner import Answers
 
 DATASETS = ("uouo-random", "uouo-mmd")
 """``uouo-<config>`` for each config of the ``uouo`` builder (:data:`rf100vl_hf.uouo.plan.MODES`)."""
@@ -26,6 +28,12 @@ METRICS = {
 }
 
 
+def uouo_fingerprint(metadata: dict[str, Any]) -> str:
+    """What fixes a UOUO dataset's mosaics: its metadata (source fingerprint, CLIP weights,
+    seed, number of mosaics, sigma, format version, ...), hashed."""
+    return hashlib.sha1(json.dumps(metadata, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
 class UouoKind(BenchmarkKind):
     name = "uouo"
     test_name = "test_grounding"
@@ -34,93 +42,54 @@ class UouoKind(BenchmarkKind):
     options_section = GroundingOptions
     metrics = tuple(METRICS.values())
     target_description = f"a UOUO dataset ({', '.join(DATASETS)})"
-
     options: GroundingOptions
 
-    # -- collection -------------------------------------------------------------------
-    def claims(self, dataset: str) -> bool:
-        return dataset in DATASETS
-
-    def known_datasets(self) -> list[str]:
+    def datasets(self) -> list[str]:
         return list(DATASETS)
 
-    def header_lines(self, pairs: list["Pair"]) -> list[str]:
-        given = ", ".join(f"{key} {'none (random weights)' if value is None else value}"
-                          for key, value in self.options.given().items())
-        return [f"uouo: split test; {given or 'default source, mosaics and CLIP model'}"]
-
-    # -- running ----------------------------------------------------------------------
-    def load(self, dataset: str, session: "MatrixSession") -> Any:
-        """The test split of the dataset's config, built on first use from the source and CLIP."""
+    def load(self, dataset: str, device: str) -> Split:
+        """The mosaics of the dataset's config, built on first use from the source and CLIP, with
+        their questions."""
         from datasets.exceptions import DatasetGenerationError
 
+        from rf100vl_hf.metadata import read_metadata
+        from rf100vl_hf.results.schema import MosaicData
         from rf100vl_hf.uouo.builder import load_uouo
-        from rf100vl_hf.uouo.defaults import default_num_proc
         from rf100vl_hf.uouo.embeddings import ClipWeightsError
 
-        config = dataset.removeprefix("uouo-")
+        from pytest_rf100vl.kinds.uouo.tasks import grounding_queries, oracle_task
+
         try:
-            return load_uouo(config, split="test", device=session.device, progress=False,
-                             num_proc=self.options.num_proc or default_num_proc(), **self.options.given())
+            mosaics = load_uouo(dataset.removeprefix("uouo-"), split="test", device=device, progress=False,
+                                num_proc=self.options.num_proc or default_num_proc(), **self.options.given())
         except ClipWeightsError as exc:  # no network: say which options build the mosaics without it
             remedies = exc.advice("--uouo-clip-pretrained none", "--uouo-clip-pretrained FILE")
             raise RuntimeError(f"building the {dataset} mosaics failed: {remedies}") from None
         except DatasetGenerationError as exc:  # datasets wraps what failed while the mosaics were made
             cause = exc.__cause__ or exc
             raise RuntimeError(f"building the {dataset} mosaics failed: {type(cause).__name__}: {cause}") from exc
-
-    def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
-        """The mosaics (UOUO has one split), cut to ``--rf100vl-limit``."""
-        return self.first_images(loaded)
-
-    def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
-        from rf100vl_hf.metadata import read_metadata
-        from rf100vl_hf.results.rows import LIMIT
-
-        from pytest_rf100vl.kinds.uouo.evaluate import run_grounding_pair
-        from pytest_rf100vl.kinds.uouo.rows import grounding_row
-
-        dataset = session.dataset(pair)
-        metadata = read_metadata(dataset)
-        evaluation = run_grounding_pair(
-            adapter, dataset, pair.dataset, metadata["canvas"], self.config.loop.batch_size, benchmark, session.loop
+        metadata = read_metadata(mosaics)
+        return Split(
+            images=mosaics, questions=grounding_queries(mosaics), name="test", metadata=metadata,
+            identity={"dataset_fingerprint": uouo_fingerprint(metadata), "split_parameters": "{}"},
+            extra=MosaicData(
+                uouo_config=metadata["config"], uouo_source=metadata["source"]["name"],
+                uouo_source_fingerprint=metadata["source"]["fingerprint"], num_mosaics=metadata["num_mosaics"],
+                seed=metadata["seed"], clip_model=metadata["clip"]["model"], clip_weights=metadata["clip"]["weights"]),
+            truth=lambda: oracle_task(mosaics, dataset), id_column="mosaic_id", name_column=None,
+            smoke=metadata["clip"]["pretrained"] is None,  # hard neighbours ranked by a random CLIP mean nothing
         )
-        thresholds = self.thresholds(pair, session)
-        output = self.output_name("test")
-        path = session.writer.write_records(pair.model, pair.dataset, output, evaluation.records)
-        row = grounding_row(
-            pair, adapter.describe(), adapter.identity_options(adapter.options), metadata, self.config.loop.batch_size, evaluation,
-            session.writer.run_id, thresholds, path,
-        )
-        row[LIMIT] = self.limit
-        row.update(self.samples_column(pair, session, output, evaluation.inference.samples))
-        return PairRun(pair, evaluation, row, thresholds, self.failure(pair, row, thresholds))
-
-    def planned_identity(self, pair: "Pair", session: "MatrixSession") -> dict[str, Any] | None:
-        from rf100vl_hf.metadata import read_metadata
-
-        from pytest_rf100vl.kinds.uouo.rows import uouo_fingerprint
-
-        metadata = read_metadata(session.dataset(pair))
-        return {"dataset": pair.dataset, "dataset_fingerprint": uouo_fingerprint(metadata), "split": "test"}
 
     def cost(self, dataset: str) -> float:
         """The number of mosaics asked."""
-        from rf100vl_hf.uouo.defaults import DEFAULT_NUM_MOSAICS
-
         return float(self.options.num_mosaics or DEFAULT_NUM_MOSAICS)
 
-    def unscored(self, row: dict[str, Any]) -> str | None:
-        """Nothing is scored when the model failed on every mosaic (each one's answer is missing)."""
-        if row["n_images"] and row["failed_images"] >= row["n_images"]:
-            from pytest_rf100vl.session.verdict import first_error_line
+    def score(self, answers: "Answers", split: Split) -> Scored:
+        from pytest_rf100vl.kinds.uouo.scores import grounding_scores
 
-            first = f"; first error: {first_error_line(row['first_error'])}" if row.get("first_error") else ""
-            return f"the model failed on every one of the {row['n_images']} mosaics{first}"
-        return super().unscored(row)
+        return grounding_scores(answers, split)
 
-    # -- reporting --------------------------------------------------------------------
-    def summary_sections(self, rows: list[dict[str, Any]]) -> list[str]:
+    def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
         from rf100vl_hf.results.summary import uouo_sections
 
-        return uouo_sections(rows)
+        return Report(uouo_sections(rows))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytest_rf100vl.adapters.base import Adapter, DetectionTask, Detections, GroundingQuery
+from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingQuery
 
 if TYPE_CHECKING:
     import datasets
@@ -21,12 +21,10 @@ def grounding_queries(dataset: "datasets.Dataset") -> list[GroundingQuery]:
     ]
 
 
-def grounding_task(adapter: Adapter, dataset: "datasets.Dataset", name: str) -> DetectionTask | None:
-    """What an adapter that needs the ground truth is told about a UOUO dataset: every object
-    of each mosaic (classes: the categories, in the order first met); ``None`` for any other
-    adapter, which gets nothing but the mosaics and the questions."""
-    if not adapter.needs_ground_truth:
-        return None
+def oracle_task(dataset: "datasets.Dataset", name: str) -> DetectionTask:
+    """What an adapter that needs the ground truth (the oracle) is told about a UOUO dataset:
+    every object of each mosaic (classes: the categories, in the order first met). Any other
+    adapter gets nothing but the mosaics and the questions."""
     mosaics = dataset.select_columns(["mosaic_id", "objects"])
     classes: dict[str, int] = {}
     truth = {}

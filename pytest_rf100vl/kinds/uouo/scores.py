@@ -1,6 +1,6 @@
-"""One UOUO (model, dataset) pair end to end: ask each mosaic the two questions its row
-stores (under pytest-benchmark's clock when there is one), and score the answers with
-quadrant accuracy, mIoU and acc50 (:func:`rf100vl_hf.metrics.grounding.score_grounding`).
+"""A UOUO pair's score: each mosaic was asked the two questions its row stores, and the
+answers are scored with quadrant accuracy, mIoU and acc50
+(:func:`rf100vl_hf.metrics.grounding.score_grounding`).
 
 The question is built from the row (``target_category``, ``box_prompt``,
 ``quadrant_prompt``) and scored against ``target_box`` and ``target_quadrant``. Which
@@ -18,15 +18,15 @@ run goes on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.metrics.grounding import GroundingScores, GroundingTarget, score_grounding
+from rf100vl_hf.metrics.grounding import GroundingTarget, score_grounding
+from rf100vl_hf.results.schema import GroundingScores
 
-from pytest_rf100vl.adapters.base import Adapter, GroundingAnswer
-from pytest_rf100vl.engine.guard import adapter_call
-from pytest_rf100vl.engine.runner import GroundingResult, LoopOptions, run_grounding, run_rounds
-from pytest_rf100vl.kinds.uouo.tasks import grounding_queries, grounding_task
+from pytest_rf100vl.adapters.base import GroundingAnswer
+from pytest_rf100vl.engine.guard import first_error_line
+from pytest_rf100vl.engine.runner import Answers
+from pytest_rf100vl.kinds.base import Scored, Split
 
 if TYPE_CHECKING:
     import datasets
@@ -34,15 +34,6 @@ if TYPE_CHECKING:
 UNREAD_QUADRANT = ""
 """The quadrant the scorer is given for a reply it could not read: a word that is no quadrant,
 so it counts as a parse failure (``None`` would mean "not asked": read from the box centre)."""
-
-
-@dataclass
-class GroundingEvaluation:
-    """A UOUO pair's scores, its inference record, and one record per mosaic for the answers file."""
-
-    scores: GroundingScores
-    inference: GroundingResult
-    records: list[dict[str, Any]]
 
 
 def scored_answer(answer: GroundingAnswer) -> GroundingAnswer:
@@ -71,12 +62,12 @@ def _plain(box: Any) -> list[float] | str | None:
 
 
 def answer_records(
-    mosaic_ids: list[int], targets: list[GroundingTarget], targets_named: list[str], inference: GroundingResult
+    mosaic_ids: list[int], targets: list[GroundingTarget], targets_named: list[str], answers: Answers
 ) -> list[dict[str, Any]]:
     """One line of the answers file per mosaic: the question's target and its truth, what the
     model answered (box, quadrant word, raw text), how it scored, and the error if it raised."""
     records = []
-    for mosaic_id, target, name, answer in zip(mosaic_ids, targets, targets_named, inference.answers, strict=True):
+    for mosaic_id, target, name, answer in zip(mosaic_ids, targets, targets_named, answers.grounding, strict=True):
         alone = score_grounding([scored_answer(answer)], [target])
         records.append(
             {
@@ -90,37 +81,26 @@ def answer_records(
                 "iou": alone.miou,
                 "correct": bool(alone.quadrant_accuracy),
                 "parse_failure": bool(alone.parse_failures),
-                "error": inference.errors.get(mosaic_id),
+                "error": answers.errors.get(mosaic_id),
             }
         )
     return records
 
 
-def run_grounding_pair(
-    adapter: Adapter,
-    dataset: "datasets.Dataset",
-    name: str,
-    canvas: int,
-    batch_size: int,
-    benchmark: Any = None,
-    loop: LoopOptions = LoopOptions(),
-) -> GroundingEvaluation:
-    """Ask every mosaic of ``dataset`` (the UOUO dataset ``name``, mosaics ``canvas`` pixels
-    square) its questions, then score; an adapter that needs the ground truth gets it first."""
-    task = grounding_task(adapter, dataset, name)
-    if task is not None:
-        with adapter_call("the adapter's set_task"):
-            adapter.set_task(task)
-    queries = grounding_queries(dataset)
-    label = f"{adapter.name} on {name}"
-    inference, rounds = run_rounds(
-        lambda options, round_label: run_grounding(adapter, dataset, queries, batch_size, progress=False,
-                                                   description=label + round_label, loop=options),
-        loop, benchmark, adapter.repeatable,
-    )
-    inference.rounds = rounds
-    targets = grounding_targets(dataset, canvas)
-    scores = score_grounding([scored_answer(answer) for answer in inference.answers], targets)
-    mosaic_ids = [int(i) for i in dataset["mosaic_id"]]
-    records = answer_records(mosaic_ids, targets, [query.target for query in queries], inference)
-    return GroundingEvaluation(scores, inference, records)
+def grounding_scores(answers: Answers, split: Split) -> Scored:
+    """Quadrant accuracy, mIoU and acc50 of the pair's answers, one record per mosaic for the
+    answers file; unscored when the model failed on every mosaic."""
+    n = len(split.images)
+    targets = grounding_targets(split.images, split.metadata["canvas"])
+    scores = score_grounding([scored_answer(answer) for answer in answers.grounding], targets)
+    mosaic_ids = [int(i) for i in split.images["mosaic_id"]]
+    records = answer_records(mosaic_ids, targets, [query.target for query in split.questions or ()], answers)
+    columns = GroundingScores(accuracy=scores.quadrant_accuracy, miou=scores.miou, acc50=scores.acc50,
+                              parse_failures=scores.parse_failures, box_parse_failures=scores.box_parse_failures,
+                              quadrant_parse_failures=scores.quadrant_parse_failures)
+    unscored = None
+    if n and answers.counts.failed_images >= n:
+        first = f"; first error: {first_error_line(answers.counts.first_error)}" if answers.counts.first_error else ""
+        unscored = f"the model failed on every one of the {n} mosaics{first}"
+    return Scored({"accuracy": scores.quadrant_accuracy, "miou": scores.miou}, columns, records, "jsonl", unscored,
+                  scores)

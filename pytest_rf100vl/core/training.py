@@ -1,0 +1,38 @@
+"""A pair's training plan (the README's "Data regimes"): with ``--rf100vl-train SPLIT`` each
+pair of a benchmark whose splits give training data fits its model on that split first, by
+the adapter's recipe for the regime (or ``--rf100vl-recipe``), with ``--rf100vl-train-option``
+overrides and the pair's seed. The plan is worked out once, when the matrix is made, and
+carried on the pair; fitting it is the session's training stage (``session/training.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rf100vl_hf.training.recipe import Recipe, regime_of
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """How a pair fine-tunes its model before it is scored."""
+
+    split: str
+    recipe: Recipe
+
+    @property
+    def regime(self) -> str:
+        return regime_of(self.split)
+
+
+def plan(adapter: Any, split: str, recipe_name: str | None, options: dict[str, str], seed: int | None) -> TrainingPlan:
+    """The training plan of a pair of ``adapter`` (an adapter class); ``ValueError`` when it
+    cannot be trained, or has no such recipe or hyper-parameter."""
+    regime = regime_of(split)
+    if not adapter.recipes:
+        raise ValueError(f"adapter {adapter.name!r} cannot be fine-tuned (it has no recipe)")
+    name = recipe_name or adapter.default_recipes.get(regime)
+    if name not in adapter.recipes:
+        raise ValueError(f"adapter {adapter.name!r} has no recipe {name!r} for the {regime} regime "
+                         f"(recipes: {', '.join(adapter.recipes)}; choose one with --rf100vl-recipe)")
+    recipe = adapter.recipes[name].with_options(options)
+    return TrainingPlan(split, replace(recipe, seed=recipe.seed if seed is None else seed))

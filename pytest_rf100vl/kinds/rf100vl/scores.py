@@ -1,0 +1,53 @@
+"""An RF100-VL pair's score: its detections as COCO results with the export's own image and
+category ids (what the predictions file holds, and what a replay scores again), scored with
+COCO AP50:95 at maxDets=500 (:func:`rf100vl_hf.metrics.evaluate`), in percent as the paper
+reports AP."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
+from rf100vl_hf.metrics import coco_ground_truth, evaluate
+from rf100vl_hf.results.schema import DetectionScores
+
+from pytest_rf100vl.engine.runner import Answers
+from pytest_rf100vl.kinds.base import Scored, Split
+
+SCORING_BACKEND = "faster-coco-eval"
+"""The backend ``rf100vl_hf.metrics.evaluate`` scores with by default, as the plugin calls it
+(its precision arrays equal pycocotools' to 1e-9; the version is in ``faster_coco_eval_version``)."""
+
+
+def percent(value: float) -> float | None:
+    return None if math.isnan(value) else 100 * value
+
+
+def coco_predictions(detections: dict[int, Sanitized], category_ids: list[int]) -> list[dict[str, Any]]:
+    """COCO result records with the export's own image and category ids, so a file of them
+    can be scored (or replayed) against the original export."""
+    records = []
+    for image_id, safe in detections.items():
+        for box, score, label in zip(xyxy_to_xywh(safe.boxes).tolist(), safe.scores.tolist(), safe.labels.tolist()):
+            records.append({"image_id": image_id, "category_id": category_ids[label], "bbox": box, "score": score})
+    return records
+
+
+def detection_scores(answers: Answers, split: Split) -> Scored:
+    """AP and its kin of the pair's detections; unscored when the split has no ground-truth box."""
+    category_ids = list(split.metadata["category_ids"])
+    predictions = coco_predictions(answers.detections, category_ids)
+    scores = evaluate(coco_ground_truth(split.images, category_ids), predictions)
+    ap = percent(scores.ap)
+    columns = DetectionScores(
+        scoring_backend=SCORING_BACKEND, ap=ap,
+        **{name: percent(getattr(scores, name)) for name in ("ap50", "ap75", "ap_small", "ap_medium", "ap_large",
+                                                              "ar500")},
+        n_predictions=scores.n_predictions, n_instances=sum(n for n in scores.per_class_instances.values() if n),
+        per_class=scores.class_rows(),
+    )
+    unscored = None if ap is not None else (
+        f"AP50:95 is undefined: the {split.name} split of {split.metadata['name']} has no ground-truth box "
+        "(is it annotated?)")
+    return Scored({"ap": ap}, columns, predictions, "json", unscored, scores)

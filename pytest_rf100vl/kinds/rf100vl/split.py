@@ -1,0 +1,76 @@
+"""An RF100-VL dataset as the split a pair runs on: the evaluated split's images, the task a
+detector is told (classes, prompt, few-shot examples, ground truth for the oracle only), what
+identifies it, and the dataset's other splits for fine-tuning."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from rf100vl_hf.metadata import read_metadata
+from rf100vl_hf.results.schema import DetectionData
+from rf100vl_hf.training.samples import Samples, unlabelled
+
+from pytest_rf100vl.adapters.base import TrainingData
+from pytest_rf100vl.kinds.base import Split
+from pytest_rf100vl.kinds.rf100vl.tasks import detection_task, ground_truth
+
+if TYPE_CHECKING:
+    import datasets
+
+    from pytest_rf100vl.core.training import TrainingPlan
+
+
+def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
+    """What made the split, as JSON: a few-shot split's source, K, seed, strategy and candidates,
+    the semi-supervised split's fraction and seed; and under ``examples`` what made the few-shot
+    split a ``fewshot`` prompt shows the model. Part of a row's identity: another K, seed or
+    strategy is another measurement, whether the model is scored on the split or prompted with it."""
+    parameters: dict[str, Any] = {}
+    fewshot, semisup = metadata.get("fewshot") or {}, metadata.get("semisup") or {}
+    made_fewshot = {"fewshot_source": fewshot.get("source"),
+                    **{key: fewshot.get(key) for key in ("k", "seed", "strategy", "candidates")}}
+    if split == fewshot.get("split"):
+        parameters = dict(made_fewshot)
+    elif split == semisup.get("split"):
+        parameters = {"fraction": semisup.get("fraction"), "seed": semisup.get("seed")}
+    if "fewshot" in prompt:  # the test by which the task gives the model the few-shot split
+        parameters["examples"] = made_fewshot
+    return json.dumps(parameters, sort_keys=True)
+
+
+@dataclass
+class DetectionSplit(Split):
+    """A split of an RF100-VL dataset; ``splits`` holds every split of the dataset."""
+
+    splits: "datasets.DatasetDict" = field(default=None)  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, splits: "datasets.DatasetDict", name: str, prompt: str) -> "DetectionSplit":
+        """The split ``name`` of a loaded dataset, for pairs prompted in mode ``prompt``."""
+        if name not in splits:
+            metadata = read_metadata(next(iter(splits.values())))
+            raise ValueError(f"dataset {metadata['name']!r} has no split {name!r} (it has: {', '.join(splits)})")
+        images = splits[name]
+        metadata = read_metadata(images)
+        task = detection_task(images, metadata, name, prompt, splits.__getitem__)
+        return cls(
+            images=images, task=task, name=name, metadata=metadata, splits=splits,
+            identity={"dataset_fingerprint": metadata.get("fingerprint"), "prompt": prompt,
+                      "split_parameters": split_parameters(metadata, name, prompt)},
+            extra=DetectionData(domain=metadata["domain"]),
+            truth=lambda: replace(task, ground_truth=ground_truth(images)),
+        )
+
+    def training_data(self, plan: "TrainingPlan") -> TrainingData:
+        """The plan's split as samples, validation's, and for a semi-supervised split the rest of
+        train (its labels unused); classes in label order."""
+        train = self.splits[plan.split]
+        rest = unlabelled(self.splits["train"], train) if plan.regime == "semi-supervised" else None
+        task = detection_task(train, self.metadata, plan.split, "names", self.splits.__getitem__)
+        return TrainingData(split=plan.split, train=Samples(train), validation=Samples(self.splits["validation"]),
+                            task=task, unlabelled=Samples(rest) if rest is not None else ())
+
+    def split_parameters(self, split: str) -> str:
+        return split_parameters(self.metadata, split, "names")
