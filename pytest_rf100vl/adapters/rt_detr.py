@@ -36,6 +36,7 @@ from rf100vl_hf.training.recipe import Recipe
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, TrainingData
 from pytest_rf100vl.adapters.hf import image_tensors, read_back
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
+from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
@@ -48,9 +49,8 @@ class RTDetrV2Adapter(PipelinedDetector):
     """RT-DETRv2; default checkpoint ``PekingU/rtdetr_v2_r18vd`` (COCO)."""
 
     name = "rt-detrv2"
-    default_checkpoint = "PekingU/rtdetr_v2_r18vd"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class: ClassVar[Any] = RTDetrV2ForObjectDetection
-    tasks = ("rf100vl",)
     option_defaults: ClassVar[dict[str, Any]] = {"max_detections": MAX_DETECTIONS}
     recipes: ClassVar[dict[str, Recipe]] = {
         "detr-finetune": Recipe("detr-finetune", epochs=50, batch_size=8, learning_rate=1e-4),

@@ -42,8 +42,17 @@ import torch
 
 from rf100vl_hf.training.recipe import Recipe
 
-from pytest_rf100vl.adapters.base import TINY, Detections, DetectionTask, GroundingQuery, ImageItem, TrainingData
-from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
+from pytest_rf100vl.adapters.base import (
+    TINY,
+    Adapter,
+    Detections,
+    DetectionTask,
+    GroundingQuery,
+    ImageItem,
+    TrainingData,
+)
+from pytest_rf100vl.adapters.keyed import prompt_key
+from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
@@ -126,12 +135,11 @@ def write_dataset(train: Sequence["Sample"], validation: Sequence["Sample"], cla
     return yaml
 
 
-class YoloAdapter(PromptKeyedAdapter):
+class YoloAdapter(Adapter):
     """YOLO through ultralytics; default checkpoint ``yolov8n.pt`` (COCO)."""
 
     name = "yolo"
-    default_checkpoint = "yolov8n.pt"
-    tasks = ("rf100vl",)
+    default_checkpoint, prompt_modes, tasks = listed(name)
     option_defaults: ClassVar[dict[str, Any]] = {"imgsz": 640, "conf": 0.001, "iou": 0.7, "max_det": 500}
     recipes: ClassVar[dict[str, Recipe]] = {
         "ultralytics": Recipe("ultralytics", epochs=100, batch_size=16, learning_rate=0.01, weight_decay=5e-4,
@@ -167,6 +175,9 @@ class YoloAdapter(PromptKeyedAdapter):
     @property
     def is_smoke(self) -> bool:
         return self.checkpoint == TINY or (self.fresh_head and self.trained_weights is None)
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        return prompt_key(self, query, self.prompt_texts)
 
     def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
         return ()  # no prompt: the classes (in the key's class list) and the weights say it all
