@@ -22,11 +22,12 @@ authors' fine-tuning defaults, ``TrainConfig`` of the ``rfdetr`` package 1.4.1
   offsets of 5 windows' worth of patches are a narrower share of the resolution); evaluation
   at the checkpoint's processor size (560 for the base checkpoint).
 
-Left out: the layer-wise learning-rate decay of the DINOv2 encoder (``lr_vit_layer_decay`` 0.8
-per block, ``lr_component_decay`` 0.7, which make the encoder's rates smaller than 1.5e-4, and
-the decoder's 0.7e-4), no weight decay on norms and biases, the second branch of the training
-transform (resize to 400-600, random crop of 384-600, then the square resize), and automatic
-mixed precision (``--rf100vl-train-option mixed_precision=bf16`` for it).
+Left out: the layer-wise learning-rate decay of the DINOv2 encoder (``lr_vit_layer_decay`` 0.8 a
+block, times ``lr_component_decay`` 0.7 squared, ``get_param_dict``: every encoder rate is below
+1.5e-4 there) and the decoder's rate of 0.7 times 1e-4, no weight decay on norms and biases, the
+second branch of the training transform (resize to 400-600, random crop of 384-600, then the
+square resize), and automatic mixed precision (``--rf100vl-train-option mixed_precision=bf16``
+for it).
 
 The federated mask gives masked classes the logit -15 rather than -1e4: the IoU-aware BCE takes
 ``log(sigmoid)`` itself, which is NaN at a sigmoid of exactly 0
