@@ -214,6 +214,20 @@ def stored_revision(name: str, checkpoint: str | None) -> str | None:
     return checkpoint_revision(checkpoint)
 
 
+def transformers_class(adapter: str, name: str, since: str) -> Any:
+    """``transformers.<name>``; when the installed transformers has no such class, an
+    ``ImportError`` naming the version that added it (so an adapter of a recent model fails to
+    build with what to install, not with an ``AttributeError`` from inside the library)."""
+    import transformers
+
+    try:
+        return getattr(transformers, name)
+    except AttributeError:
+        installed = getattr(transformers, "__version__", "of unknown version")
+        raise ImportError(f"adapter {adapter!r} needs transformers.{name}, which transformers {installed} lacks: "
+                          f"it needs transformers {since} or later (pip install -U 'transformers>={since}')") from None
+
+
 def attention_implementation(model: Any) -> str | None:
     """The attention implementation a loaded transformers model runs (``sdpa``, ``eager``...),
     as transformers' attention documentation reads it, from the model's config."""
