@@ -19,6 +19,7 @@ BUILTIN: dict[str, str] = {
     "mm-grounding-dino": "pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
     "omdet-turbo": "pytest_rf100vl.adapters.omdet:OmDetTurboAdapter",
     "yolo": "pytest_rf100vl.adapters.yolo:YoloAdapter",
+    "rfdetr": "pytest_rf100vl.adapters.rfdetr_extra:RfDetrAdapter",
     "florence-2": "pytest_rf100vl.adapters.florence2:Florence2Adapter",
     "qwen2.5-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter",
     "qwen3-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen3VLAdapter",
