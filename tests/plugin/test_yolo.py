@@ -107,14 +107,16 @@ def _on(model: str, args: list[str]) -> list[str]:
     return [model if arg == "yolo:tiny" else arg for arg in args]
 
 
-@pytest.mark.parametrize(("model", "branches", "l1_or_dfl"), [("yolo:tiny", 1, "dfl_loss"), ("yolo:tiny26", 2, "l1_loss")])
+@pytest.mark.parametrize(("model", "branches", "l1_or_dfl"),
+                         [("yolo:tiny", 1, "dfl_loss"), ("yolo:tiny26", 2, "l1_loss")])
 def test_a_federated_yolo_fit_masks_every_batchs_classification_loss(pytester: pytest.Pytester, shapes_dir: Path,
                                                                     model: str, branches: int, l1_or_dfl: str) -> None:
     """YOLO26's loss scores classes twice, in its one-to-many and one-to-one branches: both are masked."""
     pytester.makeconftest(COUNT_MASKS)
     pytester.runpytest_subprocess(*_on(model, ARGS), "--rf100vl-train-option", "epochs=1", "--rf100vl-train-option",
                                   "federated=true", f"--rf100vl-data-dir={shapes_dir}",
-                                  "--rf100vl-results=relative/results").assert_outcomes(passed=1)  # a relative folder too
+                                  "--rf100vl-results=relative/results",  # a relative folder too
+                                  ).assert_outcomes(passed=1)
     (row,) = results(pytester.path / "relative" / "results")
     assert json.loads(row["hyperparameters"])["federated"] is True
     assert set(json.loads(row["train_losses"])) == {"loss", "box_loss", "cls_loss", l1_or_dfl}
