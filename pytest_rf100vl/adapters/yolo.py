@@ -10,9 +10,10 @@ detector, the head is made for the task's classes (new and random when the check
 others), so scores mean nothing until the model is fine-tuned (``--rf100vl-train``).
 
 YOLO26 has two heads, trained together: one-to-many (boxes then go through NMS) and one-to-one
-(no NMS: the top ``max_det`` of every anchor and class above ``conf``, ``iou`` unused).
-Ultralytics answers through the first unless told ``nms=False``; option ``end2end=true`` asks for
-the second, in prediction and in ultralytics' own validation alike.
+(no NMS: the top ``max_det`` of every anchor and class above ``conf``, ``iou`` unused). Option
+``end2end`` chooses, in prediction and in ultralytics' own validation alike: false (the default,
+as ultralytics 8.4's own) passes ultralytics ``nms=True``, the first; true passes ``nms=False``,
+the second.
 
 Recipe ``ultralytics``: ultralytics' own trainer and defaults (its augmentations, optimizer
 ``auto``, gradients clipped at 10, and gradients accumulated up to a nominal batch of 64 unless
@@ -168,9 +169,10 @@ class YoloAdapter(PromptKeyedAdapter):
         self.trained_weights = None
 
     @property
-    def nms(self) -> bool | None:
-        """Ultralytics' ``nms`` setting: ``False`` selects the one-to-one head (no NMS), ``None`` its default."""
-        return False if self.options["end2end"] else None
+    def nms(self) -> bool:
+        """Ultralytics' ``nms`` setting: ``False`` selects the one-to-one head (no NMS), ``True`` the
+        one-to-many head and NMS."""
+        return not self.options["end2end"]
 
     @property
     def revision(self) -> str | None:
