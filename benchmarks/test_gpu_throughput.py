@@ -145,13 +145,14 @@ def forward_ceiling(adapter: Any, items: list[Any], batch: int, seconds: float) 
     else:  # a text model: generation on the processor's outputs, already on the device
         from pytest_rf100vl.adapters.hf import image_tensors
 
-        prompt = adapter.detection_prompt(CLASSES, {})
-        inputs = adapter.processor(text=[prompt] * batch, images=image_tensors([i.image for i in batch_items],
-                                   adapter.torch_device), padding=True, return_tensors="pt", device=adapter.torch_device)
+        prompt = adapter.prompter.detection(CLASSES, {})
+        weights = adapter.transport.weights
+        inputs = weights.processor(text=[prompt] * batch, images=image_tensors([i.image for i in batch_items],
+                                   weights.torch_device), padding=True, return_tensors="pt", device=weights.torch_device)
 
         def call() -> Any:
             with torch.inference_mode():
-                return adapter.run_generate(inputs)
+                return adapter.transport.run_generate(inputs)
     for _ in range(2):
         call()
     _sync(adapter.device)

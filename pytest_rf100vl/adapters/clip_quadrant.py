@@ -28,7 +28,7 @@ import torch
 from PIL import Image
 
 from rf100vl_hf.metrics.grounding import QUADRANTS
-from rf100vl_hf.uouo.embeddings import DEFAULT_MODEL, DEFAULT_PRETRAINED, RANDOM_INIT_SEED
+from rf100vl_hf.uouo.embeddings import RANDOM_INIT_SEED
 
 from pytest_rf100vl.adapters.base import (
     TINY,
@@ -40,6 +40,7 @@ from pytest_rf100vl.adapters.base import (
     tiny_model_dir,
 )
 from pytest_rf100vl.adapters.hf import build_once, resolve_dtype, torch_device
+from pytest_rf100vl.adapters.registry import listed
 
 TINY_MODEL = "rf100vl-tiny-clip"
 TINY_CONFIG = {
@@ -96,8 +97,7 @@ def register_tiny() -> str:
 
 class ClipQuadrantAdapter(Adapter):
     name = "clip-quadrant"
-    tasks = ("uouo",)
-    default_checkpoint = f"{DEFAULT_MODEL}@{DEFAULT_PRETRAINED}"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     option_defaults: ClassVar[dict[str, Any]] = {"template": "a photo of a {}"}
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):

@@ -41,8 +41,11 @@ from transformers import (
 
 from pytest_rf100vl.adapters.base import GroundingQuery
 from pytest_rf100vl.adapters.hf import image_tensors
-from pytest_rf100vl.adapters.parsing import BoxParse, parse_florence_locations
-from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter
+from pytest_rf100vl.adapters.parsing import parse_florence_locations
+from pytest_rf100vl.adapters.prompts import NamesPrompter
+from pytest_rf100vl.adapters.registry import listed
+from pytest_rf100vl.adapters.text_answers import ChatAdapter, Reader, Reply
+from pytest_rf100vl.adapters.vlm import LocalTransport, ReplyFrame, local_model
 
 GROUNDING = "<CAPTION_TO_PHRASE_GROUNDING>"
 OPEN_VOCABULARY = "<OPEN_VOCABULARY_DETECTION>"
@@ -75,14 +78,11 @@ def byte_tokenizer() -> BartTokenizer:
                          extra_special_tokens=markup + locations + ["<image>"])
 
 
-class Florence2Adapter(TextAnswerAdapter):
-    name = "florence-2"
-    default_checkpoint = "florence-community/Florence-2-base"
-    model_class = Florence2ForConditionalGeneration
-    coordinate_offset = 0.5
-    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 1024}
+class FlorencePrompter(NamesPrompter):
+    """Florence-2's task tokens: phrase grounding of the class names as a caption, or
+    open-vocabulary detection of one name; no question answering, so no quadrant question."""
 
-    def detection_prompt(self, names: list[str], instructions: dict[str, str]) -> str:
+    def detection(self, names: list[str], instructions: dict[str, str]) -> str:
         if len(names) == 1:
             return OPEN_VOCABULARY + names[0]
         return GROUNDING + ". ".join(names)
@@ -93,14 +93,31 @@ class Florence2Adapter(TextAnswerAdapter):
     def quadrant_prompt(self, query: GroundingQuery) -> None:
         return None
 
-    def parse(self, text: str) -> BoxParse:
-        return parse_florence_locations(text)
+
+class FlorenceTasks(LocalTransport[str]):
+    """A task prompt per image, the image resized on the model's device; answers in 1000 bins."""
 
     def generate(self, images: list[Image.Image], prompts: list[str]) -> list[Reply]:
-        inputs = self.processor(text=prompts, images=image_tensors(images, self.torch_device), padding=True,
-                                return_tensors="pt", device=self.torch_device)  # resized on the model's device
+        device = self.weights.torch_device
+        inputs = self.weights.processor(text=prompts, images=image_tensors(images, device), padding=True,
+                                        return_tensors="pt", device=device)  # resized on the model's device
         output = self.run_generate(inputs)
-        return [Reply(text, (BINS, BINS)) for text in self.processor.batch_decode(output, skip_special_tokens=False)]
+        answers = self.weights.processor.batch_decode(output, skip_special_tokens=False)
+        return [Reply(text, (BINS, BINS)) for text in answers]
+
+
+class Florence2Adapter(ChatAdapter[Image.Image, str]):
+    name = "florence-2"
+    default_checkpoint, prompt_modes, tasks = listed(name)
+    model_class = Florence2ForConditionalGeneration
+    transformers_model = True
+    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 1024}
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        self.prompter = FlorencePrompter(self.per_class)
+        self.transport = FlorenceTasks(*local_model(self, options))
+        self.reader = Reader(self.name, parse_florence_locations, ReplyFrame(offset=0.5), self.tally)
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:

@@ -20,11 +20,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from rf100vl_hf.redact import scrub
 
 from pytest_rf100vl.adapters.bounded_http import BodyTooLarge
 from pytest_rf100vl.adapters.image_payload import SentImage
 from pytest_rf100vl.adapters.prompts import Conversation
+from pytest_rf100vl.adapters.registry import listed
 from pytest_rf100vl.adapters.remote import Answer, Fault, status_fault
 from pytest_rf100vl.adapters.served_chat import NO_KEY, SERVED_OPTIONS, Question, ServedChatAdapter
 
@@ -67,8 +71,64 @@ def contents(conversation: Conversation, examples: list[SentImage], image: SentI
     return [*turns, user(conversation.text, image)]
 
 
+@dataclass(frozen=True)
+class GeminiApi:
+    """``generateContent`` through the ``google-genai`` client: a question is its contents
+    (:func:`contents`) and a generation config of the adapter's settings, with structured
+    output (``schema``, when ``json_output``) for detection questions only."""
+
+    client: Any
+    model: str
+    temperature: float
+    max_output_tokens: int
+    thinking_budget: int | None
+    json_output: bool
+    schema: dict[str, Any] | None
+    timeout: float
+
+    def config(self, question: Question) -> Any:
+        """The generation settings of one question."""
+        from google.genai import types
+
+        structured = self.json_output and question.detection
+        return types.GenerateContentConfig(
+            system_instruction=question.conversation.system,
+            temperature=self.temperature,
+            max_output_tokens=self.max_output_tokens,
+            thinking_config=None if self.thinking_budget is None else types.ThinkingConfig(
+                thinking_budget=self.thinking_budget),
+            response_mime_type="application/json" if structured else None,
+            response_schema=self.schema if structured else None,
+        )
+
+    def request(self, question: Question, image: SentImage) -> Any:
+        from google.genai import errors
+
+        timeouts, transports = transport_errors()
+        try:
+            return self.client.models.generate_content(
+                model=self.model, contents=contents(question.conversation, list(question.examples), image),
+                config=self.config(question),
+            )
+        except errors.APIError as error:
+            headers = error.response.headers if getattr(error, "response", None) is not None else {}
+            raise status_fault(int(error.code or 0), scrub(str(error.message or error)), headers) from None
+        except timeouts:
+            raise Fault(f"no answer within timeout={self.timeout:g} s", retry=True) from None
+        except BodyTooLarge as error:
+            raise Fault(f"unreadable response: {error}", retry=True, unreadable=True) from None
+        except transports as error:
+            raise Fault(f"connection failed: {type(error).__name__}: {scrub(str(error))}", retry=True) from None
+        except ValueError as error:  # JSON that does not parse, or not as a response
+            raise Fault(f"unreadable response ({type(error).__name__})", retry=True, unreadable=True) from None
+
+    def answer(self, response: Any) -> Answer:
+        return answer_of(response)
+
+
 class GeminiAdapter(ServedChatAdapter):
     name = "gemini"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     official_hosts = frozenset({"generativelanguage.googleapis.com"})
     accepted_formats = frozenset({"JPEG", "PNG", "WEBP"})
     also_keys = ("GOOGLE_API_KEY",)
@@ -82,17 +142,29 @@ class GeminiAdapter(ServedChatAdapter):
         "response_schema": "boxes",
     }
 
-    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        super().__init__(checkpoint, device, dtype, **options)
-        self.max_output_tokens = int(self.options["max_output_tokens"])
-        if self.max_output_tokens < 1:
-            raise ValueError(f"adapter {self.name!r}: option max_output_tokens={self.max_output_tokens} (at least 1)")
+    def connect(self, key: str | None) -> GeminiApi:
+        from google import genai
+        from google.genai import types
+
+        from pytest_rf100vl.adapters.bounded_http import installed_httpx
+
+        max_output_tokens = int(self.options["max_output_tokens"])
+        if max_output_tokens < 1:
+            raise ValueError(f"adapter {self.name!r}: option max_output_tokens={max_output_tokens} (at least 1)")
         budget = self.options["thinking_budget"]
         if budget is not None and not float(budget).is_integer():
             raise ValueError(f"adapter {self.name!r}: option thinking_budget={budget!r} must be a whole number")
-        self.thinking_budget = None if budget is None else int(budget)
-        self.json_output = bool(self.options["json_output"])
-        self.response_schema = self._schema(str(self.options["response_schema"])) if self.json_output else None
+        json_output = bool(self.options["json_output"])
+        schema = self._schema(str(self.options["response_schema"])) if json_output else None
+        chosen = os.environ.get("GOOGLE_GENAI_HTTP_CLIENT", "").strip().lower()  # google-genai's own setting
+        httpx = installed_httpx(*([chosen] if chosen in ("httpx", "httpx2") else []), "httpx2", "httpx")
+        client = httpx.Client(transport=self.http_transport(httpx), trust_env=False, follow_redirects=True)
+        retry = {"retry_options": types.HttpRetryOptions(attempts=1)} if hasattr(types, "HttpRetryOptions") else {}
+        options = types.HttpOptions(base_url=self.base_url, api_version="v1beta",
+                                    timeout=int(self.calls.policy.timeout * 1000), httpx_client=client, **retry)
+        return GeminiApi(genai.Client(api_key=key or NO_KEY, http_options=options), str(self.checkpoint),
+                         self.temperature, max_output_tokens, None if budget is None else int(budget), json_output,
+                         schema, self.calls.policy.timeout)
 
     def _schema(self, value: str) -> dict[str, Any] | None:
         """The ``response_schema`` option as a schema (``None``: JSON without one)."""
@@ -112,61 +184,9 @@ class GeminiAdapter(ServedChatAdapter):
                              f"({first})") from None
         return schema
 
-    def connect(self, key: str | None) -> Any:
-        from google import genai
-        from google.genai import types
-
-        from pytest_rf100vl.adapters.bounded_http import installed_httpx
-
-        chosen = os.environ.get("GOOGLE_GENAI_HTTP_CLIENT", "").strip().lower()  # google-genai's own setting
-        httpx = installed_httpx(*([chosen] if chosen in ("httpx", "httpx2") else []), "httpx2", "httpx")
-        client = httpx.Client(transport=self.transport(httpx), trust_env=False, follow_redirects=True)
-        retry = {"retry_options": types.HttpRetryOptions(attempts=1)} if hasattr(types, "HttpRetryOptions") else {}
-        options = types.HttpOptions(base_url=self.base_url, api_version="v1beta",
-                                    timeout=int(self.calls.policy.timeout * 1000), httpx_client=client, **retry)
-        return genai.Client(api_key=key or NO_KEY, http_options=options)
-
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "max_output_tokens": self.max_output_tokens,
-                "thinking_budget": self.thinking_budget, "json_output": self.json_output}
-
-    def config(self, question: Question) -> Any:
-        """The generation settings of one question (structured output for detection questions only)."""
-        from google.genai import types
-
-        structured = self.json_output and question.detection
-        return types.GenerateContentConfig(
-            system_instruction=question.conversation.system,
-            temperature=self.temperature,
-            max_output_tokens=self.max_output_tokens,
-            thinking_config=None if self.thinking_budget is None else types.ThinkingConfig(
-                thinking_budget=self.thinking_budget),
-            response_mime_type="application/json" if structured else None,
-            response_schema=self.response_schema if structured else None,
-        )
-
-    def attempt(self, question: Question, examples: list[SentImage], image: SentImage) -> Answer:
-        from google.genai import errors
-
-        scrub = self.calls.scrub
-        timeouts, transports = transport_errors()
-        try:
-            response = self.client.models.generate_content(
-                model=self.checkpoint, contents=contents(question.conversation, examples, image),
-                config=self.config(question),
-            )
-        except errors.APIError as error:
-            headers = error.response.headers if getattr(error, "response", None) is not None else {}
-            raise status_fault(int(error.code or 0), scrub(str(error.message or error)), headers) from None
-        except timeouts:
-            raise Fault(f"no answer within timeout={self.calls.policy.timeout:g} s", retry=True) from None
-        except BodyTooLarge as error:
-            raise Fault(f"unreadable response: {error}", retry=True, unreadable=True) from None
-        except transports as error:
-            raise Fault(f"connection failed: {type(error).__name__}: {scrub(str(error))}", retry=True) from None
-        except ValueError as error:  # JSON that does not parse, or not as a response
-            raise Fault(f"unreadable response ({type(error).__name__})", retry=True, unreadable=True) from None
-        return answer_of(response)
+        return {**super().describe(), "max_output_tokens": self.api.max_output_tokens,
+                "thinking_budget": self.api.thinking_budget, "json_output": self.api.json_output}
 
 
 def answer_of(response: Any) -> Answer:

@@ -57,6 +57,7 @@ from rf100vl_hf.training.recipe import Recipe
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, GroundingQuery, TrainingData
 from pytest_rf100vl.adapters.hf import plain_text, read_back
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
+from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
@@ -182,10 +183,9 @@ class GroundingDinoAdapter(PipelinedDetector):
     """Grounding DINO; default checkpoint ``IDEA-Research/grounding-dino-tiny``."""
 
     name = "grounding-dino"
-    default_checkpoint = "IDEA-Research/grounding-dino-tiny"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class: ClassVar[Any] = GroundingDinoForObjectDetection
     config_class: ClassVar[Any] = GroundingDinoConfig
-    prompt_modes = ("names", "instructions")
     option_defaults: ClassVar[dict[str, Any]] = {"box_threshold": 0.05, "text_threshold": None}
     recipes: ClassVar[dict[str, Recipe]] = {
         "gdino-fewshot": Recipe("gdino-fewshot", epochs=5, batch_size=4, learning_rate=3e-4),
@@ -329,6 +329,6 @@ class MMGroundingDinoAdapter(GroundingDinoAdapter):
     (e.g. ``iSEE-Laboratory/llmdet_tiny``) share the architecture and load here."""
 
     name = "mm-grounding-dino"
-    default_checkpoint = "openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = MMGroundingDinoForObjectDetection
     config_class = MMGroundingDinoConfig

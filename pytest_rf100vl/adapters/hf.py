@@ -1,11 +1,33 @@
-"""What every Hugging Face detector adapter shares: device and dtype resolution, loading
-with ``from_pretrained``, the model's revision, and the tiny random models that let a
-fresh machine check the whole path offline.
+"""What every adapter of a transformers model run here shares, and the transformers detectors.
+
+:class:`TransformersModel` is a checkpoint loaded for an adapter: device and dtype resolution,
+loading with ``from_pretrained``, the model's revision, and the tiny random models that let a
+fresh machine check the whole path offline. The detectors (:class:`HFDetector`) and the chat
+models run here (:class:`~pytest_rf100vl.adapters.vlm.LocalTransport`) each hold one.
 
 A checkpoint is a Hub id, a local folder, or :data:`~pytest_rf100vl.adapters.base.TINY`;
 the tiny model is built once into :func:`~pytest_rf100vl.adapters.base.tiny_model_dir`
 (under a file lock, renamed into place when complete) and then loaded through the very
 same ``from_pretrained(path)`` route as a real checkpoint.
+
+:class:`HFDetector` runs its model as the three stages of the
+:class:`~pytest_rf100vl.adapters.base.Pipelined` protocol, so that the runner can overlap
+consecutive batches and the GPU never waits for the host (``docs/scale.md``, "Feeding the
+GPU"). A subclass implements the three, each on a whole batch:
+
+- :meth:`HFDetector.inputs`: the model's inputs on its device, the processor's work done there
+  (pixels copied once per image size, pinned and asynchronous on CUDA);
+- :meth:`HFDetector.outputs`: the forward, queued on the device: nothing in it waits for the
+  GPU (no ``.item()``, ``.cpu()`` or boolean mask);
+- :meth:`HFDetector.detections`: thresholds, NMS and boxes in pixels, read back to the host in
+  one copy (:func:`read_back`).
+
+Example: OWLv2 (``owl.py``) returns the preprocessed pixels, then the class logits and boxes of
+every patch, then per image the boxes above its threshold after class-wise NMS.
+
+``predict`` runs the three in a row, so a batch gets the same detections whether or not the
+runner overlaps it with others. ``compile=True`` runs :meth:`~HFDetector.outputs` through
+``torch.compile``.
 """
 
 from __future__ import annotations
@@ -17,6 +39,7 @@ import re
 import shutil
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,8 +49,8 @@ import xxhash
 from filelock import FileLock
 from PIL import Image
 
-from pytest_rf100vl.adapters.base import TINY, Detections, ImageItem, tiny_model_dir
-from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
+from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, GroundingQuery, ImageItem, tiny_model_dir
+from pytest_rf100vl.adapters.keyed import prompt_key
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.store import TrainedStore
@@ -175,6 +198,36 @@ def read_back(parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> l
     return [Detections(chunk[:, :4], chunk[:, 4], chunk[:, 5].astype(np.int64)) for chunk in np.split(host, ends)]
 
 
+def tiny_folder(name: str) -> Path:
+    """Where the tiny model of adapter ``name`` is built (the recipe version is part of the name)."""
+    return tiny_model_dir(f"{name}-r{TINY_RECIPE}")
+
+
+def stored_revision(name: str, checkpoint: str | None) -> str | None:
+    """The revision a :class:`TransformersModel` of adapter ``name`` will read, without loading:
+    the Hub commit in the local cache, a local folder's content hash, or the tiny model's once
+    it is built."""
+    if checkpoint is None:
+        return None
+    if checkpoint == TINY:
+        return content_hash(tiny_folder(name)) if tiny_folder(name).is_dir() else None
+    return checkpoint_revision(checkpoint)
+
+
+def transformers_class(adapter: str, name: str, since: str) -> Any:
+    """``transformers.<name>``; when the installed transformers has no such class, an
+    ``ImportError`` naming the version that added it (so an adapter of a recent model fails to
+    build with what to install, not with an ``AttributeError`` from inside the library)."""
+    import transformers
+
+    try:
+        return getattr(transformers, name)
+    except AttributeError:
+        installed = getattr(transformers, "__version__", "of unknown version")
+        raise ImportError(f"adapter {adapter!r} needs transformers.{name}, which transformers {installed} lacks: "
+                          f"it needs transformers {since} or later (pip install -U 'transformers>={since}')") from None
+
+
 def attention_implementation(model: Any) -> str | None:
     """The attention implementation a loaded transformers model runs (``sdpa``, ``eager``...),
     as transformers' attention documentation reads it, from the model's config."""
@@ -182,55 +235,31 @@ def attention_implementation(model: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class HFDetector(PromptKeyedAdapter):
-    """An adapter around a ``transformers`` detection model and its processor.
+class TransformersModel:
+    """A transformers checkpoint loaded for an adapter: where it comes from (a Hub id, a folder,
+    or the adapter's tiny random model, built once), its processor, and its model on its
+    device(s) in eval mode, with the attention implementation asked for.
 
-    Subclasses set ``model_class``, the options they accept with their defaults
-    (``option_defaults``; an unknown option is an error, not silently ignored), how to
-    build their tiny model (:meth:`build_tiny`), :meth:`detect`, and what they send besides
-    the image (:meth:`~pytest_rf100vl.adapters.keyed.PromptKeyedAdapter.prompt_texts`).
-    """
+    Example: ``TransformersModel("owlv2", Owlv2ForObjectDetection, Owlv2Adapter.build_tiny, "tiny",
+    "cpu", "float32")`` builds the tiny OWLv2 once under the cache home, loads its processor and
+    model from that folder, and its :attr:`revision` is the folder's content hash."""
 
-    model_class: ClassVar[Any]
-    option_defaults: ClassVar[dict[str, Any]] = {}
-    transformers_model = True
-    compiles: ClassVar[bool] = False
-    """Whether ``compile=True`` runs the model's forward through ``torch.compile`` (the
-    detectors of :mod:`~pytest_rf100vl.adapters.pipelined`); other adapters run uncompiled,
-    and their rows say so."""
-
-    def __init__(
-        self,
-        checkpoint: str | None = None,
-        device: str = "cpu",
-        dtype: str = "float32",
-        device_map: str | None = None,
-        attention: str | None = None,
-        compile: bool = False,
-        **options: Any,
-    ):
-        super().__init__(checkpoint, device, dtype, **options)
+    def __init__(self, name: str, model_class: Any, build_tiny: Callable[[Path], None], checkpoint: str | None,
+                 device: str, dtype: str, device_map: str | None = None, attention: str | None = None):
+        self.name = name
+        self.model_class = model_class
         self.device_map = device_map
         self.attention = attention
-        self.compile = compile and self.compiles
         self.torch_device = torch_device(device)
         self.torch_dtype = resolve_dtype(dtype)
-        if self.checkpoint == TINY:
-            self.source = str(build_once(self.tiny_dir(), self.build_tiny))
-        else:
-            self.source = self.checkpoint
+        self.source: Any = str(build_once(tiny_folder(name), build_tiny)) if checkpoint == TINY else checkpoint
         self._revision: str | None = None
         from transformers import AutoProcessor
 
         self.processor = AutoProcessor.from_pretrained(self.source)
-        self.restore_pretrained()
+        self.model: Any = self.load()
 
-    def restore_pretrained(self) -> None:
-        """Load the checkpoint's own weights (a fit starts from them, whatever ran before)."""
-        self.model = self.load_model()
-        self.trained_weights = None
-
-    def load_model(self, **overrides: Any) -> Any:
+    def load(self, **overrides: Any) -> Any:
         """The checkpoint's model on its device(s), in eval mode, with the requested attention
         implementation; ``overrides`` go to ``from_pretrained`` (a new classification head, say)."""
         arguments: dict[str, Any] = {"dtype": self.torch_dtype, **overrides}
@@ -251,6 +280,114 @@ class HFDetector(PromptKeyedAdapter):
             self.torch_device = model.device
         return model.eval()
 
+    def to_model(self, tensor: torch.Tensor) -> torch.Tensor:
+        """An input tensor on the model's device; floating point ones in the model's dtype."""
+        tensor = tensor.to(self.torch_device)
+        return tensor.to(self.torch_dtype) if tensor.is_floating_point() else tensor
+
+    @property
+    def revision(self) -> str | None:
+        if self._revision is None:
+            self._revision = checkpoint_revision(self.source)
+        return self._revision
+
+    def describe(self) -> dict[str, Any]:
+        """Where the model runs: its device map, its attention implementation, and under a device
+        map the devices it was spread over (``device``)."""
+        described: dict[str, Any] = {"device_map": self.device_map, "attention": attention_implementation(self.model)}
+        if self.device_map is not None:
+            placed = getattr(self.model, "hf_device_map", None) or {"": self.model.device}  # one device: no map
+            described["device"] = ", ".join(sorted({str(d) for d in placed.values()}))
+        return described
+
+    def close(self) -> None:
+        """Release the model's memory."""
+        self.model = None
+        gc.collect()
+        if self.torch_device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A batch between two stages: its images as the model sees them (padded if elongated,
+    whose sizes the boxes are scaled to) and what the last stage made of them."""
+
+    images: list[Image.Image]
+    value: Any
+
+
+class HFDetector(Adapter):
+    """A ``transformers`` detection model and its processor, run as :meth:`inputs`,
+    :meth:`outputs`, :meth:`detections` (see the module docstring).
+
+    Subclasses set ``model_class``, the options they accept with their defaults
+    (``option_defaults``; an unknown option is an error, not silently ignored), how to build
+    their tiny model (:meth:`build_tiny`), the three stages, and what they send besides the
+    image (:meth:`prompt_texts`). The loaded checkpoint is :attr:`weights`; :attr:`model`,
+    :attr:`processor` and :attr:`torch_device` are its.
+    """
+
+    model_class: ClassVar[Any]
+    option_defaults: ClassVar[dict[str, Any]] = {}
+    transformers_model = True
+
+    def __init__(
+        self,
+        checkpoint: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        device_map: str | None = None,
+        attention: str | None = None,
+        compile: bool = False,
+        **options: Any,
+    ):
+        super().__init__(checkpoint, device, dtype, **options)
+        self.device_map = device_map
+        self.attention = attention
+        self.compile = compile
+        self.weights = TransformersModel(self.name, self.model_class, self.build_tiny, self.checkpoint, device, dtype,
+                                         device_map, attention)
+        self.forward: Callable[[Any], Any] = torch.compile(self.outputs) if compile else self.outputs
+
+    @property
+    def model(self) -> Any:
+        return self.weights.model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self.weights.model = model
+
+    @property
+    def processor(self) -> Any:
+        return self.weights.processor
+
+    @processor.setter
+    def processor(self, processor: Any) -> None:
+        self.weights.processor = processor
+
+    @property
+    def torch_device(self) -> torch.device:
+        return self.weights.torch_device
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return self.weights.torch_dtype
+
+    @property
+    def source(self) -> Any:
+        """Where the weights were loaded from: the checkpoint, or the tiny model's folder."""
+        return self.weights.source
+
+    def restore_pretrained(self) -> None:
+        """Load the checkpoint's own weights (a fit starts from them, whatever ran before)."""
+        self.model = self.load_model()
+        self.trained_weights = None
+
+    def load_model(self, **overrides: Any) -> Any:
+        """The checkpoint's model (:meth:`TransformersModel.load`)."""
+        return self.weights.load(**overrides)
+
     def load_trained(self, store: "TrainedStore") -> None:
         from rf100vl_hf.training.loop import load_weights
 
@@ -262,46 +399,48 @@ class HFDetector(PromptKeyedAdapter):
         """Save a tiny random model of the real architecture, with its processor, to ``folder``."""
 
     @abstractmethod
-    def detect(self, images: list[Image.Image]) -> list[Detections]:
-        """Detections for RGB images (already padded if elongated), in their pixels."""
+    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        """What the model is sent besides the image: for the current task (``query`` is
+        ``None``) or for a UOUO question. Read by :meth:`answer_key_parts`."""
+
+    @abstractmethod
+    def inputs(self, images: list[Image.Image]) -> Any:
+        """The model's inputs for these images (already padded if elongated), on its device."""
+
+    @abstractmethod
+    def outputs(self, inputs: Any) -> Any:
+        """The model's raw outputs for :meth:`inputs`, queued on the device."""
+
+    @abstractmethod
+    def detections(self, outputs: Any, images: list[Image.Image]) -> list[Detections]:
+        """Detections in pixels of each image, from :meth:`outputs`."""
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        return prompt_key(self, query, self.prompt_texts)
 
     @property
     def revision(self) -> str | None:
-        if self._revision is None:
-            self._revision = checkpoint_revision(self.source)
-        return self._revision
+        return self.weights.revision
 
     @classmethod
     def tiny_dir(cls) -> Path:
-        """Where this adapter's tiny model is built (the recipe version is part of the name)."""
-        return tiny_model_dir(f"{cls.name}-r{TINY_RECIPE}")
+        """Where this adapter's tiny model is built."""
+        return tiny_folder(cls.name)
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:
-        """The revision :attr:`revision` will read, without loading: the Hub commit in the local
-        cache, a local folder's content hash, or the tiny model's once it is built."""
-        if checkpoint is None:
-            return None
-        if checkpoint == TINY:
-            return content_hash(cls.tiny_dir()) if cls.tiny_dir().is_dir() else None
-        return checkpoint_revision(checkpoint)
+        return stored_revision(cls.name, checkpoint)
 
     @property
     def is_smoke(self) -> bool:
         return self.checkpoint == TINY
 
     def describe(self) -> dict[str, Any]:
-        described = {**super().describe(), "device_map": self.device_map,
-                     "attention": attention_implementation(self.model), "compiled": self.compile}
-        if self.device_map is not None:
-            placed = getattr(self.model, "hf_device_map", None) or {"": self.model.device}  # one device: no map
-            described["device"] = ", ".join(sorted({str(d) for d in placed.values()}))
-        return described
+        return {**super().describe(), **self.weights.describe(), "compiled": self.compile}
 
     def to_model(self, tensor: torch.Tensor) -> torch.Tensor:
         """An input tensor on the model's device; floating point ones in the model's dtype."""
-        tensor = tensor.to(self.torch_device)
-        return tensor.to(self.torch_dtype) if tensor.is_floating_point() else tensor
+        return self.weights.to_model(tensor)
 
     def pixel_inputs(self, images: list[Image.Image]) -> dict[str, torch.Tensor]:
         """The image processor's outputs (``pixel_values``, and ``pixel_mask`` where it pads
@@ -310,6 +449,10 @@ class HFDetector(PromptKeyedAdapter):
         return self.processor.image_processor(
             images=image_tensors(images, self.torch_device), return_tensors="pt", device=self.torch_device
         )
+
+    def detect(self, images: list[Image.Image]) -> list[Detections]:
+        """Detections for RGB images (already padded if elongated), in their pixels."""
+        return self.detections(self.forward(self.inputs(images)), images)
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
         if self.task is None:
@@ -321,8 +464,20 @@ class HFDetector(PromptKeyedAdapter):
         with torch.inference_mode():
             return self.detect([pad_elongated(item.image) for item in batch])
 
+    def prepare(self, batch: list[ImageItem]) -> Staged:
+        if self.task is None:
+            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before prepare")
+        images = [pad_elongated(item.image) for item in batch]
+        with torch.inference_mode():
+            return Staged(images, self.inputs(images))
+
+    def launch(self, prepared: Staged) -> Staged:
+        with torch.inference_mode():
+            return Staged(prepared.images, self.forward(prepared.value))
+
+    def collect(self, launched: Staged) -> list[Detections]:
+        with torch.inference_mode():
+            return self.detections(launched.value, launched.images)
+
     def close(self) -> None:
-        self.model = None
-        gc.collect()
-        if self.torch_device.type == "cuda":
-            torch.cuda.empty_cache()
+        self.weights.close()

@@ -1,32 +1,27 @@
-"""Adapters that say what they send besides the image, so their answers can be cached.
+"""The answer-cache key of an adapter whose answer depends on the image and on the texts it
+sends besides it (its prompts), with the checkpoint, revision, options and dtype the answer
+cache adds itself. Used by the transformers detectors, YOLO and the chat models; torch-free.
 
-Shared by the transformers adapters (:class:`~pytest_rf100vl.adapters.hf.HFDetector`) and the
-models behind a server (:mod:`~pytest_rf100vl.adapters.served_chat`); torch-free.
+Example: OWLv2 on a task of classes ``cat, dog`` sends ``"a photo of a cat"`` and ``"a photo
+of a dog"``, so its key is ``("rf100vl", "2 classes", "cat", "dog", "a photo of a cat", "a photo
+of a dog")``; asked where a cat is in a mosaic, ``("uouo", "cat", "a photo of a cat")``.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from collections.abc import Callable
 
 from pytest_rf100vl.adapters.base import Adapter, GroundingQuery
 
 
-class PromptKeyedAdapter(Adapter):
-    """An adapter whose answer depends on the image and on :meth:`prompt_texts` alone (with
-    the checkpoint, revision, options and dtype the answer cache adds itself)."""
-
-    @abstractmethod
-    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
-        """What the model is sent besides the image: for the current task (``query`` is
-        ``None``) or for a UOUO question. Read by :meth:`answer_key_parts`."""
-
-    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
-        """What an answer depends on besides the image, the checkpoint, its revision, the
-        options and the dtype: for a detection task its classes in order (they give the
-        labels their meaning) and the prompts built from them; for a UOUO question its
-        target and the prompts. The answer cache keys each answer on it."""
-        if query is not None:
-            return ("uouo", query.target, *self.prompt_texts(query))
-        if self.task is None:
-            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before answer_key_parts")
-        return ("rf100vl", f"{len(self.task.classes)} classes", *self.task.classes, *self.prompt_texts(None))
+def prompt_key(adapter: Adapter, query: GroundingQuery | None,
+               prompt_texts: Callable[[GroundingQuery | None], tuple[str, ...]]) -> tuple[str, ...]:
+    """What ``adapter``'s answer depends on besides the image, the checkpoint, its revision, the
+    options and the dtype: for a detection task (``query`` is ``None``) its classes in order
+    (they give the labels their meaning) and ``prompt_texts(None)``; for a UOUO question its
+    target and ``prompt_texts(query)``."""
+    if query is not None:
+        return ("uouo", query.target, *prompt_texts(query))
+    if adapter.task is None:
+        raise RuntimeError(f"adapter {adapter.name!r}: set_task must be called before answer_key_parts")
+    return ("rf100vl", f"{len(adapter.task.classes)} classes", *adapter.task.classes, *prompt_texts(None))

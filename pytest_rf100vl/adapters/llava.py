@@ -14,7 +14,7 @@ asked as written, inside the checkpoint's chat template. Answers are read by
 ``[x1, y1, x2, y2]`` the models were trained to write.
 
 Coordinate space, the same for the three families, converted in
-:meth:`LlavaFamilyAdapter.to_pixels`: ``[x1, y1, x2, y2]`` as fractions (0..1) of the
+:class:`SquareFrame`: ``[x1, y1, x2, y2]`` as fractions (0..1) of the
 image *padded to a square*, the short side padded equally on both sides (the original
 LLaVA ``expand2square``: the image pasted at ``((S - w) // 2, (S - h) // 2)`` on an
 ``S = max(w, h)`` square). A value ``v`` is the pixel ``v * S - offset`` of the image.
@@ -86,7 +86,12 @@ from transformers import (
 )
 
 from pytest_rf100vl.adapters.coordinates import BoxConvention
-from pytest_rf100vl.adapters.vlm import TINY_TEXT, ChatJsonAdapter, Reply, instructions_block
+from pytest_rf100vl.adapters.hf import TransformersModel
+from pytest_rf100vl.adapters.parsing import parse_json_boxes
+from pytest_rf100vl.adapters.prompts import NamesPrompter, instructions_block
+from pytest_rf100vl.adapters.registry import listed
+from pytest_rf100vl.adapters.text_answers import Box, ChatAdapter, Reader, Reply
+from pytest_rf100vl.adapters.vlm import TINY_TEXT, LocalTransport, ReplyFrame, local_model
 
 IMAGE_TOKEN = "<image>"
 SQUARE = BoxConvention("square")
@@ -198,22 +203,10 @@ def vicuna_processor(processor_class: Any, image_processor: Any, tokenizer: PreT
     )
 
 
-class LlavaFamilyAdapter(ChatJsonAdapter):
-    """What the three share: the prompts, the chat template, JSON answers, batched
-    generation, the padded-square frame and the tiny model's recipe."""
+class LlavaPrompter(NamesPrompter):
+    """LLaVA's grounding question with the answer format spelled out, instructions after it."""
 
-    prompt_modes = ("names", "instructions")
-    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 1024}
-    pads_to_square: ClassVar[bool] = False
-    """True where the model was trained on padded squares that the processor does not make
-    (LLaVA-1.5): the adapter pads before the processor. The others tile the image as they
-    were trained; their answers are in the padded-square frame all the same."""
-
-    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        super().__init__(checkpoint, device, dtype, **options)
-        self.processor.tokenizer.padding_side = "left"  # decoder-only: answers start where every prompt ends
-
-    def detection_prompt(self, names: list[str], instructions: dict[str, str]) -> str:
+    def detection(self, names: list[str], instructions: dict[str, str]) -> str:
         categories = ", ".join(f'"{name}"' for name in names)
         return (
             f"Please provide the bounding box coordinates of every object of the following categories: {categories}. "
@@ -222,33 +215,66 @@ class LlavaFamilyAdapter(ChatJsonAdapter):
             + instructions_block(instructions)
         )
 
+
+class LlavaChat(LocalTransport[str]):
+    """Batched generation through the checkpoint's chat template, one image and one question
+    per conversation; the image padded to a square first where the model was trained so
+    (``pads_to_square``, with the processor's mean colour). Answers are in the padded-square frame."""
+
+    def __init__(self, weights: TransformersModel, max_new_tokens: int, pads_to_square: bool):
+        super().__init__(weights, max_new_tokens)
+        self.pads_to_square = pads_to_square
+        weights.processor.tokenizer.padding_side = "left"  # decoder-only: answers start where every prompt ends
+
     def model_images(self, images: list[Image.Image]) -> list[Image.Image]:
-        """The images as the processor gets them: padded to a square with the processor's
-        mean colour where the model was trained so (:attr:`pads_to_square`)."""
+        """The images as the processor gets them."""
         if not self.pads_to_square:
             return images
-        background = tuple(int(mean * 255) for mean in self.processor.image_processor.image_mean)
+        background = tuple(int(mean * 255) for mean in self.weights.processor.image_processor.image_mean)
         return [expand2square(image, background) for image in images]
 
     def generate(self, images: list[Image.Image], prompts: list[str]) -> list[Reply]:
+        processor = self.weights.processor
         texts = [
-            self.processor.apply_chat_template(
+            processor.apply_chat_template(
                 [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}],
                 tokenize=False,
                 add_generation_prompt=True,
             )
             for prompt in prompts
         ]
-        inputs = self.processor(text=texts, images=self.model_images(images), padding=True, return_tensors="pt")
+        inputs = processor(text=texts, images=self.model_images(images), padding=True, return_tensors="pt")
         output = self.run_generate(inputs)
-        answers = self.processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        answers = processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         return [Reply(text, SQUARE_FRAME) for text in answers]
 
-    def to_pixels(self, box: tuple[float, float, float, float], reply: Reply, image: Image.Image) -> tuple[float, ...]:
-        """A box in the padded-square frame (the ``square`` convention of ``coordinates.py``) as
-        ``xyxy`` pixels of ``image``, clipped to it."""
+
+class SquareFrame:
+    """A box in the padded-square frame (the ``square`` convention of ``coordinates.py``) as
+    ``xyxy`` pixels of the image, clipped to it."""
+
+    def to_pixels(self, box: Box, reply: Reply, image: Image.Image) -> tuple[float, ...]:
         pixels = SQUARE.to_pixels(box, image.width, image.height)
-        return super().to_pixels(pixels, Reply(reply.text, image.size), image)
+        return ReplyFrame().to_pixels(pixels, Reply(reply.text, image.size), image)  # type: ignore[arg-type]
+
+
+class LlavaFamilyAdapter(ChatAdapter[Image.Image, str]):
+    """What the three share: the prompts, the chat template, JSON answers, batched
+    generation, the padded-square frame and the tiny model's recipe."""
+
+    transformers_model = True
+    model_class: ClassVar[Any]
+    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 1024}
+    pads_to_square: ClassVar[bool] = False
+    """True where the model was trained on padded squares that the processor does not make
+    (LLaVA-1.5): the adapter pads before the processor. The others tile the image as they
+    were trained; their answers are in the padded-square frame all the same."""
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        self.prompter = LlavaPrompter(self.per_class)
+        self.transport = LlavaChat(*local_model(self, options), pads_to_square=self.pads_to_square)
+        self.reader = Reader(self.name, parse_json_boxes, SquareFrame(), self.tally)
 
     # ------------------------------------------------------------------ tiny models
 
@@ -290,7 +316,7 @@ class LlavaAdapter(LlavaFamilyAdapter):
     """LLaVA-1.5: CLIP ViT-L/336 and Vicuna; one 336-pixel view of the image padded to a square."""
 
     name = "llava"
-    default_checkpoint = "llava-hf/llava-1.5-7b-hf"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = LlavaForConditionalGeneration
     pads_to_square = True
 
@@ -310,7 +336,7 @@ class LlavaNextAdapter(LlavaFamilyAdapter):
     """LLaVA-1.6 (NeXT): CLIP ViT-L/336 and Vicuna; any-resolution tiles plus a base view."""
 
     name = "llava-next"
-    default_checkpoint = "llava-hf/llava-v1.6-vicuna-7b-hf"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = LlavaNextForConditionalGeneration
     tiny_grid = [[32, 64], [64, 32], [64, 64], [96, 32], [32, 96]]
     """The checkpoint's grid (336x672, 672x336, 672x672, 1008x336, 336x1008) at 32-pixel tiles."""
@@ -333,7 +359,7 @@ class LlavaOnevisionAdapter(LlavaFamilyAdapter):
     """LLaVA-OneVision: SigLIP-so400m/384 and Qwen2; any-resolution tiles up to 6x6 (``anyres_max_9``)."""
 
     name = "llava-onevision"
-    default_checkpoint = "llava-hf/llava-onevision-qwen2-7b-ov-hf"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = LlavaOnevisionForConditionalGeneration
     tiny_grid = [[32 * rows, 32 * cols] for rows in (1, 2, 3) for cols in (1, 2, 3)]
     """The checkpoint's 384-pixel grid (1x1 to 6x6 tiles), cut to 3x3 at 32-pixel tiles."""

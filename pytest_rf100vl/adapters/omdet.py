@@ -26,13 +26,14 @@ from transformers import (
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.hf import read_back, tiny_clip_tokenizer
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
+from pytest_rf100vl.adapters.registry import listed
 
 
 class OmDetTurboAdapter(PipelinedDetector):
     """OmDet-Turbo; default checkpoint ``omlab/omdet-turbo-swin-tiny-hf``."""
 
     name = "omdet-turbo"
-    default_checkpoint = "omlab/omdet-turbo-swin-tiny-hf"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = OmDetTurboForObjectDetection
     option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5}
 

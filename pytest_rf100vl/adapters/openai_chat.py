@@ -13,12 +13,16 @@ OpenAI's own API, whose reasoning models refuse ``max_tokens``, else as ``max_to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
+
+from rf100vl_hf.redact import scrub
 
 from pytest_rf100vl.adapters.bounded_http import BodyTooLarge
 from pytest_rf100vl.adapters.image_payload import SentImage
 from pytest_rf100vl.adapters.prompts import Conversation
+from pytest_rf100vl.adapters.registry import listed
 from pytest_rf100vl.adapters.remote import Answer, Fault, status_fault
 from pytest_rf100vl.adapters.served_chat import NO_KEY, SERVED_OPTIONS, Question, ServedChatAdapter
 
@@ -40,8 +44,48 @@ def chat_messages(conversation: Conversation, examples: list[SentImage], image: 
     return [*messages, user(conversation.text, image)]
 
 
+@dataclass(frozen=True)
+class OpenAIApi:
+    """Chat completions through the ``openai`` client: a question is its messages
+    (:func:`chat_messages`), sent with the adapter's temperature and token limit (``limit_key``:
+    ``max_completion_tokens`` for OpenAI's own API, whose reasoning models refuse ``max_tokens``)."""
+
+    client: Any
+    model: str
+    temperature: float
+    max_tokens: int
+    limit_key: str
+    timeout: float
+
+    def request(self, question: Question, image: SentImage) -> Any:
+        import openai
+
+        try:
+            return self.client.chat.completions.create(
+                model=self.model,
+                messages=chat_messages(question.conversation, list(question.examples), image),
+                temperature=self.temperature,
+                **{self.limit_key: self.max_tokens},
+            )
+        except openai.APIStatusError as error:
+            raise status_fault(error.status_code, scrub(error.message), error.response.headers) from None
+        except openai.APITimeoutError:
+            raise Fault(f"no answer within timeout={self.timeout:g} s", retry=True) from None
+        except openai.APIConnectionError as error:
+            cause = error.__cause__ or error
+            if isinstance(cause, BodyTooLarge):
+                raise Fault(f"unreadable response: {cause}", retry=True, unreadable=True) from None
+            raise Fault(f"connection failed: {type(cause).__name__}: {scrub(str(cause))}", retry=True) from None
+        except (openai.APIResponseValidationError, ValueError) as error:
+            raise Fault(f"unreadable response ({type(error).__name__})", retry=True, unreadable=True) from None
+
+    def answer(self, response: Any) -> Answer:
+        return answer_of(response)
+
+
 class OpenAIChatAdapter(ServedChatAdapter):
     name = "openai"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     official_hosts = frozenset({"api.openai.com"})
     accepted_formats = frozenset({"JPEG", "PNG", "WEBP", "GIF"})
     option_defaults: ClassVar[dict[str, Any]] = {
@@ -51,50 +95,24 @@ class OpenAIChatAdapter(ServedChatAdapter):
         "max_tokens": 4096,
     }
 
-    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        super().__init__(checkpoint, device, dtype, **options)
-        self.max_tokens = int(self.options["max_tokens"])
-        if self.max_tokens < 1:
-            raise ValueError(f"adapter {self.name!r}: option max_tokens={self.max_tokens} (at least 1)")
-        official = urlsplit(self.base_url).hostname in self.official_hosts
-        self.limit_key = "max_completion_tokens" if official else "max_tokens"
-
-    def connect(self, key: str | None) -> Any:
+    def connect(self, key: str | None) -> OpenAIApi:
         import openai
 
         from pytest_rf100vl.adapters.bounded_http import httpx_module_of
 
-        transport = self.transport(httpx_module_of(openai.DefaultHttpxClient))
-        return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0,
-                             timeout=self.calls.policy.timeout,
-                             http_client=openai.DefaultHttpxClient(transport=transport, trust_env=False))
+        max_tokens = int(self.options["max_tokens"])
+        if max_tokens < 1:
+            raise ValueError(f"adapter {self.name!r}: option max_tokens={max_tokens} (at least 1)")
+        official = urlsplit(self.base_url).hostname in self.official_hosts
+        transport = self.http_transport(httpx_module_of(openai.DefaultHttpxClient))
+        client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0,
+                               timeout=self.calls.policy.timeout,
+                               http_client=openai.DefaultHttpxClient(transport=transport, trust_env=False))
+        return OpenAIApi(client, str(self.checkpoint), self.temperature, max_tokens,
+                         "max_completion_tokens" if official else "max_tokens", self.calls.policy.timeout)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "max_tokens": self.max_tokens}
-
-    def attempt(self, question: Question, examples: list[SentImage], image: SentImage) -> Answer:
-        import openai
-
-        scrub = self.calls.scrub
-        try:
-            completion = self.client.chat.completions.create(
-                model=self.checkpoint,
-                messages=chat_messages(question.conversation, examples, image),
-                temperature=self.temperature,
-                **{self.limit_key: self.max_tokens},
-            )
-        except openai.APIStatusError as error:
-            raise status_fault(error.status_code, scrub(error.message), error.response.headers) from None
-        except openai.APITimeoutError:
-            raise Fault(f"no answer within timeout={self.calls.policy.timeout:g} s", retry=True) from None
-        except openai.APIConnectionError as error:
-            cause = error.__cause__ or error
-            if isinstance(cause, BodyTooLarge):
-                raise Fault(f"unreadable response: {cause}", retry=True, unreadable=True) from None
-            raise Fault(f"connection failed: {type(cause).__name__}: {scrub(str(cause))}", retry=True) from None
-        except (openai.APIResponseValidationError, ValueError) as error:
-            raise Fault(f"unreadable response ({type(error).__name__})", retry=True, unreadable=True) from None
-        return answer_of(completion)
+        return {**super().describe(), "max_tokens": self.api.max_tokens}
 
 
 def answer_of(completion: Any) -> Answer:

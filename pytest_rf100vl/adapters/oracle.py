@@ -9,15 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pytest_rf100vl.adapters.base import (
-    PROMPT_MODES,
-    Adapter,
-    Detections,
-    DetectionTask,
-    GroundingAnswer,
-    GroundingQuery,
-    ImageItem,
-)
+from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.registry import listed
 
 
 class OracleAdapter(Adapter):
@@ -26,7 +19,7 @@ class OracleAdapter(Adapter):
     missing from it has no boxes."""
 
     name = "oracle"
-    prompt_modes = PROMPT_MODES
+    default_checkpoint, prompt_modes, tasks = listed(name)
     needs_ground_truth = True
     option_defaults: ClassVar[dict[str, Any]] = {}
 

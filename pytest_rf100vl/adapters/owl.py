@@ -63,6 +63,7 @@ from rf100vl_hf.progress import progress_bar
 
 from pytest_rf100vl.adapters.hf import image_tensors, plain_text, read_back, tiny_clip_tokenizer
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
+from pytest_rf100vl.adapters.registry import listed
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -197,7 +198,6 @@ class OwlAdapter(PipelinedDetector):
     square_input: ClassVar[bool]
     """Whether the processor pads each image to a square (OWLv2): boxes then scale by the
     longer side, as its post-processing does, rather than by width and height (OWL-ViT)."""
-    prompt_modes = ("names", "instructions", "fewshot")
     option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5, "template": "a photo of a {}"}
 
     @classmethod
@@ -363,7 +363,7 @@ class Owlv2Adapter(OwlAdapter):
     """OWLv2; default checkpoint ``google/owlv2-base-patch16-ensemble`` (960-pixel input)."""
 
     name = "owlv2"
-    default_checkpoint = "google/owlv2-base-patch16-ensemble"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = Owlv2ForObjectDetection
     config_class = Owlv2Config
     image_processor_class = Owlv2ImageProcessor
@@ -375,7 +375,7 @@ class OwlVitAdapter(OwlAdapter):
     """OWL-ViT; default checkpoint ``google/owlvit-base-patch32`` (768-pixel input)."""
 
     name = "owlvit"
-    default_checkpoint = "google/owlvit-base-patch32"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = OwlViTForObjectDetection
     config_class = OwlViTConfig
     image_processor_class = OwlViTImageProcessor

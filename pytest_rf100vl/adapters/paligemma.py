@@ -32,20 +32,20 @@ from transformers import (
 )
 
 from pytest_rf100vl.adapters.base import GroundingQuery
-from pytest_rf100vl.adapters.parsing import BoxParse, parse_paligemma_locations
-from pytest_rf100vl.adapters.vlm import Reply, TextAnswerAdapter
+from pytest_rf100vl.adapters.parsing import parse_paligemma_locations
+from pytest_rf100vl.adapters.prompts import NamesPrompter
+from pytest_rf100vl.adapters.registry import listed
+from pytest_rf100vl.adapters.text_answers import ChatAdapter, Reader, Reply
+from pytest_rf100vl.adapters.vlm import LocalTransport, ReplyFrame, local_model
 
 BINS = 1024
 IMAGE_TOKEN = "<image>"
 
 
-class PaliGemmaAdapter(TextAnswerAdapter):
-    name = "paligemma"
-    default_checkpoint = "google/paligemma2-3b-mix-448"
-    model_class = PaliGemmaForConditionalGeneration
-    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 512}
+class PaliGemmaPrompter(NamesPrompter):
+    """The mix checkpoints' task prefixes: ``detect`` for boxes, ``answer en`` for the quadrant."""
 
-    def detection_prompt(self, names: list[str], instructions: dict[str, str]) -> str:
+    def detection(self, names: list[str], instructions: dict[str, str]) -> str:
         return "detect " + " ; ".join(names)
 
     def box_prompt(self, query: GroundingQuery) -> str:
@@ -54,18 +54,33 @@ class PaliGemmaAdapter(TextAnswerAdapter):
     def quadrant_prompt(self, query: GroundingQuery) -> str:
         return f"answer en {query.quadrant_prompt}"
 
-    def parse(self, text: str) -> BoxParse:
-        return parse_paligemma_locations(text)
+
+class PaliGemmaPrefix(LocalTransport[str]):
+    """The image token, then the prefix; answers in 1024 location bins."""
 
     def generate(self, images: list[Image.Image], prompts: list[str]) -> list[Reply]:
         # numpy, not torch: the processor builds training labels with np.array(), which warns on tensors
-        inputs = self.processor(
-            text=[IMAGE_TOKEN + prompt for prompt in prompts], images=images, padding=True, return_tensors="np"
-        )
+        processor = self.weights.processor
+        inputs = processor(text=[IMAGE_TOKEN + prompt for prompt in prompts], images=images, padding=True,
+                           return_tensors="np")
         inputs.pop("labels")
         output = self.run_generate(inputs)
-        answers = self.processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        answers = processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         return [Reply(text, (BINS, BINS)) for text in answers]
+
+
+class PaliGemmaAdapter(ChatAdapter[Image.Image, str]):
+    name = "paligemma"
+    default_checkpoint, prompt_modes, tasks = listed(name)
+    model_class = PaliGemmaForConditionalGeneration
+    transformers_model = True
+    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False, "max_new_tokens": 512}
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        self.prompter = PaliGemmaPrompter(self.per_class)
+        self.transport = PaliGemmaPrefix(*local_model(self, options))
+        self.reader = Reader(self.name, parse_paligemma_locations, ReplyFrame(), self.tally)
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:

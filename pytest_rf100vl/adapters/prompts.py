@@ -1,4 +1,11 @@
-"""What chat models are asked, defined once for every chat adapter (local or served).
+"""What chat models are asked, defined once for every chat adapter (local or served): the
+texts, and the prompters that ask them (the prompter part of a
+:class:`~pytest_rf100vl.adapters.text_answers.ChatAdapter`):
+
+- :class:`NamesPrompter`: one question naming the classes, worded by the model (Florence-2,
+  PaliGemma, LLaVA; :class:`CookbookPrompter` for Qwen's ``cookbook`` style);
+- :class:`ConversationPrompter`: the papers' conversations of a model family (Qwen run here;
+  the served models wrap it).
 
 Two styles (adapter option ``prompt_style``):
 
@@ -29,13 +36,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
 
-from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample
+from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, GroundingQuery
 from pytest_rf100vl.adapters.coordinates import BoxConvention
 
 FAMILIES: tuple[str, ...] = ("qwen2.5", "qwen3", "gemini", "generic")
@@ -190,18 +198,28 @@ def detection_conversation(
     return Conversation(SYSTEM_PROMPTS[family], examples, text, IMAGE_FIRST[family])
 
 
+def only_instructions(instructions: dict[str, str], names: Sequence[str]) -> dict[str, str]:
+    """The non-empty instructions of ``names``, in their order."""
+    return {name: instructions[name] for name in names if instructions.get(name)}
+
+
+def instructions_block(instructions: dict[str, str]) -> str:
+    """Annotator instructions appended to a prompt, one paragraph per class; empty when none."""
+    if not instructions:
+        return ""
+    lines = [f"- {name}: {text}" for name, text in instructions.items()]
+    return "\n\nThe annotators labelled these objects following these instructions:\n" + "\n".join(lines)
+
+
 def cookbook_text(names: Sequence[str], instructions: dict[str, str]) -> str:
     """The ``cookbook`` style question (one user turn, no system prompt)."""
     categories = ", ".join(f'"{name}"' for name in names)
-    text = (
+    return (
         f"Locate every instance that belongs to the following categories: {categories}. "
         "Report bbox coordinates in JSON format, as a list of "
         '{"bbox_2d": [x1, y1, x2, y2], "label": "<category>"}, using the category names exactly as given.'
+        + instructions_block(only_instructions(instructions, names))
     )
-    lines = [f"- {name}: {instructions[name]}" for name in names if instructions.get(name)]
-    if lines:
-        text += "\n\nThe annotators labelled these objects following these instructions:\n" + "\n".join(lines)
-    return text
 
 
 def task_conversations(
@@ -226,3 +244,79 @@ def task_conversations(
         return [(Conversation(None, (), cookbook_text(names, instructions)), index) for names, index in groups]
     return [(detection_conversation(family, task, names, convention, per_class, fewshot_images), index)
             for names, index in groups]
+
+
+class NamesPrompter(ABC):
+    """Questions that name the classes: one with every class, or one per class (``per_class``),
+    with the classes' annotator instructions in ``instructions`` mode; UOUO's questions as the
+    benchmark writes them. A subclass words the detection question (:meth:`detection`).
+
+    Example: PaliGemma's words ``"detect cat ; dog"``; with ``per_class`` a task of classes
+    ``cat, dog`` is asked ``[("detect cat", 0), ("detect dog", 1)]``."""
+
+    def __init__(self, per_class: bool):
+        self.per_class = per_class
+
+    @abstractmethod
+    def detection(self, names: list[str], instructions: dict[str, str]) -> str:
+        """The question asking for every object of these classes (with their instructions, if any)."""
+
+    def task_prompts(self, task: DetectionTask) -> list[tuple[str, int | None]]:
+        instructions = task.instructions if task.prompt == "instructions" else {}
+        if self.per_class:
+            return [(self.detection([name], only_instructions(instructions, [name])), index)
+                    for index, name in enumerate(task.classes)]
+        return [(self.detection(task.classes, only_instructions(instructions, task.classes)), None)]
+
+    def box_prompt(self, query: GroundingQuery) -> str:
+        return query.box_prompt
+
+    def quadrant_prompt(self, query: GroundingQuery) -> str | None:
+        return query.quadrant_prompt
+
+
+class CookbookPrompter(NamesPrompter):
+    """The ``cookbook`` style (:func:`cookbook_text`) as one string per question, which has no
+    few-shot prompt (``where`` names the adapter in the error)."""
+
+    def __init__(self, per_class: bool, where: str):
+        super().__init__(per_class)
+        self.where = where
+
+    def detection(self, names: list[str], instructions: dict[str, str]) -> str:
+        return cookbook_text(names, instructions)
+
+    def task_prompts(self, task: DetectionTask) -> list[tuple[str, int | None]]:
+        if "fewshot" in task.prompt:
+            raise ValueError(f"{self.where}: prompt_style=cookbook has no few-shot prompt "
+                             f"(prompt mode {task.prompt!r}); use prompt_style=paper")
+        return super().task_prompts(task)
+
+
+class ConversationPrompter:
+    """A task's conversations in ``style`` for a model ``family`` (:func:`task_conversations`),
+    each few-shot example first made as the model is ``shown`` it (padded, downscaled); UOUO's
+    questions as the benchmark writes them.
+
+    Example: family ``qwen3``, ``fewshot`` mode, classes ``cat, dog``: one conversation of the
+    system prompt, three example turns answered in 0..1000, then the question naming both."""
+
+    def __init__(self, style: str, family: str, per_class: bool, convention: BoxConvention,
+                 fewshot_images: int | None = None,
+                 shown: Callable[[FewShotExample], FewShotExample] = lambda example: example):
+        self.style = style
+        self.family = family
+        self.per_class = per_class
+        self.convention = convention
+        self.fewshot_images = fewshot_images
+        self.shown = shown
+
+    def task_prompts(self, task: DetectionTask) -> list[tuple[Conversation, int | None]]:
+        shown = replace(task, fewshot=tuple(self.shown(example) for example in task.fewshot))
+        return task_conversations(self.style, self.family, shown, self.per_class, self.convention, self.fewshot_images)
+
+    def box_prompt(self, query: GroundingQuery) -> str:
+        return query.box_prompt
+
+    def quadrant_prompt(self, query: GroundingQuery) -> str:
+        return query.quadrant_prompt

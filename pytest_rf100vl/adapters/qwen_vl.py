@@ -14,7 +14,8 @@ Prompts (:mod:`~pytest_rf100vl.adapters.prompts`, printed in ``docs/prompts.md``
 UOUO questions are asked as written, inside the chat template. Answers are read by
 :func:`~pytest_rf100vl.adapters.parsing.parse_json_boxes`.
 
-Coordinate spaces, converted in :meth:`TextAnswerAdapter.to_pixels`:
+Coordinate spaces, declared per answer by :class:`QwenChat` and converted by
+:class:`~pytest_rf100vl.adapters.vlm.ReplyFrame`:
 
 - Qwen2.5-VL answers in absolute pixels of its resized input (``smart_resize`` to
   multiples of ``patch_size * merge_size``); the frame is read back from the processor's
@@ -47,13 +48,14 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from rf100vl_hf.constants import PROMPT_MODES
-
-from pytest_rf100vl.adapters.base import DetectionTask
+from pytest_rf100vl.adapters.base import FewShotExample
 from pytest_rf100vl.adapters.coordinates import BoxConvention
-from pytest_rf100vl.adapters.hf import pad_elongated
-from pytest_rf100vl.adapters.prompts import PROMPT_STYLES, Conversation, cookbook_text, task_conversations
-from pytest_rf100vl.adapters.vlm import TINY_TEXT, ChatJsonAdapter, Reply
+from pytest_rf100vl.adapters.hf import TransformersModel, pad_elongated
+from pytest_rf100vl.adapters.parsing import parse_json_boxes
+from pytest_rf100vl.adapters.prompts import PROMPT_STYLES, Conversation, ConversationPrompter, CookbookPrompter
+from pytest_rf100vl.adapters.registry import listed
+from pytest_rf100vl.adapters.text_answers import ChatAdapter, Reader, Reply
+from pytest_rf100vl.adapters.vlm import TINY_TEXT, LocalTransport, ReplyFrame, local_model
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
@@ -94,9 +96,59 @@ def tiny_qwen_tokenizer() -> Qwen2Tokenizer:
     return Qwen2Tokenizer(vocab=vocab, merges=[], extra_special_tokens=list(SPECIAL_TOKENS))
 
 
-class QwenVLAdapter(ChatJsonAdapter):
-    """What both Qwen generations share: the chat template, JSON answers, batched generation."""
+def padded_example(example: FewShotExample) -> FewShotExample:
+    """A few-shot example padded as the image asked about is (its answer is in that frame)."""
+    return replace(example, image=pad_elongated(example.image))
 
+
+class QwenChat(LocalTransport[str | Conversation]):
+    """Batched generation through the checkpoint's chat template: a conversation's few-shot
+    images go before the image asked about, in the order of their turns. Answers are framed
+    in ``units`` (Qwen3-VL: 0..1000), or when ``units`` is ``None`` in pixels of the resized
+    input, read back from the processor's ``image_grid_thw`` (Qwen2.5-VL)."""
+
+    def __init__(self, weights: TransformersModel, max_new_tokens: int, units: tuple[float, float] | None):
+        super().__init__(weights, max_new_tokens)
+        self.units = units
+        weights.processor.tokenizer.padding_side = "left"  # decoder-only: answers start where every prompt ends
+
+    def generate(self, images: list[Image.Image], prompts: list[str | Conversation]) -> list[Reply]:
+        processor = self.weights.processor
+        conversations = [p if isinstance(p, Conversation) else Conversation(None, (), p) for p in prompts]
+        texts = [
+            processor.apply_chat_template(chat_messages(conversation), tokenize=False, add_generation_prompt=True)
+            for conversation in conversations
+        ]
+        shown = [
+            picture
+            for conversation, image in zip(conversations, images)
+            for picture in (*(example.image for example in conversation.examples), image)
+        ]
+        inputs = processor(text=texts, images=shown, padding=True, return_tensors="pt")
+        output = self.run_generate(inputs)
+        answers = processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        grids = inputs["image_grid_thw"].tolist()
+        asked, position = [], -1
+        for conversation in conversations:
+            position += len(conversation.examples) + 1
+            asked.append(position)  # the image asked about is each conversation's last
+        return [Reply(text, self.frame(grids[i])) for text, i in zip(answers, asked)]
+
+    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
+        """The ``(width, height)`` of the space the answers are in, for an image the processor
+        cut into ``grid_thw`` patches."""
+        if self.units is not None:
+            return self.units
+        patch = self.weights.processor.image_processor.patch_size
+        return (grid_thw[2] * patch, grid_thw[1] * patch)
+
+
+class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
+    """What both Qwen generations share: the paper's or the cookbook's prompts, the chat
+    template, JSON answers, batched generation."""
+
+    transformers_model = True
+    model_class: ClassVar[Any]
     processor_class: ClassVar[Any]
     video_processor_class: ClassVar[Any]
     config_class: ClassVar[Any]
@@ -104,7 +156,8 @@ class QwenVLAdapter(ChatJsonAdapter):
     """The architecture's vision patch size, for the tiny model (the processor's own is used at run time)."""
     family: ClassVar[str]
     """The model family of :mod:`~pytest_rf100vl.adapters.prompts` whose paper prompts it is asked."""
-    prompt_modes = PROMPT_MODES
+    answer_units: ClassVar[tuple[float, float] | None]
+    """The frame of its answers (:class:`QwenChat`)."""
     option_defaults: ClassVar[dict[str, Any]] = {
         "per_class": False, "max_new_tokens": 2048, "prompt_style": "paper", "fewshot_images": 3,
     }
@@ -118,57 +171,21 @@ class QwenVLAdapter(ChatJsonAdapter):
         self.fewshot_images = int(self.options["fewshot_images"])
         if self.fewshot_images < 1:
             raise ValueError(f"adapter {self.name!r}: option fewshot_images={self.fewshot_images} (at least 1)")
-        self.processor.tokenizer.padding_side = "left"  # decoder-only: answers start where every prompt ends
+        self.transport = QwenChat(*local_model(self, options), units=self.answer_units)
+        self.prompter = (
+            CookbookPrompter(self.per_class, f"adapter {self.name!r}") if self.prompt_style == "cookbook"
+            else ConversationPrompter("paper", self.family, self.per_class, self.convention(self.transport.weights),
+                                      self.fewshot_images, shown=padded_example))
+        self.reader = Reader(self.name, parse_json_boxes, ReplyFrame(), self.tally)
 
-    def detection_prompt(self, names: list[str], instructions: dict[str, str]) -> str:
-        return cookbook_text(names, instructions)
-
-    def task_prompts(self, task: DetectionTask) -> list[tuple[Any, int | None]]:
-        """The cookbook's one-turn questions, or the paper's conversations (few-shot images
-        padded as the image asked about is, their answers in this model's coordinates)."""
-        if self.prompt_style == "cookbook":
-            if "fewshot" in task.prompt:
-                raise ValueError(f"adapter {self.name!r}: prompt_style=cookbook has no few-shot prompt "
-                                 f"(prompt mode {task.prompt!r}); use prompt_style=paper")
-            return super().task_prompts(task)
-        shown = replace(task, fewshot=tuple(replace(e, image=pad_elongated(e.image)) for e in task.fewshot))
-        return task_conversations("paper", self.family, shown, self.per_class, self.convention(), self.fewshot_images)
-
+    @classmethod
     @abstractmethod
-    def convention(self) -> BoxConvention:
+    def convention(cls, weights: TransformersModel) -> BoxConvention:
         """Where this model's numbers live (few-shot answers are written in it)."""
 
     def pair_columns(self) -> dict[str, Any]:
         """The prompt style, and a hash of the exact prompts of the pair's task (``None`` in UOUO)."""
         return {"prompt_style": self.prompt_style, "prompt_hash": self.pair_prompt_hash()}
-
-    def generate(self, images: list[Image.Image], prompts: list[str | Conversation]) -> list[Reply]:
-        """One answer per (image, question); a conversation's few-shot images go before the
-        image asked about, in the order of their turns."""
-        conversations = [p if isinstance(p, Conversation) else Conversation(None, (), p) for p in prompts]
-        texts = [
-            self.processor.apply_chat_template(chat_messages(conversation), tokenize=False, add_generation_prompt=True)
-            for conversation in conversations
-        ]
-        shown = [
-            picture
-            for conversation, image in zip(conversations, images)
-            for picture in (*(example.image for example in conversation.examples), image)
-        ]
-        inputs = self.processor(text=texts, images=shown, padding=True, return_tensors="pt")
-        output = self.run_generate(inputs)
-        answers = self.processor.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-        grids = inputs["image_grid_thw"].tolist()
-        asked, position = [], -1
-        for conversation in conversations:
-            position += len(conversation.examples) + 1
-            asked.append(position)  # the image asked about is each conversation's last
-        return [Reply(text, self.frame(grids[i])) for text, i in zip(answers, asked)]
-
-    @abstractmethod
-    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
-        """The ``(width, height)`` of the space this model's coordinates are in, for an image
-        the processor cut into ``grid_thw`` patches."""
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:
@@ -228,21 +245,19 @@ class Qwen25VLAdapter(QwenVLAdapter):
     """Qwen2.5-VL: absolute pixel coordinates of its resized input."""
 
     name = "qwen2.5-vl"
-    default_checkpoint = "Qwen/Qwen2.5-VL-3B-Instruct"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = Qwen2_5_VLForConditionalGeneration
     processor_class = Qwen2_5_VLProcessor
     video_processor_class = Qwen2VLVideoProcessor
     config_class = Qwen2_5_VLConfig
     native_patch_size = 14
     family = "qwen2.5"
+    answer_units = None
 
-    def convention(self) -> BoxConvention:
-        size = self.processor.image_processor.size
+    @classmethod
+    def convention(cls, weights: TransformersModel) -> BoxConvention:
+        size = weights.processor.image_processor.size
         return BoxConvention("qwen2.5", min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"])
-
-    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
-        patch = self.processor.image_processor.patch_size
-        return (grid_thw[2] * patch, grid_thw[1] * patch)
 
     @classmethod
     def tiny_text_config(cls, vocab_size: int, eos: int) -> dict[str, Any]:
@@ -258,19 +273,18 @@ class Qwen3VLAdapter(QwenVLAdapter):
     """Qwen3-VL: coordinates relative to the image, 0..1000."""
 
     name = "qwen3-vl"
-    default_checkpoint = "Qwen/Qwen3-VL-2B-Instruct"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = Qwen3VLForConditionalGeneration
     processor_class = Qwen3VLProcessor
     video_processor_class = Qwen3VLVideoProcessor
     config_class = Qwen3VLConfig
     native_patch_size = 16
     family = "qwen3"
+    answer_units = (1000.0, 1000.0)
 
-    def convention(self) -> BoxConvention:
+    @classmethod
+    def convention(cls, weights: TransformersModel) -> BoxConvention:
         return BoxConvention("qwen3")
-
-    def frame(self, grid_thw: list[int]) -> tuple[float, float]:
-        return (1000.0, 1000.0)
 
     @classmethod
     def tiny_text_config(cls, vocab_size: int, eos: int) -> dict[str, Any]:

@@ -1,40 +1,106 @@
-"""Adapters by name: a table of built-ins with lazy ``"module:Class"`` entries, plus the
-``rf100vl.adapters`` entry-point group for third-party models (a name that collides with a
-built-in is an error naming both)."""
+"""Adapters by name: a table of built-ins, plus the ``rf100vl.adapters`` entry-point group for
+third-party models (a name that collides with a built-in is an error naming both).
+
+Each built-in is one :class:`Listing`: where its class is (``"module:Class"``, imported on
+first use) and what ``rf100vl-hf models`` lists of it, its default checkpoint, prompt modes
+and tasks. The table is where those three are written: the class reads them from its entry
+(:func:`listed`), so the listing needs no import of a model library and cannot disagree with
+the class. A new built-in is one entry and one line in its class::
+
+    # registry.py
+    "owlv2": Listing("pytest_rf100vl.adapters.owl:Owlv2Adapter", "google/owlv2-base-patch16-ensemble",
+                     prompt_modes=("names", "instructions", "fewshot")),
+
+    # owl.py
+    class Owlv2Adapter(OwlAdapter):
+        name = "owlv2"
+        default_checkpoint, prompt_modes, tasks = listed(name)
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED
 
 from pytest_rf100vl.adapters.base import Adapter
 from pytest_rf100vl.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.adapters"
 
-BUILTIN: dict[str, str] = {
-    "owlv2": "pytest_rf100vl.adapters.owl:Owlv2Adapter",
-    "owlvit": "pytest_rf100vl.adapters.owl:OwlVitAdapter",
-    "grounding-dino": "pytest_rf100vl.adapters.grounding_dino:GroundingDinoAdapter",
-    "rt-detrv2": "pytest_rf100vl.adapters.rt_detr:RTDetrV2Adapter",
-    "mm-grounding-dino": "pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
-    "omdet-turbo": "pytest_rf100vl.adapters.omdet:OmDetTurboAdapter",
-    "sam3": "pytest_rf100vl.adapters.sam3:Sam3Adapter",
-    "yolo": "pytest_rf100vl.adapters.yolo:YoloAdapter",
-    "florence-2": "pytest_rf100vl.adapters.florence2:Florence2Adapter",
-    "qwen2.5-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter",
-    "qwen3-vl": "pytest_rf100vl.adapters.qwen_vl:Qwen3VLAdapter",
-    "paligemma": "pytest_rf100vl.adapters.paligemma:PaliGemmaAdapter",
-    "llava": "pytest_rf100vl.adapters.llava:LlavaAdapter",
-    "llava-next": "pytest_rf100vl.adapters.llava:LlavaNextAdapter",
-    "llava-onevision": "pytest_rf100vl.adapters.llava:LlavaOnevisionAdapter",
-    "openai": "pytest_rf100vl.adapters.openai_chat:OpenAIChatAdapter",
-    "gemini": "pytest_rf100vl.adapters.gemini:GeminiAdapter",
-    "clip-quadrant": "pytest_rf100vl.adapters.clip_quadrant:ClipQuadrantAdapter",
-    "oracle": "pytest_rf100vl.adapters.oracle:OracleAdapter",
-    "predictions": "pytest_rf100vl.adapters.replay:ReplayAdapter",
+BOTH = ("rf100vl", "uouo")
+"""The benchmarks an adapter answers unless its entry says otherwise."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A built-in adapter: its class (``"module:Class"``) and the class attributes of the same
+    names (``None``: no default checkpoint, ``NAME:CHECKPOINT`` must name one)."""
+
+    target: str
+    default_checkpoint: str | None = None
+    prompt_modes: tuple[str, ...] = ("names",)
+    tasks: tuple[str, ...] = BOTH
+
+
+OWL_MODES = ("names", "instructions", "fewshot")
+NAMES_AND_INSTRUCTIONS = ("names", "instructions")
+
+BUILTIN: dict[str, Listing] = {
+    "owlv2": Listing("pytest_rf100vl.adapters.owl:Owlv2Adapter", "google/owlv2-base-patch16-ensemble",
+                     prompt_modes=OWL_MODES),
+    "owlvit": Listing("pytest_rf100vl.adapters.owl:OwlVitAdapter", "google/owlvit-base-patch32",
+                      prompt_modes=OWL_MODES),
+    "grounding-dino": Listing("pytest_rf100vl.adapters.grounding_dino:GroundingDinoAdapter",
+                              "IDEA-Research/grounding-dino-tiny", prompt_modes=NAMES_AND_INSTRUCTIONS),
+    "rt-detrv2": Listing("pytest_rf100vl.adapters.rt_detr:RTDetrV2Adapter", "PekingU/rtdetr_v2_r18vd",
+                         tasks=("rf100vl",)),
+    "d-fine": Listing("pytest_rf100vl.adapters.d_fine:DFineAdapter", "ustc-community/dfine-xlarge-coco",
+                      tasks=("rf100vl",)),
+    "deimv2": Listing("pytest_rf100vl.adapters.deimv2:Deimv2Adapter",
+                      "harshaljanjani/DEIMv2_HGNetv2_N_COCO_Transformers", tasks=("rf100vl",)),
+    "lw-detr": Listing("pytest_rf100vl.adapters.lw_detr:LwDetrAdapter", "AnnaZhang/lwdetr_small_60e_coco",
+                       tasks=("rf100vl",)),
+    "rf-detr": Listing("pytest_rf100vl.adapters.rf_detr:RfDetrAdapter", "Roboflow/rf-detr-base", tasks=("rf100vl",)),
+    "mm-grounding-dino": Listing("pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
+                                 "openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det",
+                                 prompt_modes=NAMES_AND_INSTRUCTIONS),
+    "omdet-turbo": Listing("pytest_rf100vl.adapters.omdet:OmDetTurboAdapter", "omlab/omdet-turbo-swin-tiny-hf"),
+    "sam3": Listing("pytest_rf100vl.adapters.sam3:Sam3Adapter", "facebook/sam3", prompt_modes=("names", "fewshot")),
+    "yolo": Listing("pytest_rf100vl.adapters.yolo:YoloAdapter", "yolov8n.pt", tasks=("rf100vl",)),
+    "rfdetr": Listing("pytest_rf100vl.adapters.rfdetr_extra:RfDetrAdapter", "nano", tasks=("rf100vl",)),
+    "florence-2": Listing("pytest_rf100vl.adapters.florence2:Florence2Adapter", "florence-community/Florence-2-base"),
+    "qwen2.5-vl": Listing("pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter", "Qwen/Qwen2.5-VL-3B-Instruct",
+                          prompt_modes=PROMPT_MODES),
+    "qwen3-vl": Listing("pytest_rf100vl.adapters.qwen_vl:Qwen3VLAdapter", "Qwen/Qwen3-VL-2B-Instruct",
+                        prompt_modes=PROMPT_MODES),
+    "paligemma": Listing("pytest_rf100vl.adapters.paligemma:PaliGemmaAdapter", "google/paligemma2-3b-mix-448"),
+    "llava": Listing("pytest_rf100vl.adapters.llava:LlavaAdapter", "llava-hf/llava-1.5-7b-hf",
+                     prompt_modes=NAMES_AND_INSTRUCTIONS),
+    "llava-next": Listing("pytest_rf100vl.adapters.llava:LlavaNextAdapter", "llava-hf/llava-v1.6-vicuna-7b-hf",
+                          prompt_modes=NAMES_AND_INSTRUCTIONS),
+    "llava-onevision": Listing("pytest_rf100vl.adapters.llava:LlavaOnevisionAdapter",
+                               "llava-hf/llava-onevision-qwen2-7b-ov-hf", prompt_modes=NAMES_AND_INSTRUCTIONS),
+    "openai": Listing("pytest_rf100vl.adapters.openai_chat:OpenAIChatAdapter", prompt_modes=PROMPT_MODES),
+    "gemini": Listing("pytest_rf100vl.adapters.gemini:GeminiAdapter", prompt_modes=PROMPT_MODES),
+    "clip-quadrant": Listing("pytest_rf100vl.adapters.clip_quadrant:ClipQuadrantAdapter",
+                             f"{DEFAULT_CLIP_MODEL}@{DEFAULT_CLIP_PRETRAINED}", tasks=("uouo",)),
+    "oracle": Listing("pytest_rf100vl.adapters.oracle:OracleAdapter", prompt_modes=PROMPT_MODES),
+    "predictions": Listing("pytest_rf100vl.adapters.replay:ReplayAdapter", prompt_modes=PROMPT_MODES,
+                           tasks=("rf100vl",)),
 }
 
-ADAPTERS: Registry[Adapter] = Registry("model adapter", ENTRY_POINT_GROUP, Adapter, BUILTIN)
+ADAPTERS: Registry[Adapter] = Registry("model adapter", ENTRY_POINT_GROUP, Adapter,
+                                       {name: listing.target for name, listing in BUILTIN.items()})
+
+
+def listed(name: str) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
+    """The ``default_checkpoint``, ``prompt_modes`` and ``tasks`` of built-in ``name``, as its
+    class sets them: ``default_checkpoint, prompt_modes, tasks = listed(name)``."""
+    listing = BUILTIN[name]
+    return listing.default_checkpoint, listing.prompt_modes, listing.tasks
 
 
 def available() -> dict[str, str]:

@@ -34,7 +34,8 @@ import xxhash
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.ids import read_id
 
-from pytest_rf100vl.adapters.base import PROMPT_MODES, Adapter, Detections, DetectionTask, ImageItem
+from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, ImageItem
+from pytest_rf100vl.adapters.registry import listed
 
 FIELDS = ("image_id", "category_id", "bbox", "score")
 
@@ -124,9 +125,8 @@ class ReplayAdapter(Adapter):
     """Saved detections instead of a model: ``predictions:PATH`` (no default)."""
 
     name = "predictions"
-    prompt_modes = PROMPT_MODES
+    default_checkpoint, prompt_modes, tasks = listed(name)
     repeatable = False
-    tasks = ("rf100vl",)
     option_defaults: ClassVar[dict[str, Any]] = {}
     submitted_output = True
 

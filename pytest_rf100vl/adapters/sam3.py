@@ -88,6 +88,7 @@ from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExamp
 from pytest_rf100vl.adapters.hf import pad_elongated, read_back, tiny_clip_tokenizer
 from pytest_rf100vl.adapters.owl import fewshot_digest
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
+from pytest_rf100vl.adapters.registry import listed
 from rf100vl_hf.progress import progress_bar
 
 MAX_DETECTIONS = 500
@@ -122,9 +123,8 @@ class Sam3Adapter(PipelinedDetector):
     """SAM 3; default checkpoint ``facebook/sam3``."""
 
     name = "sam3"
-    default_checkpoint = "facebook/sam3"
+    default_checkpoint, prompt_modes, tasks = listed(name)
     model_class: ClassVar[Any] = Sam3Model
-    prompt_modes = ("names", "fewshot")
     option_defaults: ClassVar[dict[str, Any]] = {
         "score_threshold": 0.0, "max_detections": MAX_DETECTIONS, "prompts_per_forward": 64,
     }

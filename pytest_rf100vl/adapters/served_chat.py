@@ -2,6 +2,15 @@
 papers' prompts per model family, images as stored, boxes read in the family's coordinate
 convention, and every request bounded, retried and counted by :mod:`.remote`.
 
+A served adapter is a :class:`~pytest_rf100vl.adapters.text_answers.ChatAdapter` of three
+parts: a :class:`ServedPrompter` (the family's conversations, each a :class:`Question`), a
+:class:`ServedTransport` (one request per image and question through the call policy, made by
+a :class:`ChatApi`: the openai or gemini client) and a reader of JSON boxes in the question's
+convention (:class:`SentFrame`). An API is two hooks: send one request built from a question
+and an image (:meth:`ChatApi.request`), and read the text and usage out of its response
+(:meth:`ChatApi.answer`). A served request goes adapter -> transport -> API and back, once per
+image and question.
+
 - **Family** (option ``family``): ``qwen2.5``, ``qwen3``, ``gemini`` or ``generic``; ``auto``
   (the default) guesses it from the model name when exactly one family's name is in it
   (``Qwen/Qwen2.5-VL-72B-Instruct``: ``qwen2.5``), else ``generic``. It chooses the prompts
@@ -36,22 +45,22 @@ from __future__ import annotations
 import os
 import re
 from abc import abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from rf100vl_hf import redact
-from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.redact import public_url
 
-from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.coordinates import QWEN25_MAX_PIXELS, QWEN25_MIN_PIXELS, BoxConvention
 from pytest_rf100vl.adapters.image_payload import SentImage, sent_example, sent_image, shown_example
-from pytest_rf100vl.adapters.parsing import BoxParse, parse_json_boxes
-from pytest_rf100vl.adapters.prompts import FAMILIES, IMAGE_FIRST, PROMPT_STYLES, Conversation, task_conversations
+from pytest_rf100vl.adapters.parsing import parse_json_boxes
+from pytest_rf100vl.adapters.prompts import FAMILIES, IMAGE_FIRST, PROMPT_STYLES, Conversation, ConversationPrompter
 from pytest_rf100vl.adapters.remote import Answer, CallPolicy, RemoteCalls
-from pytest_rf100vl.adapters.text_answers import Reply, TextAnswerBase
+from pytest_rf100vl.adapters.text_answers import Box, ChatAdapter, Reader, Reply, Tally
 
 FAMILY_CONVENTIONS = {"qwen2.5": "qwen2.5", "qwen3": "qwen3", "gemini": "gemini", "generic": "normalized"}
 FAMILY_NAMES = {"qwen2.5": re.compile(r"qwen2\.5"), "qwen3": re.compile(r"qwen3"), "gemini": re.compile(r"gemini")}
@@ -91,12 +100,14 @@ def guess_family(model: str) -> str:
 
 @dataclass(frozen=True)
 class Question:
-    """One question as sent: the conversation, the convention its boxes are read in, and
-    whether it asks for boxes in the task's format (structured output applies to those)."""
+    """One question as sent: the conversation, the convention its boxes are read in, whether
+    it asks for boxes in the task's format (structured output applies to those), and its
+    few-shot images as sent, in the order of its turns."""
 
     conversation: Conversation
     convention: BoxConvention
     detection: bool = True
+    examples: tuple[SentImage, ...] = ()
 
     def texts(self) -> tuple[str, ...]:
         return self.conversation.texts()
@@ -117,12 +128,122 @@ class ServedReply(Reply):
     convention: BoxConvention
 
 
-class ServedChatAdapter(TextAnswerBase[Shown, Question]):
-    """A chat model behind a server. Subclasses build the client (:meth:`connect`) and make
-    one request (:meth:`attempt`), turning the client's errors into
-    :class:`~pytest_rf100vl.adapters.remote.Fault`."""
+class ChatApi(Protocol):
+    """One chat API behind a server, through its ``client`` library: the adapter's two hooks.
 
-    prompt_modes = PROMPT_MODES
+    Example: :class:`~pytest_rf100vl.adapters.openai_chat.OpenAIApi` sends a question as
+    chat-completions messages (``request``) and reads ``choices[0].message.content`` and the
+    usage of the completion (``answer``)."""
+
+    def request(self, question: Question, image: SentImage) -> Any:
+        """One request: the question's conversation with its few-shot images and the image
+        asked about; the client's response. Raises :class:`~pytest_rf100vl.adapters.remote.Fault`
+        (its message scrubbed) for a failed attempt."""
+
+    def answer(self, response: Any) -> Answer:
+        """The text, usage and stop reason of a response (:class:`~.remote.Fault` when it has none)."""
+
+    client: Any
+    """The client library's client (closed with the adapter)."""
+
+
+class ServedTransport:
+    """Answers from a server: each image shown as stored (re-encoded, or downscaled to
+    ``max_pixels``, only where it must be; counted), one request per (image, question) made by
+    ``api`` through ``calls`` (bounded, retried, capped and counted, :mod:`.remote`).
+
+    Example: ``generate([shown], [question])`` is one ``calls.call`` of ``api.request`` then
+    ``api.answer``, and returns the text framed by the size of the image sent, to be read in
+    the question's convention."""
+
+    revision = None
+
+    def __init__(self, api: ChatApi, calls: RemoteCalls, accepted_formats: frozenset[str], max_pixels: int | None,
+                 tally: Tally):
+        self.api = api
+        self.calls = calls
+        self.accepted_formats = accepted_formats
+        self.max_pixels = max_pixels
+        self.tally = tally
+
+    def view(self, item: ImageItem) -> Shown:
+        sent = sent_image(item, self.accepted_formats, self.max_pixels)
+        if sent.reencoded is not None:
+            self.tally.add(reencoded_images=1, downscaled_images=int(sent.downscaled))
+        return Shown(item, sent)
+
+    def generate(self, images: list[Shown], prompts: list[Question]) -> list[Reply]:
+        """One request per (image, question), in order, each through the call policy."""
+        replies: list[Reply] = []
+        for shown, question in zip(images, prompts):
+            answer = self.calls.call(partial(self.ask, question, shown.sent))
+            self.tally.add(truncated_answers=int(answer.truncated), empty_answers=int(not answer.text.strip()))
+            replies.append(ServedReply(answer.text, shown.sent.size, question.convention))
+        return replies
+
+    def ask(self, question: Question, image: SentImage) -> Answer:
+        """One attempt."""
+        return self.api.answer(self.api.request(question, image))
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        close = getattr(self.api.client, "close", None)
+        if callable(close):
+            close()
+
+
+class SentFrame:
+    """A box in the reply's convention over the image sent, as pixels of the item's image
+    (scaled back where ``max_pixels`` downscaled it; not clipped: the runner clips and counts)."""
+
+    def to_pixels(self, box: Box, reply: Reply, image: Shown) -> tuple[float, ...]:
+        assert isinstance(reply, ServedReply)
+        sent_w, sent_h = image.sent.size
+        x1, y1, x2, y2 = reply.convention.to_pixels(box, sent_w, sent_h)
+        scale_x, scale_y = image.item.image.width / sent_w, image.item.image.height / sent_h
+        return (x1 * scale_x, y1 * scale_y, x2 * scale_x, y2 * scale_y)
+
+
+class ServedPrompter:
+    """The family's conversations (:class:`~pytest_rf100vl.adapters.prompts.ConversationPrompter`)
+    as questions (:class:`Question`) read in ``convention``, each few-shot image encoded once; UOUO's
+    questions as written, the box read in ``grounding_convention``.
+
+    Example: family ``gemini``, a task of classes ``cat, dog``: one question with Gemini's
+    system prompt and ``"Detect the 2d bounding boxes of the following objects: cat, dog."``,
+    read as ``[ymin, xmin, ymax, xmax]`` over 0..1000."""
+
+    def __init__(self, conversations: ConversationPrompter, convention: BoxConvention,
+                 grounding_convention: BoxConvention):
+        self.conversations = conversations
+        self.convention = convention
+        self.grounding_convention = grounding_convention
+
+    def task_prompts(self, task: DetectionTask) -> list[tuple[Question, int | None]]:
+        conversations = self.conversations.task_prompts(task)
+        images = {id(shot.image): shot.image for conversation, _ in conversations for shot in conversation.examples}
+        sent = {key: sent_example(image) for key, image in images.items()}
+        return [(Question(conversation, self.convention,
+                          examples=tuple(sent[id(shot.image)] for shot in conversation.examples)), index)
+                for conversation, index in conversations]
+
+    def box_prompt(self, query: GroundingQuery) -> Question:
+        return self._asked(query.box_prompt, self.grounding_convention)
+
+    def quadrant_prompt(self, query: GroundingQuery) -> Question:
+        return self._asked(query.quadrant_prompt, self.convention)
+
+    def _asked(self, text: str, convention: BoxConvention) -> Question:
+        image_first = IMAGE_FIRST[self.conversations.family]
+        return Question(Conversation(None, (), text, image_first), convention, detection=False)
+
+
+class ServedChatAdapter(ChatAdapter[Shown, Question]):
+    """A chat model behind a server. Subclasses give the API (:meth:`connect`): its client,
+    and its two hooks (:class:`ChatApi`)."""
+
     repeatable = False  # billed per request: never re-run for throughput
     transport_options = frozenset({*CallPolicy.OPTIONS, "api_key_env"})
     official_hosts: ClassVar[frozenset[str]]
@@ -161,8 +282,13 @@ class ServedChatAdapter(TextAnswerBase[Shown, Question]):
         policy = CallPolicy.from_options(self.options, where)
         self.calls = RemoteCalls(policy, f"{self.name}:{self.checkpoint}", [key or ""])
         self.concurrency = policy.concurrency
-        self._examples: dict[int, SentImage] = {}  # id of a shown few-shot image -> what is sent
-        self.client = self.connect(key)
+        self.api = self.connect(key)
+        self.transport = ServedTransport(self.api, self.calls, self.accepted_formats, self.max_pixels, self.tally)
+        shown = partial(shown_example, max_pixels=self.max_pixels)  # few-shot images as the image asked about
+        conversations = ConversationPrompter(self.prompt_style, self.family, self.per_class, self.convention,
+                                             self.fewshot_images, shown)
+        self.prompter = ServedPrompter(conversations, self.convention, self.grounding_convention)
+        self.reader = Reader(self.name, parse_json_boxes, SentFrame(), self.tally)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -171,7 +297,7 @@ class ServedChatAdapter(TextAnswerBase[Shown, Question]):
         super().check_options(options)
         CallPolicy.from_options(cls.resolved_options(options), f"adapter {cls.name!r}")
 
-    def transport(self, httpx: ModuleType) -> Any:
+    def http_transport(self, httpx: ModuleType) -> Any:
         """A transport of the library ``httpx`` (``httpx`` or ``httpx2``: the client's) whose
         every request ends by :meth:`~.remote.RemoteCalls.deadline` (:mod:`.bounded_http`)."""
         from pytest_rf100vl.adapters.bounded_http import bounded_transport
@@ -221,86 +347,16 @@ class ServedChatAdapter(TextAnswerBase[Shown, Question]):
                              "(or name another variable with the adapter option api_key_env)")
         return None
 
-    # ------------------------------------------------------------------ the API
-
     @abstractmethod
-    def connect(self, key: str | None) -> Any:
-        """The API client, its own retries off and its time-out the policy's (``key`` ``None``:
-        a server without authentication)."""
-
-    @abstractmethod
-    def attempt(self, question: Question, examples: list[SentImage], image: SentImage) -> Answer:
-        """One request: the question's conversation with its few-shot images and the image
-        asked about. Raises :class:`~pytest_rf100vl.adapters.remote.Fault` (its message
-        scrubbed with ``self.calls.scrub``) for a failed attempt."""
-
-    # ------------------------------------------------------------------ questions
-
-    def task_prompts(self, task: DetectionTask) -> list[tuple[Question, int | None]]:
-        """The task's conversations (few-shot images downscaled as the image asked about
-        would be, each encoded once)."""
-        shown = replace(task, fewshot=tuple(shown_example(example, self.max_pixels) for example in task.fewshot))
-        conversations = task_conversations(self.prompt_style, self.family, shown, self.per_class, self.convention,
-                                           self.fewshot_images)
-        images = {id(shot.image): shot.image for conversation, _ in conversations for shot in conversation.examples}
-        self._examples = {key: sent_example(image) for key, image in images.items()}
-        return [(Question(conversation, self.convention), index) for conversation, index in conversations]
-
-    def box_prompt(self, query: GroundingQuery) -> Question:
-        return Question(Conversation(None, (), query.box_prompt, IMAGE_FIRST[self.family]), self.grounding_convention,
-                        detection=False)
-
-    def quadrant_prompt(self, query: GroundingQuery) -> Question:
-        return Question(Conversation(None, (), query.quadrant_prompt, IMAGE_FIRST[self.family]), self.convention,
-                        detection=False)
-
-    def parse(self, text: str) -> BoxParse:
-        return parse_json_boxes(text)
+    def connect(self, key: str | None) -> ChatApi:
+        """The API for this adapter's options: its client (its own retries off, its time-out the
+        policy's; ``key`` ``None``: a server without authentication) and its two hooks."""
 
     def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
         """The prompts and classes, with the model and how its boxes are read."""
         return (*super().answer_key_parts(query), f"model:{self.checkpoint}", f"family:{self.family}",
                 f"coordinates:{self.convention!r}", f"grounding-coordinates:{self.grounding_convention!r}",
                 f"max_pixels:{self.max_pixels}")
-
-    # ------------------------------------------------------------------ answering
-
-    def shown(self, item: ImageItem) -> Shown:
-        """``item`` with what is sent for it (a re-encoding counted)."""
-        sent = sent_image(item, self.accepted_formats, self.max_pixels)
-        if sent.reencoded is not None:
-            with self._lock:
-                self.stats["reencoded_images"] += 1
-                self.stats["downscaled_images"] += int(sent.downscaled)
-        return Shown(item, sent)
-
-    def generate(self, images: list[Shown], prompts: list[Question]) -> list[Reply]:
-        """One request per (image, question), in order, each through the call policy."""
-        return [self._ask(shown, question) for shown, question in zip(images, prompts)]
-
-    def _ask(self, shown: Shown, question: Question) -> Reply:
-        examples = [self._examples[id(example.image)] for example in question.conversation.examples]
-        answer = self.calls.call(lambda: self.attempt(question, examples, shown.sent))
-        with self._lock:
-            self.stats["truncated_answers"] += int(answer.truncated)
-            self.stats["empty_answers"] += int(not answer.text.strip())
-        return ServedReply(answer.text, shown.sent.size, question.convention)
-
-    def to_pixels(self, box: tuple[float, float, float, float], reply: Reply, image: Shown) -> tuple[float, ...]:
-        """A box in the reply's convention over the image sent, as pixels of the item's image."""
-        assert isinstance(reply, ServedReply)
-        sent_w, sent_h = image.sent.size
-        x1, y1, x2, y2 = reply.convention.to_pixels(box, sent_w, sent_h)
-        scale_x, scale_y = image.item.image.width / sent_w, image.item.image.height / sent_h
-        return (x1 * scale_x, y1 * scale_y, x2 * scale_x, y2 * scale_y)
-
-    def predict(self, batch: list[ImageItem]) -> list[Detections]:
-        if self.task is None:
-            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before predict")
-        return self.detect([self.shown(item) for item in batch])
-
-    def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
-        return self.answer_grounding([self.shown(item) for item in batch], queries)
 
     # ------------------------------------------------------------------ reporting
 
@@ -328,8 +384,3 @@ class ServedChatAdapter(TextAnswerBase[Shown, Question]):
             "prompt_hash": self.pair_prompt_hash(),
             "api_base_url": public_url(self.base_url),
         }
-
-    def close(self) -> None:
-        close = getattr(self.client, "close", None)
-        if callable(close):
-            close()

@@ -1,27 +1,39 @@
-"""What every model that answers in text shares, whether it runs here (transformers,
+"""The chat adapters: models that write their boxes as text, run here (transformers,
 :mod:`~pytest_rf100vl.adapters.vlm`) or behind a server (:mod:`~pytest_rf100vl.adapters.served_chat`).
 Torch-free, so a served model needs no torch.
 
-Such a model is asked for boxes in words, as the RF100-VL paper ran MLLMs: every box it
-writes scores 1.0, its label is mapped back to a class (exactly, then ignoring case and
-punctuation; a label that matches no class is dropped and counted), and all class names
-go in one prompt unless the adapter option ``per_class=True`` asks one prompt per class
-(then every box of a prompt takes that prompt's class, whatever label it carries).
+A :class:`ChatAdapter` is three parts, each a small object of its own:
+
+- a **prompter** (:class:`Prompter`, :mod:`.prompts`): the questions of a task and of a UOUO mosaic;
+- a **transport** (:class:`Transport`): how an answer is fetched, from a model loaded here
+  (:class:`~pytest_rf100vl.adapters.vlm.LocalTransport`, one per model family) or from a
+  server (:class:`~pytest_rf100vl.adapters.served_chat.ServedTransport`, with the openai or
+  gemini client);
+- a **reader** (:class:`Reader`): the boxes of an answer (a parser of :mod:`.parsing`), in
+  pixels of the image asked about (:class:`Coordinates`, :mod:`.coordinates`), each mapped
+  back to a class (:class:`LabelMap`).
+
+The adapter asks every question of the task about each image and hands each answer to the
+reader; nothing of a model is an override of the loop. Such a model is asked for boxes in
+words, as the RF100-VL paper ran MLLMs: every box it writes scores 1.0, its label is mapped
+back to a class (exactly, then ignoring case and punctuation; a label that matches no class is
+dropped and counted), and all class names go in one prompt unless the adapter option
+``per_class=True`` asks one prompt per class (then every box of a prompt takes that prompt's
+class, whatever label it carries).
 
 Each answer comes back as a :class:`Reply` that says which coordinate space its numbers are
-in; the adapter's ``to_pixels`` is the one place where that space becomes pixels of the
-image. Parse outcomes are counted and reported in ``describe()`` and ``answer_counts()``:
-answers, boxes read, boxes rejected (unreadable coordinates), boxes whose label matched no
-class, UOUO answers without a box or a quadrant word, and the unmatched labels themselves.
+in; the reader's :class:`Coordinates` is the one place where that space becomes pixels of the
+image. Parse outcomes are counted (:class:`Tally`) and reported in ``describe()`` and
+``answer_counts()``: answers, boxes read, boxes rejected (unreadable coordinates), boxes whose
+label matched no class, UOUO answers without a box or a quadrant word, and the unmatched labels
+themselves. The counts are guarded by a lock: a served model is called from several threads at
+once (:attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency`).
 
 Every answer also carries its transcript (:attr:`Detections.transcript`,
-:attr:`GroundingAnswer.transcript`), made in one place, :meth:`TextAnswerBase.exchange`: per
+:attr:`GroundingAnswer.transcript`), made in one place, :meth:`ChatAdapter.exchange`: per
 question, the texts sent (a text over :data:`LONG_TEXT` characters as its sha256), the reply as
 written, its frame, and each box read from it (as written, in pixels, the class it went to, or
 why it was dropped). The plugin writes them to the samples log (``--rf100vl-log-samples``).
-
-The counters are guarded by a lock: a served model is called from several threads at once
-(:attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency`).
 """
 
 from __future__ import annotations
@@ -29,27 +41,36 @@ from __future__ import annotations
 import hashlib
 import threading
 import warnings
-from abc import abstractmethod
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from rf100vl_hf.progress import progress_bar
 
-from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingAnswer, GroundingQuery, Transcript
-from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
+from pytest_rf100vl.adapters.base import (
+    TINY,
+    Adapter,
+    DetectionTask,
+    Detections,
+    GroundingAnswer,
+    GroundingQuery,
+    ImageItem,
+    Transcript,
+)
+from pytest_rf100vl.adapters.keyed import prompt_key
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_quadrant
 from pytest_rf100vl.adapters.prompts import prompt_hash
 
 ImageT = TypeVar("ImageT")
-"""What :meth:`TextAnswerBase.generate` is given per image: pixels (local) or the stored item (served)."""
-
+"""What a transport shows the model per image: pixels (local) or the stored item and what is sent (served)."""
 
 PromptT = TypeVar("PromptT")
 """What one question is: a string, or an object with ``texts()`` (a chat conversation)."""
 
+Box = tuple[float, float, float, float]
 LONG_TEXT = 2000
 """A text sent that is longer than this many characters (few-shot turns, long annotator
 instructions) appears in a transcript as ``sha256:<hex digest of its UTF-8 bytes>``: every image
@@ -61,6 +82,14 @@ UNKNOWN_LABEL = "label matches no class"
 def shown_text(text: str) -> str:
     """A text sent as a transcript gives it: as sent, or its sha256 when over :data:`LONG_TEXT`."""
     return text if len(text) <= LONG_TEXT else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+class ReadBox(NamedTuple):
+    """A box read from a reply: its label, its numbers as written and ``xyxy`` pixels."""
+
+    label: str | None
+    written: Box
+    pixels: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -75,6 +104,11 @@ class Reply:
 def label_key(name: str) -> str:
     """A label as compared when the exact spelling fails: case-folded, letters and digits only."""
     return "".join(char for char in name.casefold() if char.isalnum())
+
+
+def question_texts(prompt: Any) -> tuple[str, ...]:
+    """The texts of one question as the answer cache sees them (a string is its own text)."""
+    return (prompt,) if isinstance(prompt, str) else tuple(prompt.texts())
 
 
 class LabelMap:
@@ -96,83 +130,171 @@ class LabelMap:
         return None
 
 
-def only_instructions(instructions: dict[str, str], names: list[str]) -> dict[str, str]:
-    """The non-empty instructions of ``names``, in their order."""
-    return {name: instructions[name] for name in names if instructions.get(name)}
+class Prompter(Protocol[PromptT]):
+    """The questions a chat model is asked (:mod:`.prompts`).
 
+    Example: Florence-2's prompter asks a task of classes ``cat, dog`` one question,
+    ``[("<CAPTION_TO_PHRASE_GROUNDING>cat. dog", None)]`` (``None``: the model labels each box),
+    and for a mosaic ``"<OPEN_VOCABULARY_DETECTION>cat"`` and no quadrant question."""
 
-class TextAnswerBase(PromptKeyedAdapter, Generic[ImageT, PromptT]):
-    """A model that writes its boxes as text. Subclasses say how to ask (:meth:`task_prompts`,
-    :meth:`box_prompt`, :meth:`quadrant_prompt`), how to run the model (:meth:`generate`), how
-    to read its answer (:meth:`parse`) and where its numbers live (:meth:`to_pixels`); they
-    call :meth:`detect` from ``predict`` and :meth:`answer_grounding` from ``ground``."""
-
-    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False}
-
-    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
-        super().__init__(checkpoint, device, dtype, **options)
-        self.per_class = bool(self.options["per_class"])
-        self.stats: Counter[str] = Counter()  # answers, boxes, rejected_boxes, unmatched_boxes, no_box, no_quadrant
-        self.labels = LabelMap([])
-        self.prompts: list[tuple[PromptT, int | None]] = []
-        """The current task's questions, each with the class it asks for (``None``: every class)."""
-        self._lock = threading.Lock()
-        self._task_in_pair = False  # whether the current pair set a task (a UOUO pair does not)
-
-    # ------------------------------------------------------------------ model-specific
-
-    @abstractmethod
     def task_prompts(self, task: DetectionTask) -> list[tuple[PromptT, int | None]]:
         """The questions of a task, each with the class index it asks for (``None``: all
         classes, each box labelled by the model)."""
 
-    @abstractmethod
     def box_prompt(self, query: GroundingQuery) -> PromptT:
         """The UOUO box question in this model's framing."""
 
-    @abstractmethod
     def quadrant_prompt(self, query: GroundingQuery) -> PromptT | None:
         """The UOUO quadrant question in this model's framing; ``None`` for a model that
         cannot answer questions (the scorer then reads the quadrant from the box centre)."""
 
-    @abstractmethod
+
+class Transport(Protocol[ImageT, PromptT]):
+    """How a chat model's answers are fetched.
+
+    Example: :class:`~pytest_rf100vl.adapters.vlm.LocalTransport` shows the model each image
+    padded as for detection (:meth:`view`) and generates greedily; the served transport shows
+    it the stored file and sends one request per image and question."""
+
+    revision: str | None
+    """The model's commit or content hash, when known (``None`` behind a server)."""
+
+    def view(self, item: ImageItem) -> ImageT:
+        """What the model is shown for an image of a batch."""
+
     def generate(self, images: list[ImageT], prompts: list[PromptT]) -> list[Reply]:
-        """One greedy answer per (image, prompt) pair."""
-
-    @abstractmethod
-    def parse(self, text: str) -> BoxParse:
-        """The boxes of an answer, in the model's coordinate space."""
-
-    @abstractmethod
-    def to_pixels(self, box: tuple[float, float, float, float], reply: Reply, image: ImageT) -> tuple[float, ...]:
-        """A box of ``reply`` as ``xyxy`` pixels of the image asked about."""
-
-    # ------------------------------------------------------------------ shared
+        """One greedy answer per (image, prompt) pair, in order."""
 
     def describe(self) -> dict[str, Any]:
-        """What ran, plus how well its answers could be read so far."""
-        described = super().describe()
-        with self._lock:
-            return {
-                **described,
-                "per_class": self.per_class,
-                "answers": dict(self.stats),
-                "unknown_labels": dict(self.labels.unknown),
-            }
+        """What a results row records of how the model ran."""
 
-    def answer_counts(self) -> dict[str, int]:
-        with self._lock:
-            counts = dict(self.stats)
-            counts["unknown_labels"] = counts.get("unknown_labels", 0) + sum(self.labels.unknown.values())
-        return counts
+    def close(self) -> None:
+        """Release the model or the connection; called once when the session ends."""
+
+
+class Coordinates(Protocol[ImageT]):
+    """Where a reply's numbers live: the one place a box becomes ``xyxy`` pixels of the image asked about.
+
+    Example: Florence-2's :class:`~pytest_rf100vl.adapters.vlm.ReplyFrame` reads bin ``b`` of
+    a reply framed ``(1000, 1000)`` as the pixel ``(b + 0.5) * width / 1000``, clipped to the image."""
+
+    def to_pixels(self, box: Box, reply: Reply, image: ImageT) -> tuple[float, ...]:
+        """A box of ``reply`` as ``xyxy`` pixels of the image asked about."""
+
+
+class Tally:
+    """Counts of what a chat adapter met in its answers since it was built, thread-safe:
+    ``answers``, ``boxes``, ``rejected_boxes``, ``unmatched_boxes``, ``no_box``, ``no_quadrant``
+    and, behind a server, ``reencoded_images``, ``downscaled_images``, ``truncated_answers``,
+    ``empty_answers``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for name, count in counts.items():
+                self.counts[name] += count
+
+
+class Reader(Generic[ImageT]):
+    """The boxes of a chat model's answers, in pixels, with their classes.
+
+    Example: ``Reader("qwen3-vl", parse_json_boxes, ReplyFrame(), tally)`` reads
+    ``[{"bbox_2d": [100, 100, 500, 500], "label": "Cat"}]`` in a reply framed ``(1000, 1000)``
+    about a 300x200 image as the box ``(30, 20, 150, 100)`` labelled ``Cat``, and
+    :meth:`class_of` maps ``Cat`` to the class ``cat``."""
+
+    def __init__(self, name: str, parse: Callable[[str], BoxParse], coordinates: Coordinates[ImageT], tally: Tally):
+        self.name = name
+        self.parse = parse
+        self.coordinates = coordinates
+        self.tally = tally
+        self.labels = LabelMap([])
+        self.dataset = ""
+
+    def start(self, task: DetectionTask) -> None:
+        """Map labels to the classes of a new task; the last one's unknown labels stay counted."""
+        with self.tally.lock:
+            self.tally.counts["unknown_labels"] += sum(self.labels.unknown.values())
+            self.labels = LabelMap(task.classes)
+            self.dataset = task.dataset
+
+    def read(self, reply: Reply, image: ImageT) -> tuple[list[ReadBox], int]:
+        """The boxes of a reply in the order written (label, numbers as written, ``xyxy`` pixels
+        of ``image``), and how many box-like entries could not be read; counted."""
+        parsed = self.parse(reply.text)
+        self.tally.add(answers=1, boxes=len(parsed.boxes), rejected_boxes=parsed.rejected)
+        read = [ReadBox(box.label, box.box, self.coordinates.to_pixels(box.box, reply, image)) for box in parsed.boxes]
+        return read, parsed.rejected
+
+    def class_of(self, label: str | None) -> int | None:
+        """The class a box's label names; an unknown one is counted and warned about once."""
+        with self.tally.lock:
+            index = self.labels.index(label)
+            first_miss = index is None and self.labels.unknown[label or ""] == 1
+            self.tally.counts["unmatched_boxes"] += int(index is None)
+        if first_miss:
+            what = f"label {label!r}" if label else "a box without a label"
+            warnings.warn(
+                f"{self.name}: {what} is not a class of {self.dataset!r}; such boxes are dropped "
+                "(counted in describe()['unknown_labels'])",
+                stacklevel=3,  # the caller of predict
+            )
+        return index
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The counts so far, and the current task's unknown labels."""
+        with self.tally.lock:
+            return dict(self.tally.counts), dict(self.labels.unknown)
+
+
+class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
+    """A model that writes its boxes as text: a :attr:`prompter`, a :attr:`transport` and a
+    :attr:`reader`, which a subclass builds in its ``__init__`` (see the module docstring).
+
+    A model run here sets ``transformers_model`` (it is then given ``device_map`` and
+    ``attention``, kept in :attr:`device_map` and :attr:`attention` for its transport; it runs
+    uncompiled), ``model_class`` and ``build_tiny``."""
+
+    option_defaults: ClassVar[dict[str, Any]] = {"per_class": False}
+    prompter: Prompter[PromptT]
+    transport: Transport[ImageT, PromptT]
+    reader: Reader[ImageT]
+
+    def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32",
+                 device_map: str | None = None, attention: str | None = None, compile: bool = False, **options: Any):
+        super().__init__(checkpoint, device, dtype, **options)
+        self.device_map = device_map
+        self.attention = attention
+        self.per_class = bool(self.options["per_class"])
+        self.tally = Tally()
+        self.prompts: list[tuple[PromptT, int | None]] = []
+        """The current task's questions, each with the class it asks for (``None``: every class)."""
+        self._task_in_pair = False  # whether the current pair set a task (a UOUO pair does not)
+
+    @classmethod
+    def stored_revision(cls, checkpoint: str | None) -> str | None:
+        if not cls.transformers_model:
+            return None
+        from pytest_rf100vl.adapters.hf import stored_revision
+
+        return stored_revision(cls.name, checkpoint)
+
+    @property
+    def revision(self) -> str | None:
+        return self.transport.revision
+
+    @property
+    def is_smoke(self) -> bool:
+        return self.transformers_model and self.checkpoint == TINY
 
     def set_task(self, task: DetectionTask) -> None:
         """Build the questions once per dataset."""
         super().set_task(task)
-        with self._lock:
-            self.stats["unknown_labels"] += sum(self.labels.unknown.values())  # kept past the dataset
-            self.labels = LabelMap(task.classes)
-        self.prompts = self.task_prompts(task)
+        self.reader.start(task)
+        self.prompts = self.prompter.task_prompts(task)
         self._task_in_pair = True
 
     def start_pair(self) -> None:
@@ -184,125 +306,111 @@ class TextAnswerBase(PromptKeyedAdapter, Generic[ImageT, PromptT]):
         its row; ``None`` for a pair that set no task (UOUO questions are the dataset's own)."""
         return prompt_hash(self.prompt_texts(None)) if self._task_in_pair else None
 
-    def prompt_key(self, prompt: PromptT) -> tuple[str, ...]:
-        """The texts of one question as the answer cache sees them (a string is its own text)."""
-        return (prompt,) if isinstance(prompt, str) else tuple(prompt.texts())  # type: ignore[attr-defined]
-
     def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        """What the model is sent besides the image: for the current task (``query`` is
+        ``None``) or for a UOUO question."""
         if query is not None:
-            quadrant = self.quadrant_prompt(query)
-            return (*self.prompt_key(self.box_prompt(query)), *(self.prompt_key(quadrant) if quadrant else ("",)))
-        return tuple(text for prompt, _ in self.prompts for text in self.prompt_key(prompt))
+            quadrant = self.prompter.quadrant_prompt(query)
+            return (*question_texts(self.prompter.box_prompt(query)),
+                    *(question_texts(quadrant) if quadrant else ("",)))
+        return tuple(text for prompt, _ in self.prompts for text in question_texts(prompt))
 
-    def read(self, reply: Reply) -> BoxParse:
-        """The boxes of a reply, counted into :attr:`stats`."""
-        parsed = self.parse(reply.text)
-        with self._lock:
-            self.stats["answers"] += 1
-            self.stats["boxes"] += len(parsed.boxes)
-            self.stats["rejected_boxes"] += parsed.rejected
-        return parsed
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        return prompt_key(self, query, self.prompt_texts)
 
-    def sent(self, prompt: PromptT) -> list[str]:
-        """The texts of a question as a transcript gives them (:func:`shown_text`)."""
-        return [shown_text(text) for text in self.prompt_key(prompt)]
-
-    def exchange(self, prompt: PromptT, reply: Reply, parsed: BoxParse, image: ImageT,
+    def exchange(self, prompt: PromptT, reply: Reply, read: list[ReadBox], rejected: int,
                  classes: list[int | None] | None) -> dict[str, Any]:
         """The hook every transcript is made by: one question's record, with the texts sent, the
         reply as written and its frame, and each box read (as written and in pixels; with
         ``classes``, in the boxes' order, the class it went to, or why it was dropped);
         ``unreadable_boxes``: box-like entries whose coordinates could not be read."""
         boxes = []
-        for position, box in enumerate(parsed.boxes):
-            record: dict[str, Any] = {"label": box.label, "written": [float(v) for v in box.box],
-                                      "pixels": [float(v) for v in self.to_pixels(box.box, reply, image)]}
+        for position, box in enumerate(read):
+            record: dict[str, Any] = {"label": box.label, "written": [float(v) for v in box.written],
+                                      "pixels": [float(v) for v in box.pixels]}
             if classes is not None:
                 index = classes[position]
                 record["class"] = None if index is None or self.task is None else self.task.classes[index]
                 if index is None:
                     record["dropped"] = UNKNOWN_LABEL
             boxes.append(record)
-        return {"sent": self.sent(prompt), "reply": reply.text, "frame": [float(v) for v in reply.frame],
-                "boxes": boxes, "unreadable_boxes": parsed.rejected}
+        return {"sent": [shown_text(text) for text in question_texts(prompt)], "reply": reply.text,
+                "frame": [float(v) for v in reply.frame], "boxes": boxes, "unreadable_boxes": rejected}
 
-    def detect(self, images: list[ImageT]) -> list[Detections]:
+    def predict(self, batch: list[ImageItem]) -> list[Detections]:
         """Ask every question of the task about each image; boxes in pixels of each image, with
         each image's transcript."""
-        assert self.task is not None  # predict checked it
+        if self.task is None:
+            raise RuntimeError(f"adapter {self.name!r}: set_task must be called before predict")
+        if not batch:
+            return []
+        images = [self.transport.view(item) for item in batch]
         found: list[tuple[list[tuple[float, ...]], list[int]]] = [([], []) for _ in images]
         transcripts: list[Transcript] = [[] for _ in images]
         quiet = len(self.prompts) < 2 or self.concurrency > 1  # no bar per call from many threads
-        prompts = progress_bar(self.prompts, desc=f"{self.name} classes", disable=quiet, leave=False)
-        for prompt, class_index in prompts:
-            replies = self.generate(images, [prompt] * len(images))
+        for prompt, class_index in progress_bar(self.prompts, desc=f"{self.name} classes", disable=quiet, leave=False):
+            replies = self.transport.generate(images, [prompt] * len(images))
             for (boxes, labels), transcript, image, reply in zip(found, transcripts, images, replies):
-                parsed = self.read(reply)
-                classes = [class_index if class_index is not None else self._class_of(box.label)
-                           for box in parsed.boxes]
-                transcript.append(self.exchange(prompt, reply, parsed, image, classes))
-                for record, index in zip(transcript[-1]["boxes"], classes):
+                read, rejected = self.reader.read(reply, image)
+                classes = [class_index if class_index is not None else self.reader.class_of(box.label) for box in read]
+                transcript.append(self.exchange(prompt, reply, read, rejected, classes))
+                for box, index in zip(read, classes):
                     if index is not None:
-                        boxes.append(tuple(record["pixels"]))
+                        boxes.append(box.pixels)
                         labels.append(index)
         return [
-            Detections(
-                np.asarray(boxes, dtype=np.float64).reshape(-1, 4),
-                np.ones(len(labels)),
-                np.asarray(labels, dtype=np.int64),
-                transcript,
-            )
+            Detections(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), np.ones(len(labels)),
+                       np.asarray(labels, dtype=np.int64), transcript)
             for (boxes, labels), transcript in zip(found, transcripts)
         ]
 
-    def _class_of(self, label: str | None) -> int | None:
-        """The class a box's label names; an unknown one is counted and warned about once."""
-        with self._lock:
-            index = self.labels.index(label)
-            first_miss = index is None and self.labels.unknown[label or ""] == 1
-            self.stats["unmatched_boxes"] += int(index is None)
-        if first_miss:
-            assert self.task is not None
-            what = f"label {label!r}" if label else "a box without a label"
-            warnings.warn(
-                f"{self.name}: {what} is not a class of {self.task.dataset!r}; such boxes are dropped "
-                "(counted in describe()['unknown_labels'])",
-                stacklevel=4,  # the caller of predict
-            )
-        return index
-
-    def answer_grounding(self, images: list[ImageT], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
+    def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
         """Ask both UOUO questions of each mosaic; the box is the first one labelled with the
         target (else the first one), the quadrant the word the second answer names."""
-        if len(images) != len(queries):
-            raise ValueError(f"{len(images)} images but {len(queries)} queries")
-        if not images:
+        if len(batch) != len(queries):
+            raise ValueError(f"{len(batch)} images but {len(queries)} queries")
+        if not batch:
             return []
-        quadrant_prompts = [self.quadrant_prompt(query) for query in queries]
+        images = [self.transport.view(item) for item in batch]
+        quadrant_prompts = [self.prompter.quadrant_prompt(query) for query in queries]
         asked = [i for i, prompt in enumerate(quadrant_prompts) if prompt is not None]
-        box_prompts = [self.box_prompt(query) for query in queries]
-        box_replies = self.generate(images, box_prompts)
+        box_prompts = [self.prompter.box_prompt(query) for query in queries]
+        box_replies = self.transport.generate(images, box_prompts)
         quadrant_questions: list[PromptT] = [quadrant_prompts[i] for i in asked]  # type: ignore[misc]
-        quadrant_replies = dict(zip(asked, self.generate([images[i] for i in asked], quadrant_questions))) if asked else {}
+        quadrant_replies = (dict(zip(asked, self.transport.generate([images[i] for i in asked], quadrant_questions)))
+                            if asked else {})
         answers = []
         for i, (image, query, box_reply) in enumerate(zip(images, queries, box_replies)):
-            parsed = self.read(box_reply)
+            read, rejected = self.reader.read(box_reply, image)
             target = label_key(query.target)
-            labelled = (n for n, box in enumerate(parsed.boxes) if label_key(box.label or "") == target)
-            best = next(labelled, 0 if parsed.boxes else None)
+            best = next((n for n, box in enumerate(read) if label_key(box.label or "") == target),
+                        0 if read else None)
             raw = {"box": box_reply.text}
-            transcript = [{"question": "box", **self.exchange(box_prompts[i], box_reply, parsed, image, None),
+            transcript = [{"question": "box", **self.exchange(box_prompts[i], box_reply, read, rejected, None),
                            "chosen": best}]
             quadrant = None
             if i in quadrant_replies:
                 raw["quadrant"] = quadrant_replies[i].text
                 quadrant = parse_quadrant(raw["quadrant"], query.quadrant_prompt)
-                transcript.append({"question": "quadrant", "sent": self.sent(quadrant_prompts[i]),
+                transcript.append({"question": "quadrant",
+                                   "sent": [shown_text(text) for text in question_texts(quadrant_prompts[i])],
                                    "reply": raw["quadrant"], "quadrant": quadrant})
-            with self._lock:
-                self.stats["no_box"] += int(best is None)
-                if i in quadrant_replies:
-                    self.stats["no_quadrant"] += int(quadrant is None)
-            box = None if best is None else tuple(transcript[0]["boxes"][best]["pixels"])
-            answers.append(GroundingAnswer(box, quadrant, raw, transcript))
+            self.tally.add(no_box=int(best is None), **({"no_quadrant": int(quadrant is None)}
+                                                        if i in quadrant_replies else {}))
+            box = None if best is None else read[best].pixels
+            answers.append(GroundingAnswer(box, quadrant, raw, transcript))  # type: ignore[arg-type]
         return answers
+
+    def describe(self) -> dict[str, Any]:
+        """What ran, how, and how well its answers could be read so far."""
+        counts, unknown = self.reader.counts()
+        return {**super().describe(), **self.transport.describe(), "per_class": self.per_class, "answers": counts,
+                "unknown_labels": unknown}
+
+    def answer_counts(self) -> dict[str, int]:
+        counts, unknown = self.reader.counts()
+        counts["unknown_labels"] = counts.get("unknown_labels", 0) + sum(unknown.values())
+        return counts
+
+    def close(self) -> None:
+        self.transport.close()

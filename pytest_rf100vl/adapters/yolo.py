@@ -1,13 +1,19 @@
-"""YOLOv8 and YOLO11 through ultralytics, the closed-set baselines of the RF100-VL paper's
-Tables 2, 4 and 7, as an optional extra: ``pip install "rf100vl-hf[yolo]"``. Ultralytics is
-AGPL-3.0, so it is never a default dependency, and nothing imports it unless a ``yolo`` model
-is asked for.
+"""YOLOv8, YOLO11 and YOLO26 through ultralytics (YOLOv8 and YOLO11 are the closed-set
+baselines of the RF100-VL paper's Tables 2, 4 and 7), as an optional extra:
+``pip install "rf100vl-hf[yolo]"``. Ultralytics is AGPL-3.0, so it is never a default
+dependency, and nothing imports it unless a ``yolo`` model is asked for.
 
-``yolo:yolov8n.pt`` (the default), ``yolo:yolo11s.pt``... load ultralytics' COCO checkpoints
-(ultralytics fetches them by name); ``yolo:PATH`` a local one; ``yolo:tiny`` builds YOLOv8n
-from its model YAML, offline. Like every closed-set detector, the head is made for the task's
-classes (new and random when the checkpoint has others), so scores mean nothing until the model
-is fine-tuned (``--rf100vl-train``).
+``yolo:yolov8n.pt`` (the default), ``yolo:yolo11s.pt``, ``yolo:yolo26m.pt``... load ultralytics'
+COCO checkpoints (ultralytics fetches them by name); ``yolo:PATH`` a local one; ``yolo:tiny`` and
+``yolo:tiny26`` build YOLOv8n and YOLO26n from their model YAML, offline. Like every closed-set
+detector, the head is made for the task's classes (new and random when the checkpoint has
+others), so scores mean nothing until the model is fine-tuned (``--rf100vl-train``).
+
+YOLO26 has two heads, trained together: one-to-many (boxes then go through NMS) and one-to-one
+(no NMS: the top ``max_det`` of every anchor and class above ``conf``, ``iou`` unused). Option
+``end2end`` chooses, in prediction and in ultralytics' own validation alike: false (the default,
+as ultralytics 8.4's own) passes ultralytics ``nms=True``, the first; true passes ``nms=False``,
+the second.
 
 Recipe ``ultralytics``: ultralytics' own trainer and defaults (its augmentations, optimizer
 ``auto``, gradients clipped at 10, and gradients accumulated up to a nominal batch of 64 unless
@@ -42,14 +48,25 @@ import torch
 
 from rf100vl_hf.training.recipe import Recipe
 
-from pytest_rf100vl.adapters.base import TINY, Detections, DetectionTask, GroundingQuery, ImageItem, TrainingData
-from pytest_rf100vl.adapters.keyed import PromptKeyedAdapter
+from pytest_rf100vl.adapters.base import (
+    TINY,
+    Adapter,
+    Detections,
+    DetectionTask,
+    GroundingQuery,
+    ImageItem,
+    TrainingData,
+)
+from pytest_rf100vl.adapters.keyed import prompt_key
+from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
     from rf100vl_hf.training.store import FitRecord, TrainedStore
 
-TINY_YAML = "yolov8n.yaml"
+TINY26 = "tiny26"
+TINY_YAMLS = {TINY: "yolov8n.yaml", TINY26: "yolo26n.yaml"}
+"""The checkpoint words that build a model from ultralytics' YAML, offline, with random weights."""
 GRADIENT_CLIP = 10.0  # ultralytics' own, fixed
 NOMINAL_BATCH = 64  # ultralytics' ``nbs``: gradients accumulate up to it
 
@@ -57,8 +74,8 @@ NOMINAL_BATCH = 64  # ultralytics' ``nbs``: gradients accumulate up to it
 def _file_revision(path: str | None) -> str | None:
     from rf100vl_hf.training.store import file_sha256
 
-    if path == TINY:
-        return f"ultralytics:{TINY_YAML}"
+    if path in TINY_YAMLS:
+        return f"ultralytics:{TINY_YAMLS[path]}"
     return f"sha256:{file_sha256(Path(path))}" if path and Path(path).is_file() else None
 
 
@@ -126,13 +143,13 @@ def write_dataset(train: Sequence["Sample"], validation: Sequence["Sample"], cla
     return yaml
 
 
-class YoloAdapter(PromptKeyedAdapter):
+class YoloAdapter(Adapter):
     """YOLO through ultralytics; default checkpoint ``yolov8n.pt`` (COCO)."""
 
     name = "yolo"
-    default_checkpoint = "yolov8n.pt"
-    tasks = ("rf100vl",)
-    option_defaults: ClassVar[dict[str, Any]] = {"imgsz": 640, "conf": 0.001, "iou": 0.7, "max_det": 500}
+    default_checkpoint, prompt_modes, tasks = listed(name)
+    option_defaults: ClassVar[dict[str, Any]] = {"imgsz": 640, "conf": 0.001, "iou": 0.7, "max_det": 500,
+                                                 "end2end": False}
     recipes: ClassVar[dict[str, Recipe]] = {
         "ultralytics": Recipe("ultralytics", epochs=100, batch_size=16, learning_rate=0.01, weight_decay=5e-4,
                               max_grad_norm=GRADIENT_CLIP, extra={"optimizer": "auto"}),
@@ -147,8 +164,11 @@ class YoloAdapter(PromptKeyedAdapter):
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
         super().__init__(checkpoint, device, dtype, **options)
-        self.source = TINY_YAML if self.checkpoint == TINY else str(self.checkpoint)
+        self.source = TINY_YAMLS.get(str(self.checkpoint), str(self.checkpoint))
         self.restore_pretrained()
+        if self.options["end2end"] and getattr(self.model.model.model[-1], "one2one_cv2", None) is None:
+            raise ValueError(f"adapter option end2end=true needs a model with a one-to-one head (YOLO26, YOLOv10); "
+                             f"{self.checkpoint} has none: leave end2end at false")
         self.columns: dict[str, Any] = {}
 
     def restore_pretrained(self) -> None:
@@ -157,8 +177,14 @@ class YoloAdapter(PromptKeyedAdapter):
         self.trained_weights = None
 
     @property
+    def nms(self) -> bool:
+        """Ultralytics' ``nms`` setting: ``False`` selects the one-to-one head (no NMS), ``True`` the
+        one-to-many head and NMS."""
+        return not self.options["end2end"]
+
+    @property
     def revision(self) -> str | None:
-        return _file_revision(self.checkpoint if self.checkpoint == TINY else self.source)
+        return _file_revision(self.checkpoint if self.checkpoint in TINY_YAMLS else self.source)
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:
@@ -166,7 +192,10 @@ class YoloAdapter(PromptKeyedAdapter):
 
     @property
     def is_smoke(self) -> bool:
-        return self.checkpoint == TINY or (self.fresh_head and self.trained_weights is None)
+        return self.checkpoint in TINY_YAMLS or (self.fresh_head and self.trained_weights is None)
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
+        return prompt_key(self, query, self.prompt_texts)
 
     def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
         return ()  # no prompt: the classes (in the key's class list) and the weights say it all
@@ -187,6 +216,7 @@ class YoloAdapter(PromptKeyedAdapter):
         model.load(self.model.model, verbose=False)
         model.names = dict(enumerate(classes))
         self.model.model = model
+        self.model.predictor = None  # it holds a copy of the model it was set up with, the old head
         self.fresh_head = True
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
@@ -194,7 +224,7 @@ class YoloAdapter(PromptKeyedAdapter):
             return []
         results = self.model.predict([item.image for item in batch], imgsz=self.options["imgsz"],
                                      conf=self.options["conf"], iou=self.options["iou"],
-                                     max_det=self.options["max_det"], device=self.device, verbose=False)
+                                     max_det=self.options["max_det"], nms=self.nms, device=self.device, verbose=False)
         return [Detections(r.boxes.xyxy.cpu().numpy().astype(np.float64), r.boxes.conf.cpu().numpy().astype(np.float64),
                            r.boxes.cls.cpu().numpy().astype(np.int64)) for r in results]
 
@@ -267,8 +297,8 @@ class YoloAdapter(PromptKeyedAdapter):
             shutil.copyfile(model.trainer.last, path)
         history = _history(run / "results.csv")
         self.model = YOLO(str(store.weights))
-        validation = self.model.val(data=str(yaml), split="val", imgsz=self.options["imgsz"], device=self.device,
-                                    workers=0, plots=False, verbose=False)
+        validation = self.model.val(data=str(yaml), split="val", imgsz=self.options["imgsz"], nms=self.nms,
+                                    device=self.device, workers=0, plots=False, verbose=False)
         batches = math.ceil(len(samples) / recipe.batch_size)
         return store.finish(FitRecord(
             epochs=recipe.epochs, steps=recipe.epochs * batches, train_s=max(elapsed, history[-1].get("time", 0.0)),
@@ -305,10 +335,31 @@ def batch_labels(batch_idx: torch.Tensor, classes: torch.Tensor, images: int) ->
     return out
 
 
+def detection_losses(criterion: Any) -> list[Any]:
+    """The losses inside ultralytics' criterion that score classes: the criterion itself (YOLOv8,
+    YOLO11), or each branch of an end-to-end head (YOLO26's one-to-many and one-to-one). A loss
+    without the element-wise BCE the federated mask replaces is an error, never an unmasked fit."""
+    from rf100vl_hf.training.store import TrainingError
+
+    losses = [getattr(criterion, branch) for branch in ("one2many", "one2one") if hasattr(criterion, branch)]
+    losses = losses or [criterion]
+    if not all(isinstance(getattr(loss, "bce", None), torch.nn.BCEWithLogitsLoss | MaskedBCE) for loss in losses):
+        raise TrainingError(f"federated=true masks ultralytics' classification BCE, which its loss "
+                            f"{type(criterion).__name__} does not have (ultralytics {_version()})")
+    return losses
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("ultralytics")
+
+
 @functools.cache
 def federated_trainer() -> type:
     """Ultralytics' detection trainer whose classification loss is masked per batch to each
-    image's annotated classes (the RF100-VL paper's "YOLOv8 w/ federated loss")."""
+    image's annotated classes (the RF100-VL paper's "YOLOv8 w/ federated loss"), in every branch
+    of the head that scores classes."""
     from ultralytics.models.yolo.detect import DetectionTrainer
     from ultralytics.utils.torch_utils import unwrap_model
 
@@ -320,10 +371,12 @@ def federated_trainer() -> type:
             model = unwrap_model(self.model)
             if getattr(model, "criterion", None) is None:
                 model.criterion = model.init_criterion()
-            if not isinstance(model.criterion.bce, MaskedBCE):
-                model.criterion.bce = MaskedBCE()
             labels = batch_labels(batch["batch_idx"], batch["cls"], batch["img"].shape[0])
-            model.criterion.bce.mask = torch.from_numpy(federated_mask(labels, model.nc))
+            mask = torch.from_numpy(federated_mask(labels, model.nc))
+            for loss in detection_losses(model.criterion):
+                if not isinstance(loss.bce, MaskedBCE):
+                    loss.bce = MaskedBCE()
+                loss.bce.mask = mask
             return batch
 
     return FederatedTrainer

@@ -1,13 +1,16 @@
 """``rf100vl-hf models``: the registered model adapters (built-in, and installed through the
 ``rf100vl.adapters`` entry-point group) with their default checkpoints, prompt modes and the
-benchmarks they answer. Read from the adapters' source (:mod:`.static_classes`), so the
-listing starts in well under a second and imports no model library."""
+benchmarks they answer. A built-in is read from its entry in the registry's table
+(:class:`~pytest_rf100vl.adapters.registry.Listing`, which its class reads too), so the listing
+imports no model library; an installed adapter has no entry there and is imported."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from dataclasses import asdict, dataclass
+from functools import reduce
 
 ATTRIBUTES = ("default_checkpoint", "prompt_modes", "tasks")
 HEADER = ("name", "default checkpoint", "prompt modes", "tasks", "from")
@@ -38,15 +41,19 @@ def adapters() -> list[AdapterInfo]:
     from importlib.metadata import entry_points
 
     from pytest_rf100vl.adapters.registry import BUILTIN, ENTRY_POINT_GROUP, available
-    from pytest_rf100vl.commands.static_classes import class_attributes
 
     packages = {point.name: point.dist.name if point.dist is not None else "an entry point"
                 for point in entry_points(group=ENTRY_POINT_GROUP)}
     listed = []
     for name, target in available().items():
-        source = "built-in" if name in BUILTIN else packages.get(name, "an entry point")
+        if name in BUILTIN:
+            entry = BUILTIN[name]
+            listed.append(AdapterInfo(name, target, "built-in", entry.default_checkpoint, entry.prompt_modes,
+                                      entry.tasks))
+            continue
+        source = packages.get(name, "an entry point")
         try:
-            values = class_attributes(target, ATTRIBUTES)
+            values = class_attributes(target)
         except Exception as exc:  # a broken third-party module is listed with its error, not fatal
             listed.append(AdapterInfo(name, target, source, problem=f"{target}: {type(exc).__name__}: {exc}"))
             continue
@@ -57,6 +64,13 @@ def adapters() -> list[AdapterInfo]:
         listed.append(AdapterInfo(name, target, source, values["default_checkpoint"],
                                   tuple(values["prompt_modes"]), tuple(values["tasks"])))
     return listed
+
+
+def class_attributes(target: str) -> dict[str, object]:
+    """The listed attributes of the class ``module:Class``, imported (its import errors propagate)."""
+    module, _, qualname = target.partition(":")
+    cls = reduce(getattr, qualname.split("."), importlib.import_module(module))
+    return {name: getattr(cls, name) for name in ATTRIBUTES}
 
 
 def _attribute_problem(values: dict[str, object]) -> str | None:

@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
 def answers_in_text(adapter: Adapter | type[Adapter]) -> bool:
     """Whether a model writes its answers as text (its answers then carry transcripts)."""
-    from pytest_rf100vl.adapters.text_answers import TextAnswerBase
+    from pytest_rf100vl.adapters.text_answers import ChatAdapter
 
     cls = adapter if isinstance(adapter, type) else type(adapter)
-    return issubclass(cls, TextAnswerBase)
+    return issubclass(cls, ChatAdapter)
 
 
 def detection_sample(item: ImageItem, answer: Detections | None, safe: "Sanitized", repairs: dict[str, int],

@@ -1,6 +1,14 @@
 """The one training loop of every recipe: epochs over shuffled batches, AdamW, optional mixed
 precision and gradient accumulation, a checkpoint after each epoch, resume from the last.
 
+What a recipe may add is done here once for every model: a learning rate of its own for the
+parameters a model names its backbone (two AdamW parameter groups), a linear warm-up of the
+learning rates (computed from the step count, so a resumed fit warms up as an uninterrupted
+one), an exponential moving
+average of the weights (:mod:`rf100vl_hf.training.ema`; the fit's weights are then the
+average, as the authors of the real-time DETRs release theirs) and the augmentation of
+:mod:`rf100vl_hf.training.augment`, applied to each batch before the model's step sees it.
+
 Each epoch seeds torch from the recipe's seed and the epoch number before it shuffles, so
 an epoch does the same thing whether the run went on from the one before or resumed from
 its checkpoint: a fit killed in epoch 2 and resumed ends with the weights an uninterrupted
@@ -26,6 +34,8 @@ from typing import Any
 import torch
 
 from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.training.augment import Augmentation
+from rf100vl_hf.training.ema import WeightAverage
 from rf100vl_hf.training.recipe import Recipe
 from rf100vl_hf.training.samples import Sample
 from rf100vl_hf.training.store import CheckpointWarning, FitRecord, TrainedStore, TrainingError
@@ -36,7 +46,7 @@ when the model reports them, its terms (``loss_dict``): a recipe's whole forward
 
 
 CHECKPOINT_KEYS = ("epoch", "steps", "train_s", "images", "history", "model", "optimizer", "scaler")
-"""What an epoch checkpoint of this loop holds."""
+"""What an epoch checkpoint of this loop holds (and ``ema``, the weight average, when the recipe keeps one)."""
 
 
 def _epoch_seed(recipe: Recipe, epoch: int) -> int:
@@ -93,10 +103,10 @@ def _read(path: Path, device: str) -> tuple[Any, str | None]:
 
 
 def _resume(latest: tuple[int, Path], store: TrainedStore, model: torch.nn.Module, optimizer: Any, scaler: Any,
-            device: str, description: str) -> dict[str, Any] | None:
-    """Load the last epoch's checkpoint into the model, optimizer and scaler, and return the
-    loop's state; ``None`` when it cannot be resumed from (set aside, with a warning; the
-    optimizer and scaler may then hold part of it: the caller makes new ones)."""
+            average: WeightAverage | None, device: str, description: str) -> dict[str, Any] | None:
+    """Load the last epoch's checkpoint into the model, optimizer, scaler and weight average, and
+    return the loop's state; ``None`` when it cannot be resumed from (set aside, with a warning;
+    the optimizer, scaler and average may then hold part of it: the caller makes new ones)."""
     path = latest[1]
     saved, problem = _read(path, device)
     if problem is None and (not isinstance(saved, dict) or any(key not in saved for key in CHECKPOINT_KEYS)):
@@ -111,14 +121,19 @@ def _resume(latest: tuple[int, Path], store: TrainedStore, model: torch.nn.Modul
             scaler.load_state_dict(saved["scaler"])
         except (ValueError, KeyError, TypeError, RuntimeError) as error:
             problem = f"holds another optimizer's state ({_first_line(error)})"
+    if problem is None and average is not None:
+        try:
+            average.load_state_dict(saved.get("ema"))
+        except ValueError as error:
+            problem = f"holds no weight average of this model ({error})"
     if problem is not None:
         kept = store.set_aside(path)
         warnings.warn(f"{path}: {problem}; set aside as {kept.name}, and {description} starts again from its "
                       "first epoch", CheckpointWarning, stacklevel=3)
         return None
     model.load_state_dict(saved.pop("model"))
-    for key in ("optimizer", "scaler"):
-        saved.pop(key)
+    for key in ("optimizer", "scaler", "ema"):
+        saved.pop(key, None)
     logger.info("%s: resuming after epoch %d", description, saved["epoch"])
     return {**saved, "resumed": saved["epoch"]}
 
@@ -133,33 +148,59 @@ def train(
     device: str = "cpu",
     description: str = "training",
     parameters: Iterable[torch.nn.Parameter] | None = None,
+    backbone: Sequence[str] = (),
+    augmentation: Augmentation | None = None,
 ) -> FitRecord:
     """Train ``model`` on ``samples`` by ``recipe`` (``step`` runs it on a batch), checkpointing
     into ``store``, and write its final weights there. Resumes from the store's last epoch
-    checkpoint when there is one."""
+    checkpoint when there is one. ``backbone``: the name prefixes of the parameters
+    ``recipe.backbone_learning_rate`` applies to; ``augmentation``: what each batch goes
+    through first."""
     if not samples:
         raise TrainingError(f"{description}: the training split has no image")
+    trainable = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
+    groups = parameter_groups(model, trainable, recipe, backbone, description)
     with store.fitting():
-        return _train(model, samples, step, recipe, store, device, description, parameters)
+        return _train(model, samples, step, recipe, store, device, description, trainable, groups, augmentation)
+
+
+def parameter_groups(model: torch.nn.Module, trainable: Sequence[torch.nn.Parameter], recipe: Recipe,
+                     backbone: Sequence[str], description: str = "training") -> list[dict[str, Any]]:
+    """AdamW's parameter groups: one at ``learning_rate``, and the parameters whose names start
+    with a ``backbone`` prefix at ``backbone_learning_rate`` when the recipe sets it. A recipe
+    that sets it for a model with no such parameter is a ``ValueError``, not a silent no-op."""
+    if recipe.backbone_learning_rate is None:
+        return [{"params": list(trainable)}]
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
+    inside = [p for p in trainable if backbone and names.get(id(p), "").startswith(tuple(backbone))]
+    if not inside:
+        where = f"no trainable parameter under {', '.join(backbone)}" if backbone else "no backbone"
+        raise ValueError(f"{description}: recipe {recipe.name!r} sets backbone_learning_rate, but the model has "
+                         f"{where}: leave it unset")
+    taken = {id(p) for p in inside}
+    return [{"params": [p for p in trainable if id(p) not in taken]},
+            {"params": inside, "lr": recipe.backbone_learning_rate}]
 
 
 def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe: Recipe, store: TrainedStore,
-           device: str, description: str, parameters: Iterable[torch.nn.Parameter] | None) -> FitRecord:
-    trainable = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
+           device: str, description: str, trainable: list[torch.nn.Parameter], groups: list[dict[str, Any]],
+           augmentation: Augmentation | None) -> FitRecord:
+    def fresh() -> tuple[Any, Any, WeightAverage | None]:
+        return (torch.optim.AdamW(groups, lr=recipe.learning_rate, weight_decay=recipe.weight_decay),
+                torch.amp.GradScaler(torch.device(device).type, enabled=recipe.mixed_precision == "fp16"),
+                WeightAverage(model, recipe.ema_decay, recipe.ema_warmup) if recipe.ema_decay else None)
 
-    def fresh() -> tuple[Any, Any]:
-        return (torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=recipe.weight_decay),
-                torch.amp.GradScaler(torch.device(device).type, enabled=recipe.mixed_precision == "fp16"))
-
-    optimizer, scaler = fresh()
+    peaks = [group.get("lr", recipe.learning_rate) for group in groups]
+    optimizer, scaler, average = fresh()
     state: dict[str, Any] = {"epoch": 0, "steps": 0, "train_s": 0.0, "images": 0, "history": [], "resumed": None}
     latest = store.latest_epoch()
     if latest is not None:
-        resumed = _resume(latest, store, model, optimizer, scaler, device, description)
+        resumed = _resume(latest, store, model, optimizer, scaler, average, device, description)
         if resumed is None:
-            optimizer, scaler = fresh()
+            optimizer, scaler, average = fresh()
         else:
             state = resumed
+    augment = augmentation if augmentation is not None and augmentation.active else None
     cuda = torch.device(device).type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -175,6 +216,8 @@ def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe
                            unit="batch", leave=False)
         for index in range(batches_per_epoch):
             chunk = [samples[int(i)] for i in order[index * recipe.batch_size:(index + 1) * recipe.batch_size]]
+            if augment is not None:
+                chunk = augment(chunk, epoch)
             with _autocast(device, recipe.mixed_precision):
                 outputs = step(chunk)
             terms = _loss_terms(outputs)
@@ -183,6 +226,10 @@ def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe
                                     f"(lower learning_rate, or set max_grad_norm)")
             scaler.scale(outputs.loss / recipe.grad_accumulation).backward()
             if (index + 1) % recipe.grad_accumulation == 0 or index + 1 == batches_per_epoch:
+                if recipe.warmup_steps:
+                    ramp = min(1.0, (state["steps"] + 1) / recipe.warmup_steps)
+                    for group, peak in zip(optimizer.param_groups, peaks):
+                        group["lr"] = peak * ramp
                 if recipe.max_grad_norm:
                     scaler.unscale_(optimizer)
                     torch.nn.utils.clip_grad_norm_(trainable, recipe.max_grad_norm)
@@ -190,6 +237,8 @@ def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe
                 scaler.update()
                 optimizer.zero_grad(set_to_none=True)
                 state["steps"] += 1
+                if average is not None:
+                    average.update(model)
             for name, value in terms.items():
                 totals[name] = totals.get(name, 0.0) + value
             state["images"] += len(chunk)
@@ -201,7 +250,10 @@ def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe
         state["epoch"] = epoch
         with store.epoch_checkpoint(epoch) as path:
             torch.save({**{k: v for k, v in state.items() if k != "resumed"}, "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, path)
+                        "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                        "ema": average.state_dict() if average is not None else None}, path)
+    if average is not None:
+        model.load_state_dict(average.weights)
     model.eval()
     with store.atomic(store.weights.name) as path:
         torch.save(model.state_dict(), path)

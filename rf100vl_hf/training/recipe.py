@@ -15,6 +15,11 @@ REGIMES = {None: "zero-shot", "fewshot_10": "few-shot", "semisup_10": "semi-supe
 """The regime a training split puts a pair in (``None``: the model as it comes), as Table 2 names them."""
 
 
+OFF_BY_DEFAULT = frozenset({"backbone_learning_rate", "warmup_steps", "ema_decay", "ema_warmup", "flip", "min_scale",
+                            "max_scale", "single_scale_epochs"})
+"""Recipe fields whose default is "not done": rows and store keys name them only when set."""
+
+
 def regime_of(train_split: str | None) -> str:
     """The regime of a pair trained on ``train_split``: few-shot for any ``fewshot_K``, semi-supervised
     for any ``semisup_P``."""
@@ -67,7 +72,17 @@ def parse_seeds(value: str) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Recipe:
     """A training recipe. ``extra`` holds a model's own hyper-parameters (by name); everything but
-    ``name`` and ``seed`` is a hyper-parameter (:meth:`hyperparameters`)."""
+    ``name`` and ``seed`` is a hyper-parameter (:meth:`hyperparameters`).
+
+    The fields after ``grad_accumulation`` are what the loop and
+    :mod:`~rf100vl_hf.training.augment` do beyond plain AdamW at a constant learning rate, each
+    off by default: ``backbone_learning_rate`` (the learning rate of the parameters the model names
+    its backbone; ``None``: ``learning_rate``), ``warmup_steps`` (the learning rates ramp up
+    linearly over the first optimizer steps), ``ema_decay`` (0: none; else the fit's weights are an exponential
+    moving average, its decay ramped as ``ema_decay * (1 - exp(-step / ema_warmup))`` when
+    ``ema_warmup`` > 0), ``flip`` (each training image's chance of a horizontal flip),
+    ``min_scale``/``max_scale`` (each batch resized to a square side drawn between these multiples of
+    the model's resolution) and ``single_scale_epochs`` (the last epochs train at the resolution)."""
 
     name: str
     epochs: int
@@ -78,6 +93,14 @@ class Recipe:
     federated: bool = False
     mixed_precision: str = "no"  # one of PRECISIONS
     grad_accumulation: int = 1
+    backbone_learning_rate: float | None = None
+    warmup_steps: int = 0
+    ema_decay: float = 0.0
+    ema_warmup: int = 0
+    flip: float = 0.0
+    min_scale: float = 1.0
+    max_scale: float = 1.0
+    single_scale_epochs: int = 0
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -89,13 +112,26 @@ class Recipe:
             (f"grad_accumulation must be >= 1, got {self.grad_accumulation}", self.grad_accumulation < 1),
             (f"mixed_precision must be one of {', '.join(PRECISIONS)}, got {self.mixed_precision!r}",
              self.mixed_precision not in PRECISIONS),
+            (f"backbone_learning_rate must be > 0 or none, got {self.backbone_learning_rate}",
+             self.backbone_learning_rate is not None and not self.backbone_learning_rate > 0),
+            (f"warmup_steps must be >= 0, got {self.warmup_steps}", self.warmup_steps < 0),
+            (f"ema_decay must be in [0, 1), got {self.ema_decay}", not 0 <= self.ema_decay < 1),
+            (f"ema_warmup must be >= 0, got {self.ema_warmup}", self.ema_warmup < 0),
+            (f"flip must be in [0, 1], got {self.flip}", not 0 <= self.flip <= 1),
+            (f"min_scale and max_scale must satisfy 0 < min_scale <= max_scale, got {self.min_scale} and "
+             f"{self.max_scale}", not 0 < self.min_scale <= self.max_scale),
+            (f"single_scale_epochs must be >= 0, got {self.single_scale_epochs}", self.single_scale_epochs < 0),
         ) if bad]
         if problems:
             raise ValueError(f"recipe {self.name!r}: " + "; ".join(problems))
 
     def hyperparameters(self) -> dict[str, Any]:
-        """Every hyper-parameter (``extra`` flattened in), for rows and the store's key."""
-        values = {key: value for key, value in asdict(self).items() if key not in ("name", "seed", "extra")}
+        """Every hyper-parameter (``extra`` flattened in), for rows and the store's key. Those of
+        :data:`OFF_BY_DEFAULT` are left out while off, so that a recipe using none of them keeps
+        the rows and trained weights it had before they existed."""
+        defaults = {f.name: f.default for f in fields(self)}
+        values = {key: value for key, value in asdict(self).items() if key not in ("name", "seed", "extra")
+                  and not (key in OFF_BY_DEFAULT and value == defaults[key])}
         return {**values, **self.extra}
 
     def with_options(self, options: dict[str, Any]) -> Recipe:

@@ -5,6 +5,7 @@ adapter (``test_owl.py``, ...) keep only what is specific to that model."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -26,6 +27,8 @@ EXTERNAL = {"oracle", "predictions"}
 SERVED = {"openai": (serve_openai, "normalized"), "gemini": (serve_gemini, "gemini")}
 """Adapters of models behind a server, built against a stand-in that answers each image's
 truth in the adapter's convention (no ``:tiny`` variant either)."""
+OPTIONAL = {"rfdetr": "rfdetr"}
+"""Adapters on an extra that the ``test`` extra does not bring -> the package it needs."""
 
 
 def images() -> list[ImageItem]:
@@ -97,6 +100,9 @@ def task(classes: list[str] = CLASSES) -> DetectionTask:
 
 @pytest.fixture(scope="module", params=sorted(BUILTIN))
 def adapter(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adapter]:
+    package = OPTIONAL.get(request.param)
+    if package is not None and importlib.util.find_spec(package) is None:
+        pytest.skip(f"{request.param} needs the optional package {package}, which is not installed")
     with ExitStack() as stack:
         built = build(request.param, tmp_path_factory.mktemp("contract"), stack)
         yield built

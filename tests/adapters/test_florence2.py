@@ -27,7 +27,7 @@ def florence() -> Florence2Adapter:
 def script(adapter: Florence2Adapter, monkeypatch: pytest.MonkeyPatch, answer: Callable[[str], str]) -> list[str]:
     """Make the decoder "write" ``</s><s>`` + ``answer(prompt)`` + ``</s>`` for each prompt of
     a batch, as Florence-2's decoder does. Returns the prompts the encoder got."""
-    tokenizer = adapter.processor.tokenizer
+    tokenizer = adapter.transport.weights.processor.tokenizer
     seen: list[str] = []
 
     def generate(input_ids: torch.Tensor, **kwargs: object) -> torch.Tensor:
@@ -46,7 +46,7 @@ def script(adapter: Florence2Adapter, monkeypatch: pytest.MonkeyPatch, answer: C
         width = max(map(len, rows))
         return torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows], dtype=torch.long)
 
-    monkeypatch.setattr(adapter.model, "generate", generate)
+    monkeypatch.setattr(adapter.transport.weights.model, "generate", generate)
     return seen
 
 
@@ -66,7 +66,7 @@ def test_boxes_match_the_processors_post_processing(
     seen = script(florence, monkeypatch, lambda prompt: answer)
     florence.set_task(DetectionTask(dataset="d", classes=["cat", "dog"]))
     (found,) = florence.predict([image_item(WIDE)])
-    reference = florence.processor.post_process_generation(f"</s><s>{answer}</s>", task=GROUNDING, image_size=WIDE)[
+    reference = florence.transport.weights.processor.post_process_generation(f"</s><s>{answer}</s>", task=GROUNDING, image_size=WIDE)[
         GROUNDING
     ]
     assert reference["labels"] == ["cat", "cat", "dog"]
@@ -94,7 +94,7 @@ def test_ground_asks_open_vocabulary_detection_of_the_target(
     assert seen == ["Locate resistor in the image."]
     np.testing.assert_allclose(result.box, [400.4, 0.4, 799.6, 399.6])
     assert result.quadrant is None  # no question answering: the scorer reads the box centre
-    assert florence.box_prompt(query) == OPEN_VOCABULARY + "resistor"
+    assert florence.prompter.box_prompt(query) == OPEN_VOCABULARY + "resistor"
 
 
 def test_instructions_mode_is_refused(florence: Florence2Adapter) -> None:
@@ -112,10 +112,10 @@ def test_pixels_resized_on_the_model_device_equal_the_processors_own(
 
     def generate(**inputs: torch.Tensor) -> torch.Tensor:
         sent.update(inputs)
-        return torch.full((len(images), 2), florence.processor.tokenizer.eos_token_id)
+        return torch.full((len(images), 2), florence.transport.weights.processor.tokenizer.eos_token_id)
 
-    monkeypatch.setattr(florence.model, "generate", generate)
-    florence.generate(images, [GROUNDING + "cat"] * 2)
-    own = florence.processor(text=[GROUNDING + "cat"] * 2, images=images, padding=True, return_tensors="pt")
+    monkeypatch.setattr(florence.transport.weights.model, "generate", generate)
+    florence.transport.generate(images, [GROUNDING + "cat"] * 2)
+    own = florence.transport.weights.processor(text=[GROUNDING + "cat"] * 2, images=images, padding=True, return_tensors="pt")
     torch.testing.assert_close(sent["pixel_values"].cpu(), own["pixel_values"], atol=1e-5, rtol=0)
     torch.testing.assert_close(sent["input_ids"].cpu(), own["input_ids"])

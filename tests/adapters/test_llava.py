@@ -83,7 +83,7 @@ def shown_to_model(adapter: LlavaFamilyAdapter, monkeypatch: pytest.MonkeyPatch,
         received.update(kwargs)
         return input_ids
 
-    monkeypatch.setattr(adapter.model, "generate", generate)
+    monkeypatch.setattr(adapter.transport.weights.model, "generate", generate)
     adapter.set_task(DetectionTask(dataset="d", classes=["cat"]))
     adapter.predict([item])
     return received
@@ -93,7 +93,7 @@ def test_llava_15_sees_the_image_centred_on_a_square_of_the_mean_colour(monkeypa
     """The frame the answers are read in is the input the model gets: a 200x100 red image on a
     200x200 square (not the processor's centre crop, which would keep a red 100x100 middle)."""
     adapter = create("llava:tiny")
-    processor = adapter.processor.image_processor
+    processor = adapter.transport.weights.processor.image_processor
     pixels = shown_to_model(adapter, monkeypatch, solid((200, 100)))["pixel_values"][0]
     mean, std = torch.tensor(processor.image_mean)[:, None, None], torch.tensor(processor.image_std)[:, None, None]
     rgb = ((pixels * std + mean) * 255).round()

@@ -491,7 +491,7 @@ def test_the_official_api_needs_a_key_and_takes_max_completion_tokens(monkeypatc
     with pytest.raises(ValueError, match="needs a model name: openai:MODEL"):
         create("openai")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-official")
-    assert create("openai:gpt-4o").limit_key == "max_completion_tokens"  # built offline: nothing is sent
+    assert create("openai:gpt-4o").api.limit_key == "max_completion_tokens"  # built offline: nothing is sent
 
 
 def test_a_served_adapter_needs_neither_torch_nor_transformers() -> None:

@@ -15,7 +15,7 @@ from PIL import Image
 
 from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, GroundingQuery
 from pytest_rf100vl.adapters.registry import create
-from pytest_rf100vl.adapters.vlm import TextAnswerAdapter
+from pytest_rf100vl.adapters.qwen_vl import QwenVLAdapter
 from tests.adapters.text_models import WIDE, check_end_to_end, image_item, script
 
 SYSTEM = "You are a helpful assistant capable of object detection."
@@ -40,20 +40,20 @@ EXAMPLE_ANSWERS = {  # the three examples shown, in each model's numbers (trunca
 }
 
 @pytest.fixture(scope="module", params=["qwen2.5-vl", "qwen3-vl"])
-def qwen(request: pytest.FixtureRequest) -> TextAnswerAdapter:
+def qwen(request: pytest.FixtureRequest) -> QwenVLAdapter:
     adapter = create(f"{request.param}:tiny", max_new_tokens=4)
-    assert isinstance(adapter, TextAnswerAdapter)
+    assert isinstance(adapter, QwenVLAdapter)
     return adapter
 
 
-def native_box(adapter: TextAnswerAdapter, size: tuple[int, int], box: tuple[float, ...]) -> list[float]:
+def native_box(adapter: QwenVLAdapter, size: tuple[int, int], box: tuple[float, ...]) -> list[float]:
     """A pixel box of an image of ``size`` written in the model's own coordinates, computed
     with the reference resize (Qwen2.5-VL) or the 0..1000 convention (Qwen3-VL)."""
     width, height = size
     if adapter.name == "qwen3-vl":
         frame_w, frame_h = 1000, 1000
     else:
-        processor = adapter.processor.image_processor
+        processor = adapter.transport.weights.processor.image_processor
         frame_h, frame_w = smart_resize(
             height,
             width,
@@ -65,14 +65,14 @@ def native_box(adapter: TextAnswerAdapter, size: tuple[int, int], box: tuple[flo
 
 
 @pytest.mark.filterwarnings("ignore:.*is not a class of")
-def test_tiny_model_end_to_end(qwen: TextAnswerAdapter) -> None:
+def test_tiny_model_end_to_end(qwen: QwenVLAdapter) -> None:
     check_end_to_end(qwen, {"box", "quadrant"})
     described = qwen.describe()
     assert described["smoke"] is True and described["revision"].startswith("xxh3:")
     assert described["answers"]["answers"] == 2 + 2
 
 
-def test_boxes_come_back_in_pixels(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_boxes_come_back_in_pixels(qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
     cat, dog = (75.0, 50.0, 225.0, 150.0), (3.0, 120.0, 60.0, 199.0)
     answer = (
         "```json\n[\n"
@@ -88,7 +88,7 @@ def test_boxes_come_back_in_pixels(qwen: TextAnswerAdapter, monkeypatch: pytest.
 
 
 def test_labels_map_to_classes_and_unknown_ones_are_counted(
-    qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch
+    qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labels = ["cat", "DOG.", "B+", "b", "horse"]
     answer = "[" + ", ".join(f'{{"bbox_2d": [1, 1, 9, 9], "label": "{label}"}}' for label in labels) + "]"
@@ -104,7 +104,7 @@ def test_labels_map_to_classes_and_unknown_ones_are_counted(
     assert qwen.describe()["unknown_labels"] == {"b": 1, "horse": 1}
 
 
-def test_multi_class_prompt_names_every_class_once(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_multi_class_prompt_names_every_class_once(qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = script(qwen, monkeypatch, lambda prompt: "[]")
     qwen.set_task(DetectionTask(dataset="d", classes=["black-pawn", "white king"]))
     qwen.predict([image_item(WIDE), image_item((64, 64), 1)])
@@ -118,7 +118,7 @@ def test_multi_class_prompt_names_every_class_once(qwen: TextAnswerAdapter, monk
 
 def test_per_class_prompts_label_boxes_by_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
     adapter = create("qwen3-vl:tiny", per_class="true")
-    assert isinstance(adapter, TextAnswerAdapter) and adapter.per_class
+    assert isinstance(adapter, QwenVLAdapter) and adapter.per_class
     seen = script(adapter, monkeypatch, lambda prompt: '[{"bbox_2d": [100, 100, 500, 500], "label": "whatever"}]')
     adapter.set_task(DetectionTask(dataset="d", classes=["cat", "dog", "bird"]))
     (found,) = adapter.predict([image_item(WIDE)])
@@ -130,7 +130,7 @@ def test_per_class_prompts_label_boxes_by_prompt(monkeypatch: pytest.MonkeyPatch
 
 
 def test_instructions_mode_appends_each_classes_instructions(
-    qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch
+    qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = script(qwen, monkeypatch, lambda prompt: "[]")
     instructions = {"knot": "A dark, round area in the grain. Box the whole knot.", "crack": ""}
@@ -146,7 +146,7 @@ def test_instructions_mode_appends_each_classes_instructions(
     assert "round area" not in seen[1]
 
 
-def test_ground_reads_box_and_quadrant(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ground_reads_box_and_quadrant(qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
     size, target = (800, 800), (430.0, 412.0, 790.0, 700.0)
     box = native_box(qwen, size, target)
 
@@ -164,7 +164,7 @@ def test_ground_reads_box_and_quadrant(qwen: TextAnswerAdapter, monkeypatch: pyt
     assert query.box_prompt in seen[0] and query.quadrant_prompt in seen[1]
 
 
-def test_unanswerable_grounding_gives_none(qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unanswerable_grounding_gives_none(qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
     script(qwen, monkeypatch, lambda prompt: "I am not sure.")
     query = GroundingQuery("resistor", box_prompt("resistor"), quadrant_prompt("resistor"))
     (result,) = qwen.ground([image_item((800, 800))], [query])
@@ -172,7 +172,7 @@ def test_unanswerable_grounding_gives_none(qwen: TextAnswerAdapter, monkeypatch:
     assert result.raw == {"box": "I am not sure.", "quadrant": "I am not sure."}
 
 
-def test_bad_options_and_modes_are_refused(qwen: TextAnswerAdapter) -> None:
+def test_bad_options_and_modes_are_refused(qwen: QwenVLAdapter) -> None:
     with pytest.raises(TypeError, match="unknown option"):
         create("qwen2.5-vl:tiny", temperature=0.7)
     with pytest.raises(ValueError, match="option prompt_style='poetic'"):
@@ -189,15 +189,15 @@ def test_tiny_models_cap_generation_unless_told(monkeypatch: pytest.MonkeyPatch)
 
     capped = create("qwen2.5-vl:tiny")
     asked: list[int] = []
-    monkeypatch.setattr(capped.model, "generate", lambda input_ids, **kw: asked.append(kw["max_new_tokens"]) or input_ids)
+    monkeypatch.setattr(capped.transport.weights.model, "generate", lambda input_ids, **kw: asked.append(kw["max_new_tokens"]) or input_ids)
     capped.set_task(DetectionTask("d", ["cat"]))
     capped.predict([image_item(WIDE)])
     assert asked == [TINY_MAX_NEW_TOKENS] and capped.describe()["max_new_tokens"] == TINY_MAX_NEW_TOKENS
-    assert create("qwen2.5-vl:tiny", max_new_tokens="40").max_new_tokens == 40
+    assert create("qwen2.5-vl:tiny", max_new_tokens="40").transport.max_new_tokens == 40
     assert type(capped).option_defaults["max_new_tokens"] == 2048  # real checkpoints keep theirs
 
 
-def test_answer_key_parts_are_the_prompts_sent(qwen: TextAnswerAdapter) -> None:
+def test_answer_key_parts_are_the_prompts_sent(qwen: QwenVLAdapter) -> None:
     qwen.set_task(DetectionTask("d", ["cat", "dog"], prompt="instructions", instructions={"cat": "Whole body."}))
     parts = qwen.answer_key_parts()
     assert parts[:5] == ("rf100vl", "2 classes", "cat", "dog", f"system:{SYSTEM}") and len(parts) == 6
@@ -229,7 +229,7 @@ def test_the_cookbook_style_asks_as_this_adapter_did_before(monkeypatch: pytest.
 
 @pytest.mark.parametrize("mode", ["fewshot", "instructions+fewshot"])
 def test_fewshot_turns_reach_the_chat_template_with_their_images(
-    qwen: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch, mode: str
+    qwen: QwenVLAdapter, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     cat = (75.0, 50.0, 225.0, 150.0)
     seen = script(qwen, monkeypatch, lambda prompt: f'[{{"bbox_2d": {native_box(qwen, WIDE, cat)}, "label": "cat"}}]')

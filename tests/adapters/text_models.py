@@ -13,7 +13,7 @@ from PIL import Image
 from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 
 from pytest_rf100vl.adapters.base import DetectionTask, GroundingAnswer, GroundingQuery, ImageItem
-from pytest_rf100vl.adapters.vlm import TextAnswerAdapter
+from pytest_rf100vl.adapters.text_answers import ChatAdapter
 
 WIDE = (300, 200)  # a non-square image, so x and y scales differ
 
@@ -23,10 +23,10 @@ def image_item(size: tuple[int, int], seed: int = 0) -> ImageItem:
     return ImageItem(Image.fromarray(pixels), image_id=seed, file_name=f"{seed}.jpg")
 
 
-def script(adapter: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch, answer: Callable[[str], str]) -> list[str]:
+def script(adapter: ChatAdapter, monkeypatch: pytest.MonkeyPatch, answer: Callable[[str], str]) -> list[str]:
     """Make a decoder-only model "answer" ``answer(prompt)`` to each prompt of a batch: the
     tokens come back through the adapter's own decoding. Returns the prompts the model got."""
-    tokenizer = adapter.processor.tokenizer
+    tokenizer = adapter.transport.weights.processor.tokenizer
     seen: list[str] = []
 
     def generate(input_ids: torch.Tensor, **kwargs: object) -> torch.Tensor:
@@ -38,11 +38,11 @@ def script(adapter: TextAnswerAdapter, monkeypatch: pytest.MonkeyPatch, answer: 
         tail = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows], dtype=torch.long)
         return torch.cat([input_ids, tail.reshape(len(rows), width)], dim=1)
 
-    monkeypatch.setattr(adapter.model, "generate", generate)
+    monkeypatch.setattr(adapter.transport.weights.model, "generate", generate)
     return seen
 
 
-def check_end_to_end(adapter: TextAnswerAdapter, asked: set[str]) -> list[GroundingAnswer]:
+def check_end_to_end(adapter: ChatAdapter, asked: set[str]) -> list[GroundingAnswer]:
     """A tiny model detects (every box scored 1.0, inside its image, labels in range) and
     grounds (``asked``: the questions whose raw answers it keeps) on two images of other shapes."""
     batch = [image_item(WIDE, 0), image_item((90, 120), 1)]

@@ -1,6 +1,7 @@
 """``rf100vl-hf models``: every registered adapter with the default checkpoint, prompt modes and
-tasks its class has, read from source without importing a model library; the command reaches
-the library's command line through the ``rf100vl.commands`` entry-point group."""
+tasks its class has, the built-ins read from the registry's table without importing a model
+library, installed ones imported; the command reaches the library's command line through the
+``rf100vl.commands`` entry-point group."""
 
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def test_installed_adapters_are_listed_with_their_package_and_broken_ones_with_t
     assert listed["computed"]["default_checkpoint"] == "ORG/COMPUTED"
     assert listed["computed"]["tasks"] == ["rf100vl", "uouo"]  # inherited from Adapter
     assert "ModuleNotFoundError: No module named 'no_such_module'" in listed["missing"]["problem"]
-    assert imported.strip() == "['computed_adapter']"  # read from source, except what only an import can tell
+    assert imported.strip() == "['computed_adapter', 'third_adapter']"  # no table entry: imported
     assert "command 'broken' of entry point no_such_module:add_parser (package thirdparty) could not be added" \
         in result.stderr
     assert "command 'list' of entry point third_adapter:ThirdAdapter (package thirdparty) is already a command" \

@@ -21,6 +21,8 @@ def test_every_mapped_row_is_in_its_regimes_section_of_the_paper(method: PaperMe
     ("yolo11s.pt", "few-shot", "ultralytics", False, None),  # the paper ran YOLO11 fully supervised only
     ("yolov8n.pt", "fully-supervised", "stac", False, None),
     ("tiny", "fully-supervised", "ultralytics", False, None),
+    ("yolo26n.pt", "fully-supervised", "ultralytics", False, None),  # the paper predates YOLO26
+    ("tiny26", "few-shot", "ultralytics", True, None),
 ])
 def test_yolo_rows_follow_checkpoint_regime_recipe_and_loss(checkpoint: str, regime: str, recipe: str, federated: bool,
                                                             row: str | None) -> None:

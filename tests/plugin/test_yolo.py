@@ -103,18 +103,42 @@ MaskedBCE.forward = counted
 """
 
 
-def test_a_federated_yolo_fit_masks_every_batchs_classification_loss(pytester: pytest.Pytester,
-                                                                    shapes_dir: Path) -> None:
+def _on(model: str, args: list[str]) -> list[str]:
+    return [model if arg == "yolo:tiny" else arg for arg in args]
+
+
+@pytest.mark.parametrize(("model", "branches", "l1_or_dfl"),
+                         [("yolo:tiny", 1, "dfl_loss"), ("yolo:tiny26", 2, "l1_loss")])
+def test_a_federated_yolo_fit_masks_every_batchs_classification_loss(pytester: pytest.Pytester, shapes_dir: Path,
+                                                                    model: str, branches: int, l1_or_dfl: str) -> None:
+    """YOLO26's loss scores classes twice, in its one-to-many and one-to-one branches: both are masked."""
     pytester.makeconftest(COUNT_MASKS)
-    pytester.runpytest_subprocess(*ARGS, "--rf100vl-train-option", "epochs=1", "--rf100vl-train-option",
+    pytester.runpytest_subprocess(*_on(model, ARGS), "--rf100vl-train-option", "epochs=1", "--rf100vl-train-option",
                                   "federated=true", f"--rf100vl-data-dir={shapes_dir}",
-                                  "--rf100vl-results=relative/results").assert_outcomes(passed=1)  # a relative folder too
+                                  "--rf100vl-results=relative/results",  # a relative folder too
+                                  ).assert_outcomes(passed=1)
     (row,) = results(pytester.path / "relative" / "results")
     assert json.loads(row["hyperparameters"])["federated"] is True
+    assert set(json.loads(row["train_losses"])) == {"loss", "box_loss", "cls_loss", l1_or_dfl}
     masks = (pytester.path / "masks.txt").read_text().splitlines()
-    assert len(masks) == 6  # one per batch: 48 images in batches of 8
+    assert len(masks) == 6 * branches  # each branch once per batch: 48 images in batches of 8
     mask, logits = (json.loads(shape) for shape in masks[0].split("|"))
     assert mask == [8, 2] and logits[0] == 8 and logits[2] == 2  # (images, classes) against (images, anchors, classes)
+
+
+def test_yolo26_stac_with_the_federated_loss_and_its_one_to_one_head(pytester: pytest.Pytester,
+                                                                     shapes_dir: Path) -> None:
+    pytester.makeconftest(COUNT_MASKS)
+    args = [arg if arg != "train" else "semisup_10" for arg in _on("yolo:tiny26", ARGS)]
+    pytester.runpytest_subprocess(*args, "--rf100vl-recipe", "stac", "--rf100vl-train-option", "epochs=1",
+                                  "--rf100vl-train-option", "student_epochs=1", "--rf100vl-train-option",
+                                  "federated=true", "--rf100vl-adapter-option", "end2end=true",
+                                  f"--rf100vl-data-dir={shapes_dir}").assert_outcomes(passed=1)
+    (row,) = results(pytester.path / ".rf100vl" / "results")
+    details = json.loads(row["train_details"])
+    assert row["recipe"] == "stac" and json.loads(row["adapter_options"])["end2end"] is True
+    assert details["teacher_steps"] == 1 and row["train_steps"] == 6 and 0 <= details["ultralytics_val_map50_95"] <= 100
+    assert len((pytester.path / "masks.txt").read_text().splitlines()) == 2 * (1 + 6)  # teacher and student batches
 
 
 def test_yolo_stac_trains_a_teacher_then_a_student_on_its_pseudo_labels(pytester: pytest.Pytester,

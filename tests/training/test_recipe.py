@@ -48,3 +48,28 @@ def test_seed_rows_are_kept_apart_when_merged_and_averaged_in_tables() -> None:
     assert merged["ap"] == pytest.approx(30.0) and merged["seeds"] == 3
     table = ap_table(rows)
     assert table.rows[0][2] == pytest.approx(30.0) and len(table.header) == 3
+
+
+def test_additions_left_off_keep_a_recipes_hyperparameters_and_set_ones_are_named() -> None:
+    plain = Recipe("detr-finetune", epochs=50, batch_size=8, learning_rate=1e-4)
+    assert plain.hyperparameters() == {  # what rows and trained-weights keys held before the additions existed
+        "epochs": 50, "batch_size": 8, "learning_rate": 1e-4, "weight_decay": 1e-4, "max_grad_norm": 0.1,
+        "federated": False, "mixed_precision": "no", "grad_accumulation": 1}
+    changed = plain.with_options({"backbone_learning_rate": "1e-5", "ema_decay": "0.99", "ema_warmup": "10",
+                                  "warmup_steps": "5", "flip": "0.5", "min_scale": "0.75", "max_scale": "1.25",
+                                  "single_scale_epochs": "2"})
+    assert {key: value for key, value in changed.hyperparameters().items() if key not in plain.hyperparameters()} == {
+        "backbone_learning_rate": 1e-5, "ema_decay": 0.99, "ema_warmup": 10, "warmup_steps": 5, "flip": 0.5,
+        "min_scale": 0.75, "max_scale": 1.25, "single_scale_epochs": 2}
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"backbone_learning_rate": "0"}, "backbone_learning_rate must be > 0 or none"),
+    ({"ema_decay": "1"}, r"ema_decay must be in \[0, 1\)"),
+    ({"flip": "1.5"}, r"flip must be in \[0, 1\]"),
+    ({"min_scale": "1.5"}, "min_scale and max_scale must satisfy 0 < min_scale <= max_scale, got 1.5 and 1.0"),
+    ({"warmup_steps": "-1"}, "warmup_steps must be >= 0"),
+])
+def test_additions_out_of_range_are_refused_naming_them(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Recipe("r", epochs=1, batch_size=1, learning_rate=1e-3).with_options(options)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,20 @@ def test_a_split_with_no_box_counts_none_without_decoding_an_image() -> None:
     samples = Samples(split)
     assert samples.n_boxes == 1
     assert samples.relabelled({2: (np.zeros((0, 4)), np.zeros(0))}).n_boxes == 0
+
+
+def test_a_checkpoint_without_the_weight_average_its_recipe_keeps_is_set_aside(tmp_path: Path) -> None:
+    recipe = replace(RECIPE, ema_decay=0.9)
+    whole = _model()
+    train(whole, SAMPLES, _step(whole), recipe, TrainedStore(tmp_path / "whole", {}))
+    cut, calls = _model(), []
+    with pytest.raises(KeyboardInterrupt):
+        train(cut, SAMPLES, _step(cut, fail_at=6, calls=calls), recipe, TrainedStore(tmp_path / "cut", {}))
+    (checkpoint,) = (tmp_path / "cut").glob("epoch-*.pt")
+    torch.save({**torch.load(checkpoint, weights_only=True), "ema": None}, checkpoint)
+    again = _model()
+    with pytest.warns(CheckpointWarning, match="holds no weight average of this model"):
+        record = train(again, SAMPLES, _step(again), recipe, TrainedStore(tmp_path / "cut", {}))
+    assert record.resumed_after_epoch is None
+    for a, b in zip(whole.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)

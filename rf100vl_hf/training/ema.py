@@ -1,0 +1,59 @@
+"""An exponential moving average of a model's weights, the EMA that D-FINE, DEIMv2, LW-DETR and
+RF-DETR (and RT-DETR before them) evaluate and release instead of the raw weights.
+
+After each optimizer step every floating-point tensor of the model's state becomes
+``average = d * average + (1 - d) * current``, with ``d = decay * (1 - exp(-steps / warmup))``
+(``d = decay`` when ``warmup`` is 0): the ramp of D-FINE's ``ModelEMA`` (``warmups``) and
+RF-DETR's ``ModelEma`` (``tau``), which keeps the first steps' average close to the model
+instead of to the checkpoint it started from. Other tensors (step counters) are copied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+
+class WeightAverage:
+    """The average of ``model``'s weights over the optimizer steps since it was made."""
+
+    def __init__(self, model: torch.nn.Module, decay: float, warmup: int = 0):
+        self.decay = decay
+        self.warmup = warmup
+        self.steps = 0
+        self.weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+    def current_decay(self) -> float:
+        """The ``d`` of the next update."""
+        if self.warmup == 0:
+            return self.decay
+        return self.decay * (1 - math.exp(-(self.steps + 1) / self.warmup))
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        """Fold the model's weights after an optimizer step into the average."""
+        decay = self.current_decay()
+        for name, tensor in model.state_dict().items():
+            average = self.weights[name]
+            if average.is_floating_point():
+                average.mul_(decay).add_(tensor.detach().to(average.dtype), alpha=1 - decay)
+            else:
+                average.copy_(tensor)
+        self.steps += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "weights": self.weights}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take a saved average (``ValueError`` when it is not one of this model's)."""
+        weights = state.get("weights") if isinstance(state, Mapping) else None
+        if not isinstance(weights, Mapping) or set(weights) != set(self.weights) or any(
+                not torch.is_tensor(weights[name]) or weights[name].shape != tensor.shape
+                for name, tensor in self.weights.items()) or not isinstance(state.get("steps"), int):
+            raise ValueError("not a weight average of this model")
+        self.steps = state["steps"]
+        for name, tensor in self.weights.items():
+            tensor.copy_(weights[name])
