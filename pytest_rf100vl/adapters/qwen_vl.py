@@ -8,6 +8,7 @@ Prompts (:mod:`~pytest_rf100vl.adapters.prompts`, printed in ``docs/prompts.md``
   ``fewshot_images`` (3) images of the few-shot split go first as a multi-turn chat, each
   answered by its ground truth in the model's own coordinates, through the checkpoint's chat
   template;
+- ``appendix``: the paper's Appendix A wording where it has one (``docs/prompts.md``);
 - ``cookbook``: the Qwen cookbook's question with the answer format spelled out (no system
   prompt, no few-shot prompt), as this adapter asked before.
 
@@ -124,7 +125,7 @@ class QwenVLAdapter(ChatJsonAdapter):
         return cookbook_text(names, instructions)
 
     def task_prompts(self, task: DetectionTask) -> list[tuple[Any, int | None]]:
-        """The cookbook's one-turn questions, or the paper's conversations (few-shot images
+        """The cookbook's one-turn questions, or the paper's or appendix's conversations (few-shot images
         padded as the image asked about is, their answers in this model's coordinates)."""
         if self.prompt_style == "cookbook":
             if "fewshot" in task.prompt:
@@ -132,7 +133,8 @@ class QwenVLAdapter(ChatJsonAdapter):
                                  f"(prompt mode {task.prompt!r}); use prompt_style=paper")
             return super().task_prompts(task)
         shown = replace(task, fewshot=tuple(replace(e, image=pad_elongated(e.image)) for e in task.fewshot))
-        return task_conversations("paper", self.family, shown, self.per_class, self.convention(), self.fewshot_images)
+        return task_conversations(self.prompt_style, self.family, shown, self.per_class, self.convention(),
+                                  self.fewshot_images)
 
     @abstractmethod
     def convention(self) -> BoxConvention:
