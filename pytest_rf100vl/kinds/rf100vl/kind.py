@@ -13,6 +13,7 @@ from rf100vl_hf.rf100vl.catalog import SUBSETS
 
 from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
+from pytest_rf100vl.kinds.rf100vl.reference import REFERENCES
 from pytest_rf100vl.kinds.rf100vl.training import TrainingPlan, parse_seeds, train_options
 from rf100vl_hf.metrics import ALL
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from pytest_rf100vl.session.matrix import MatrixSession
 
 TRAIN_SPLITS = ("fewshot_10", "semisup_10", "train")
-REFERENCES = ("paper",)
 AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
 
 
@@ -63,8 +63,9 @@ class Rf100vlKind(BenchmarkKind):
                choices=PROMPT_MODES),
         Option("min-ap", "float", "minimum AP50:95, in percent, for every RF100-VL pair without a more specific "
                "threshold", "AP"),
-        Option("reference", "str", "compare each complete domain's mean with a published table: paper", "TABLE",
-               choices=REFERENCES),
+        Option("reference", "str", "compare each complete domain's mean with a published table: paper (the RF100-VL "
+               "paper's Tables 2, 3 and 7, arXiv 2505.20612v1) or leaderboard (newer published RF100-VL All means: "
+               "the rf-detr README, the SAM 3 paper)", "TABLE", choices=REFERENCES),
         Option("tolerance", "float", "allowed distance, in AP points, from the reference table (default: 1.0)", "AP",
                default=1.0),
         Option("reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)",
@@ -289,7 +290,7 @@ class Rf100vlKind(BenchmarkKind):
         if self.settings.value("rf100vl_reference"):
             checks += reference_checks(
                 self.settings.value("rf100vl_subset") or "all", self.settings.value("rf100vl_reference_method"),
-                self.settings.value("rf100vl_tolerance"), rows,
+                self.settings.value("rf100vl_tolerance"), rows, self.settings.value("rf100vl_reference"),
             )
         return checks
 
