@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     check_rootdir(config, _options())
     classes = kind_classes()
     selectors = tuple(dest for kind in classes for dest in kind.selectors)
-    settings = read_settings(config, _options(), selectors)
+    settings = read_settings(config, _options(), selectors, tuple(kind.adapter_defaults for kind in classes))
     config.stash[SETTINGS_KEY] = settings
     config.stash[KINDS_KEY] = [kind(settings) for kind in classes]
     if settings.active:

@@ -10,6 +10,7 @@ session that has the plugin installed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,10 +155,20 @@ def _adapter_options(values: tuple[str, ...], models: tuple[str, ...]) -> tuple[
     return tuple(parsed)
 
 
-def read_settings(config: pytest.Config, options: tuple[Option, ...], selectors: tuple[str, ...] = ()) -> Settings:
+def read_settings(
+    config: pytest.Config,
+    options: tuple[Option, ...],
+    selectors: tuple[str, ...] = (),
+    defaults: tuple[Callable[[Mapping[str, Any]], Mapping[str, Mapping[str, str]]], ...] = (),
+) -> Settings:
     """The validated settings of this session over ``options`` (the core's and every kind's);
-    ``selectors`` are the ``dest`` of kind options that select datasets on their own."""
+    ``selectors`` are the ``dest`` of kind options that select datasets on their own;
+    ``defaults`` are the kinds' :meth:`BenchmarkKind.adapter_defaults`, given every value."""
     values = {option.dest: option.parse(_raw(config, option)) for option in options}
+    adapter_defaults: dict[str, dict[str, str]] = {}
+    for kind_defaults in defaults:
+        for adapter, given in kind_defaults(values).items():
+            adapter_defaults.setdefault(adapter, {}).update(given)
     models = values["rf100vl_model"]
     settings = Settings(
         models=models,
@@ -170,6 +181,7 @@ def read_settings(config: pytest.Config, options: tuple[Option, ...], selectors:
         adapter_options=_adapter_options(values["rf100vl_adapter_option"], models),
         values=values,
         selecting=any(values[dest] for dest in selectors),
+        adapter_defaults=adapter_defaults,
     )
     if settings.active and not settings.models:
         raise pytest.UsageError("--rf100vl-model is required to run the matrix (e.g. --rf100vl-model owlv2:tiny)")

@@ -92,6 +92,9 @@ class Settings:
     adapter_options: tuple[AdapterOption, ...] = ()
     values: Mapping[str, Any] = field(default_factory=dict)
     selecting: bool = False  # a kind's own selection option (a domain, a subset) was given
+    adapter_defaults: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Adapter name -> options the kinds' settings give it by default (a protocol's NMS or
+    threshold): any ``--rf100vl-adapter-option`` overrides them."""
 
     @property
     def active(self) -> bool:
@@ -102,10 +105,12 @@ class Settings:
         return self.values[dest]
 
     def options_for(self, spec: str) -> dict[str, str]:
-        """The adapter options of model ``spec``: those for every model, then its name's own."""
+        """The adapter options of model ``spec``: the kinds' defaults for its adapter, then the
+        options given for every model, then those given for its name."""
         name = spec.partition(":")[0].strip()
         general = {o.key: o.value for o in self.adapter_options if o.adapter is None}
-        return {**general, **{o.key: o.value for o in self.adapter_options if o.adapter == name}}
+        return {**self.adapter_defaults.get(name, {}), **general,
+                **{o.key: o.value for o in self.adapter_options if o.adapter == name}}
 
 
 def _items(values: list[str] | None, split: bool) -> tuple[str, ...]:

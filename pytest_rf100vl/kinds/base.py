@@ -12,6 +12,7 @@ a subclass registered in the ``rf100vl.kinds`` entry-point group (see ``docs/arc
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -65,6 +66,13 @@ class BenchmarkKind(ABC):
 
     def __init__(self, settings: Settings):
         self.settings = settings
+
+    @classmethod
+    def adapter_defaults(cls, values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+        """Adapter name -> default options this kind's option ``values`` (every option's parsed
+        value by ``dest``) give that adapter, e.g. a scoring protocol's; a user's
+        ``--rf100vl-adapter-option`` overrides them. None by default."""
+        return {}
 
     # -- collection -------------------------------------------------------------------
     @abstractmethod

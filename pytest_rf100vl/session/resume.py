@@ -4,7 +4,7 @@ not run again (``--rf100vl-rerun`` runs it anyway).
 A row is reused when it has the *identity* of the row the pair would write
 (:data:`rf100vl_hf.results.rows.IDENTITY`: model, checkpoint, model revision, adapter
 options, dataset, dataset fingerprint, split, prompt, split parameters, scoring version,
-``--rf100vl-limit``),
+``--rf100vl-limit``, ``--rf100vl-protocol``: a row written before protocols is the paper's),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
 keeps the rest). The identity is worked out without building the model:
 
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, read_jsonl
+from rf100vl_hf.results.rows import JSONL, LIMIT, TornLineWarning, identity_value, read_jsonl
 
 from pytest_rf100vl.core.pairs import row_key
 from pytest_rf100vl.engine.columns import SCORING_VERSION, options_column
@@ -67,7 +67,7 @@ def model_identity(spec: str, settings: "Settings") -> dict[str, Any]:
 
 
 def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return all(row.get(key) == value for key, value in wanted.items())
+    return all(identity_value(row, key) == value for key, value in wanted.items())
 
 
 def reusable_row(

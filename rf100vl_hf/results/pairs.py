@@ -10,12 +10,14 @@ and split wrote over it) is an error, never a silent mismatch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import ImageMatches
+from rf100vl_hf.protocols import PROTOCOLS, protocol_of
 from rf100vl_hf.results.rows import LIMIT
 
 AP_TOLERANCE = 1e-6
@@ -30,6 +32,7 @@ class Split:
     ground_truth: dict[str, Any]  # COCO ground truth, the export's own ids
     classes: list[str]
     category_ids: list[int]
+    max_dets: int = MAX_DETECTIONS  # the row's protocol's maxDets
 
 
 def located_rows(folder: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -97,9 +100,14 @@ def load_split(dataset: str, split: str, data_dir: Path | None = None, fewshot_d
 
 
 def row_split(row: dict[str, Any], data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Split:
-    """The images ``row`` was scored on."""
-    return load_split(row["dataset"], row.get("split") or "test", data_dir, fewshot_dir, row.get(LIMIT),
-                      row.get("dataset_fingerprint"))
+    """The images ``row`` was scored on, scored at its protocol's maxDets."""
+    split = load_split(row["dataset"], row.get("split") or "test", data_dir, fewshot_dir, row.get(LIMIT),
+                       row.get("dataset_fingerprint"))
+    protocol = PROTOCOLS.get(protocol_of(row))
+    if protocol is None:
+        raise DataError(describe(row), "protocol", f"unknown protocol {protocol_of(row)!r} (known: "
+                        f"{', '.join(PROTOCOLS)}): a newer rf100vl-hf wrote this row")
+    return replace(split, max_dets=protocol.max_dets)
 
 
 def matched(path: Path, split: Split) -> tuple[ImageMatches, list[dict[str, Any]]]:
@@ -109,7 +117,7 @@ def matched(path: Path, split: Split) -> tuple[ImageMatches, list[dict[str, Any]
 
     records, _ = read_predictions(path, split.category_ids)
     try:
-        return match_images(split.ground_truth, records), records
+        return match_images(split.ground_truth, records, split.max_dets), records
     except DataError as exc:
         raise DataError(path, exc.field, exc.reason) from None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError, Rf100vlError, shown
+from rf100vl_hf.protocols import PROTOCOL, protocol_of
 
 JSONL = "results.jsonl"
 
@@ -35,11 +36,14 @@ IDENTITY: tuple[str, ...] = (
     "split_parameters",
     "scoring_version",
     "limit",
+    PROTOCOL,
     *TRAINING_IDENTITY,
 )
 """The keys that say what a row measured; two rows that agree on all of them measured the same
-thing, and the later one replaces the earlier (a key a row lacks counts as None). A model
-fine-tuned first is another measurement per training split, recipe, hyper-parameters and seed."""
+thing, and the later one replaces the earlier (a key a row lacks counts as None, and a row
+without ``protocol`` as one of the ``paper`` protocol: :func:`identity_value`). A model
+fine-tuned first is another measurement per training split, recipe, hyper-parameters and seed;
+a pair scored under another protocol (:mod:`rf100vl_hf.protocols`) another measurement too."""
 
 LIMIT = "limit"
 """The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,
@@ -84,9 +88,15 @@ def with_measured_throughput(row: dict[str, Any], candidates: Sequence[dict[str,
             "throughput_from": donor.get("throughput_from") or donor.get("run_id")}
 
 
+def identity_value(row: dict[str, Any], key: str) -> Any:
+    """The row's value of one key of :data:`IDENTITY`: None where missing, ``paper`` for a row
+    written before protocols were recorded (that is the protocol it was scored under)."""
+    return protocol_of(row) if key == PROTOCOL else row.get(key)
+
+
 def identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The row's identity: the values of :data:`IDENTITY`, None where missing."""
-    return tuple(row.get(key) for key in IDENTITY)
+    """The row's identity: the values of :data:`IDENTITY` (:func:`identity_value`)."""
+    return tuple(identity_value(row, key) for key in IDENTITY)
 
 
 def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:

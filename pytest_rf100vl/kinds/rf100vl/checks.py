@@ -88,11 +88,16 @@ def reference_checks(
     """Each complete domain's mean (and ``All`` when every domain is complete) against the
     section of the ``reference`` table for ``subset`` that holds the rows' data regime;
     ``methods`` maps other models to rows of that section. A table without a domain's column
-    (the leaderboard has ``All`` only) checks ``All`` alone."""
+    (the leaderboard has ``All`` only) checks ``All`` alone. Rows scored under another
+    protocol than the paper's are reported not checked: the tables hold that protocol's numbers."""
+    from rf100vl_hf.protocols import PAPER, protocol_of
     from rf100vl_hf.rf100vl import catalog
 
-    checks = []
-    for spec, by_dataset in scored_rows(rows).items():
+    checks = [MeanCheck(spec, ALL, NOT_CHECKED, f"scored under the {name} protocol; the {reference} table holds "
+                                                 "results of the paper's protocol")
+              for spec, name in dict.fromkeys((row["spec"], protocol_of(row)) for row in rows
+                                              if protocol_of(row) != PAPER)]
+    for spec, by_dataset in scored_rows([row for row in rows if protocol_of(row) == PAPER]).items():
         any_row = next(iter(by_dataset.values()))
         regime = any_row.get("regime") or "zero-shot"
         table_name = table_of(subset, regime, reference)

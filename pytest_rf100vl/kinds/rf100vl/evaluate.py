@@ -1,5 +1,6 @@
 """One RF100-VL (model, dataset) pair end to end: tell the adapter its task, run it over the
-split (under pytest-benchmark's clock when there is one), and score the predictions."""
+split (under pytest-benchmark's clock when there is one), and score the predictions as the
+scoring protocol says (:mod:`rf100vl_hf.protocols`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
+from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
 
 from pytest_rf100vl.adapters.base import Adapter
 from pytest_rf100vl.engine.guard import adapter_call
@@ -49,12 +51,18 @@ def run_pair(
     load_split: Callable[[str], "datasets.Dataset"],
     benchmark: Any = None,
     loop: LoopOptions = LoopOptions(),
+    protocol: Protocol = PROTOCOLS[PAPER],
+    trained: bool = False,
 ) -> Evaluation:
-    """Inference over ``dataset`` then COCO AP; with ``benchmark`` (pytest-benchmark's fixture)
-    the inference runs once under its clock, and its ``extra_info`` gets the throughput."""
+    """Inference over ``dataset`` then COCO AP at ``protocol``'s maxDets; with ``benchmark``
+    (pytest-benchmark's fixture) the inference runs once under its clock, and its
+    ``extra_info`` gets the throughput. A ``protocol`` that prompts category 0 does so for a
+    model that was not fine-tuned (``trained``): its boxes go to category 0, in the ground truth
+    without a box, as pycocotools scores Roboflow's scripts' own files."""
     from rf100vl_hf.metrics import coco_ground_truth, evaluate
 
-    task = detection_task(adapter, dataset, metadata, split, prompt, load_split)
+    task = detection_task(adapter, dataset, metadata, split, prompt, load_split,
+                          protocol.category_zero and not trained)
     with adapter_call("the adapter's set_task"):
         adapter.set_task(task)
     label = f"{adapter.name} on {metadata['name']}"
@@ -65,7 +73,11 @@ def run_pair(
         loop, benchmark, adapter.repeatable,
     )
     inference.rounds = rounds
-    category_ids = list(metadata["category_ids"])
-    predictions = coco_predictions(inference.detections, category_ids)
-    scores = evaluate(coco_ground_truth(dataset, category_ids), predictions)
+    predictions = coco_predictions(inference.detections, list(task.category_ids))
+    truth = coco_ground_truth(dataset, list(metadata["category_ids"]))
+    for cid, name in zip(task.category_ids, task.classes):  # category 0, when prompted: no box of its own
+        if cid not in metadata["category_ids"]:
+            unique = f"{name} (category {cid})" if name in metadata["classes"] else name
+            truth["categories"].insert(0, {"id": cid, "name": unique})
+    scores = evaluate(truth, predictions, max_dets=protocol.max_dets)
     return Evaluation(scores, inference, predictions)

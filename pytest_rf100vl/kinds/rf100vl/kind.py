@@ -1,14 +1,17 @@
 """RF100-VL detection as a benchmark kind: pairs ``rf100vl::test_detection[MODEL-DATASET]``
 over the catalogue, the embedded ``sample`` and any other Roboflow export in the data
-folder, scored with COCO AP50:95 at maxDets=500 (percent, as the paper reports it), checked
-per dataset and per domain mean, and compared with the paper's tables."""
+folder, scored with COCO AP50:95 at maxDets=500 (percent, as the paper reports it; another
+``--rf100vl-protocol`` scores as it says), checked per dataset and per domain mean, and
+compared with published tables."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
 from rf100vl_hf.rf100vl.catalog import SUBSETS
 
 from pytest_rf100vl.core.settings import Option
@@ -81,11 +84,26 @@ class Rf100vlKind(BenchmarkKind):
                "bf16), grad_accumulation, or the recipe's own", "KEY=VALUE", check=train_options),
         Option("seeds", "str", "fit each trained pair once per seed, one test each: 0-9 or 0,3,7 (default: 0); "
                "the summary gives the spread over seeds", "SEEDS", check=parse_seeds),
+        Option("protocol", "str", "scoring protocol: paper (default: maxDets 500, category 0 never prompted) or "
+               "rf-scripts (Roboflow's public scripts: maxDets 100, category 0 prompted in zero-shot names pairs, "
+               "no class-wise NMS, SAM 3 at score 0.5); recorded in each row, whose rows never merge or rank with "
+               "another protocol's", "NAME", default=PAPER, choices=tuple(PROTOCOLS)),
     )
     selectors = ("rf100vl_domain", "rf100vl_subset")
     metrics = (AP,)
     fallback = True
     target_description = "an RF100-VL dataset, domain or All"
+
+    @classmethod
+    def adapter_defaults(cls, values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+        """The adapter options of ``--rf100vl-protocol`` (``kinds/rf100vl/protocols.py``)."""
+        from pytest_rf100vl.kinds.rf100vl.protocols import adapter_defaults
+
+        return adapter_defaults(values.get("rf100vl_protocol") or PAPER)
+
+    @property
+    def protocol(self) -> Protocol:
+        return PROTOCOLS[self.settings.values.get("rf100vl_protocol") or PAPER]
 
     @property
     def split_name(self) -> str:
@@ -170,7 +188,8 @@ class Rf100vlKind(BenchmarkKind):
         if self.train_split is not None:
             seeds = sorted({pair.seed for pair in pairs if pair.seed is not None})
             trained = f", fine-tuned on {self.train_split} first (seeds {', '.join(map(str, seeds))})"
-        return [f"rf100vl: split {self.split_name}, prompt {self.prompt}{trained}"]
+        protocol = "" if self.protocol.name == PAPER else f", protocol {self.protocol.name}"
+        return [f"rf100vl: split {self.split_name}, prompt {self.prompt}{trained}{protocol}"]
 
     # -- running ----------------------------------------------------------------------
     def load(self, dataset: str, session: "MatrixSession") -> Any:
@@ -191,6 +210,7 @@ class Rf100vlKind(BenchmarkKind):
 
     def run(self, pair: "Pair", adapter: "Adapter", session: "MatrixSession", benchmark: Any) -> PairRun:
         from rf100vl_hf.metadata import read_metadata
+        from rf100vl_hf.protocols import PROTOCOL
         from rf100vl_hf.results.rows import LIMIT
 
         from pytest_rf100vl.kinds.rf100vl.evaluate import run_pair
@@ -210,7 +230,7 @@ class Rf100vlKind(BenchmarkKind):
             output += f".trained-{store.folder.name[:12]}"
         evaluation = run_pair(
             adapter, dataset, metadata, self.split_name, self.prompt, settings.batch_size,
-            lambda split: session.dataset(pair, split), benchmark, session.loop,
+            lambda split: session.dataset(pair, split), benchmark, session.loop, self.protocol, training is not None,
         )
         thresholds = self.thresholds(pair, session)
         described = adapter.describe()
@@ -220,6 +240,7 @@ class Rf100vlKind(BenchmarkKind):
             settings.batch_size, evaluation, session.writer.run_id, thresholds.get(AP.name), path,
         )
         row[LIMIT] = self.limit
+        row[PROTOCOL] = self.protocol.name
         row.update(identity_columns(training, metadata))
         row["regime"] = regime_of(training.split if training else None)
         row.update(fit_columns(fit, fitted))
@@ -255,7 +276,8 @@ class Rf100vlKind(BenchmarkKind):
             except Exception:  # unknown to the registry, or no recipe: such pairs always run (and say why)
                 return None
         return {"dataset": pair.dataset, "dataset_fingerprint": metadata.get("fingerprint"),
-                "split": self.split_name, "prompt": self.prompt, **identity_columns(training, metadata)}
+                "split": self.split_name, "prompt": self.prompt, "protocol": self.protocol.name,
+                **identity_columns(training, metadata)}
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""
@@ -287,7 +309,7 @@ class Rf100vlKind(BenchmarkKind):
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
 
         checks = threshold_checks(rules, rows)
-        if self.settings.value("rf100vl_reference"):
+        if self.settings.value("rf100vl_reference"):  # rows of another protocol are reported not checked
             checks += reference_checks(
                 self.settings.value("rf100vl_subset") or "all", self.settings.value("rf100vl_reference_method"),
                 self.settings.value("rf100vl_tolerance"), rows, self.settings.value("rf100vl_reference"),

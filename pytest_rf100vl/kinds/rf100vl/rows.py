@@ -1,5 +1,6 @@
 """An RF100-VL pair's results row: the common columns plus AP and its kin in percent, as the
-paper reports AP, with the pair's threshold check."""
+paper reports AP (``ar500``, or ``ar100`` at maxDets 100, with ``max_dets``), with the pair's
+threshold check."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ def detection_row(
         "prompt": prompt,
         "scoring_backend": SCORING_BACKEND,
         "ap": ap,
-        **{name: percent(getattr(scores, name)) for name in
-           ("ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")},
+        **{name: percent(getattr(scores, name)) for name in ("ap50", "ap75", "ap_small", "ap_medium", "ap_large")},
+        scores.ar_column: percent(scores.ar),
+        "max_dets": scores.max_dets,
         "n_predictions": scores.n_predictions,
         "n_instances": sum(n for n in scores.per_class_instances.values() if n),
         "per_class": scores.class_rows(),

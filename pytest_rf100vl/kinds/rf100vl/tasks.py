@@ -1,6 +1,8 @@
 """What an adapter is told about an RF100-VL dataset: classes, and per prompt mode the
 annotator instructions or the few-shot examples; ground truth only for adapters that
-declare they need it (the oracle), so no real model can see the answers."""
+declare they need it (the oracle), so no real model can see the answers. Under a protocol
+that prompts category 0 (``rf-scripts``), the export's category 0 comes first among the
+classes of a zero-shot ``names`` task, as Roboflow's scripts list it."""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ if TYPE_CHECKING:
     import datasets
 
 
-def ground_truth(dataset: "datasets.Dataset") -> dict[int, Detections]:
-    """Image id -> the split's boxes as detections (``xyxy``, score 1)."""
+def ground_truth(dataset: "datasets.Dataset", offset: int = 0) -> dict[int, Detections]:
+    """Image id -> the split's boxes as detections (``xyxy``, score 1), labels ``offset`` past
+    the dataset's class indices (1 when category 0 is prompted first)."""
     out = {}
     for image_id, objects in zip(dataset["image_id"], dataset["objects"]):
         boxes = xywh_to_xyxy(np.asarray(objects["bbox"], dtype=np.float64))
-        labels = np.asarray(objects["category"], dtype=np.int64)
+        labels = np.asarray(objects["category"], dtype=np.int64) + offset
         out[int(image_id)] = Detections(boxes, np.ones(len(labels)), labels)
     return out
 
@@ -52,6 +55,17 @@ def fewshot_examples(dataset: "datasets.Dataset") -> tuple[FewShotExample, ...]:
     )
 
 
+def prompted_classes(metadata: dict[str, Any], prompt: str, category_zero: bool) -> tuple[list[str], tuple[int, ...]]:
+    """The classes a model is asked about, with their category ids: the dataset's, led by the
+    export's category 0 (its supercategory: Roboflow's scripts prompt every category of the
+    annotation file) when ``category_zero`` and the prompt is ``names`` and the export has one."""
+    classes, ids = list(metadata["classes"]), tuple(metadata["category_ids"])
+    zero = metadata.get("supercategory")
+    if category_zero and prompt == "names" and zero is not None:
+        return [zero, *classes], (0, *ids)
+    return classes, ids
+
+
 def detection_task(
     adapter: Adapter,
     dataset: "datasets.Dataset",
@@ -59,21 +73,25 @@ def detection_task(
     split: str,
     prompt: str,
     load_split: Callable[[str], "datasets.Dataset"],
+    category_zero: bool = False,
 ) -> DetectionTask:
     """The task for ``adapter`` on ``dataset`` (the images it runs on: the first N under
     ``--rf100vl-limit``); ``load_split`` fetches a whole split by name: the few-shot split when
-    needed, and ``split`` for its image ids, so a replayed file may hold the images left out."""
+    needed, and ``split`` for its image ids, so a replayed file may hold the images left out.
+    ``category_zero``: the protocol prompts category 0 (:func:`prompted_classes`)."""
     fewshot: tuple[FewShotExample, ...] = ()
     if "fewshot" in prompt:
         fewshot = fewshot_examples(load_split(metadata["fewshot"]["split"]))
+    classes, category_ids = prompted_classes(metadata, prompt, category_zero)
+    offset = len(classes) - len(metadata["classes"])
     return DetectionTask(
         dataset=metadata["name"],
-        classes=list(metadata["classes"]),
+        classes=classes,
         split=split,
         prompt=prompt,
         instructions=instruction_texts(metadata) if prompt != "names" else {},
         fewshot=fewshot,
-        category_ids=tuple(metadata["category_ids"]),
-        ground_truth=ground_truth(dataset) if adapter.needs_ground_truth else None,
+        category_ids=category_ids,
+        ground_truth=ground_truth(dataset, offset) if adapter.needs_ground_truth else None,
         image_ids=tuple(int(image_id) for image_id in load_split(split)["image_id"]),
     )
