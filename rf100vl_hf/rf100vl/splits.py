@@ -48,6 +48,13 @@ class FewShotWarning(UserWarning):
 
 FEWSHOT_STRATEGIES = ("random", "best")
 """How a generated few-shot split is drawn: the challenge tooling's way, or the paper's best split."""
+TEST_SOURCES = ("full", "fewshot")
+"""Where the ``test`` split comes from: the full export's test split (the default) or the
+few-shot export's, which can differ from it (rf100-vl issue #31)."""
+FEWSHOT_CLASS_MATCHES = ("name", "id")
+"""How the few-shot export's classes are matched to the full export's: by name (the default;
+a name the full export lacks stops the build) or by category id (names that differ are
+mapped, with a warning listing the pairs)."""
 
 
 def _renumbered(images: list[ImageRecord]) -> list[ImageRecord]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
 from rf100vl_hf.rf100vl.catalog import SUBSETS
+from rf100vl_hf.rf100vl.splits import FEWSHOT_CLASS_MATCHES, TEST_SOURCES
 
 from pytest_rf100vl.core.settings import Option
 from pytest_rf100vl.kinds.base import BenchmarkKind, PairRun
@@ -84,6 +85,13 @@ class Rf100vlKind(BenchmarkKind):
                "bf16), grad_accumulation, or the recipe's own", "KEY=VALUE", check=train_options),
         Option("seeds", "str", "fit each trained pair once per seed, one test each: 0-9 or 0,3,7 (default: 0); "
                "the summary gives the spread over seeds", "SEEDS", check=parse_seeds),
+        Option("test-source", "str", "whose test split 'test' is: full (default: the full export's) or fewshot "
+               "(the few-shot export's, which can differ: RF100-VL issue #31); recorded in split_parameters", "SOURCE",
+               default="full", choices=TEST_SOURCES),
+        Option("fewshot-class-match", "str", "match the few-shot export's classes to the full export's by name "
+               "(default: a name the full export lacks stops with an error naming both names) or by id (category "
+               "id: the names that differ are mapped, with a warning listing the pairs)", "name|id", default="name",
+               choices=FEWSHOT_CLASS_MATCHES),
         Option("protocol", "str", "scoring protocol: paper (default: maxDets 500, category 0 never prompted) or "
                "rf-scripts (Roboflow's public scripts: maxDets 100, category 0 prompted in zero-shot names pairs, "
                "no class-wise NMS, SAM 3 at score 0.5); recorded in each row, whose rows never merge or rank with "
@@ -198,8 +206,16 @@ class Rf100vlKind(BenchmarkKind):
 
         return load_rf100vl(
             dataset, data_dir=self.settings.value("rf100vl_data_dir"),
-            fewshot_dir=self.settings.value("rf100vl_fewshot_dir"), progress=False,
+            fewshot_dir=self.settings.value("rf100vl_fewshot_dir"), progress=False, **self.split_config,
         )
+
+    @property
+    def split_config(self) -> dict[str, str]:
+        """The builder's parameters that ``--rf100vl-test-source`` and
+        ``--rf100vl-fewshot-class-match`` set (none at their defaults: the bare build)."""
+        defaults = {"test_source": TEST_SOURCES[0], "fewshot_class_match": FEWSHOT_CLASS_MATCHES[0]}
+        given = {key: self.settings.values.get(f"rf100vl_{key}") or default for key, default in defaults.items()}
+        return {key: value for key, value in given.items() if value != defaults[key]}
 
     def split(self, dataset: str, loaded: Any, split: str | None) -> Any:
         """A split by name, whole; the pair's own split (``None``) cut to ``--rf100vl-limit``."""
@@ -266,6 +282,7 @@ class Rf100vlKind(BenchmarkKind):
         from rf100vl_hf.metadata import read_metadata
 
         from pytest_rf100vl.adapters import registry
+        from pytest_rf100vl.kinds.rf100vl.rows import split_parameters
         from pytest_rf100vl.kinds.rf100vl.training import identity_columns
 
         metadata = read_metadata(session.dataset(pair))
@@ -277,6 +294,7 @@ class Rf100vlKind(BenchmarkKind):
                 return None
         return {"dataset": pair.dataset, "dataset_fingerprint": metadata.get("fingerprint"),
                 "split": self.split_name, "prompt": self.prompt, "protocol": self.protocol.name,
+                "split_parameters": split_parameters(metadata, self.split_name, self.prompt),
                 **identity_columns(training, metadata)}
 
     def cost(self, dataset: str) -> float:
@@ -286,8 +304,9 @@ class Rf100vlKind(BenchmarkKind):
 
         folder = {"validation": "valid"}.get(self.split_name, self.split_name)
         try:
-            split_dir = locate(dataset, self.settings.value("rf100vl_data_dir"),
-                               self.settings.value("rf100vl_fewshot_dir")).root / folder
+            source = locate(dataset, self.settings.value("rf100vl_data_dir"), self.settings.value("rf100vl_fewshot_dir"))
+            fewshot = folder == "test" and "test_source" in self.split_config and source.fewshot_root is not None
+            split_dir = (source.fewshot_root if fewshot else source.root) / folder
             return float(max(1, sum(1 for _ in split_dir.iterdir())))
         except (Rf100vlError, OSError):
             return 1.0
