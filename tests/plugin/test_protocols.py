@@ -118,6 +118,9 @@ def test_an_rf_scripts_row_and_a_paper_row_of_one_pair_coexist_and_never_merge(
     assert (paper_again["protocol"], paper_again["reused_from"]) == ("paper", paper["run_id"])
     assert (scripts_again["protocol"], scripts_again["reused_from"]) == ("rf-scripts", scripts["run_id"])
 
+    header = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "- protocols: protocol rf-scripts (Roboflow's public scripts: maxDets 100" in header
+
     both = latest(results(folder))
     assert len(both) == 2
     text = "\n".join(rf100vl_sections(both))
@@ -145,14 +148,34 @@ def test_a_protocol_gives_adapters_default_options_that_the_user_overrides() -> 
     assert Settings(adapter_defaults=defaults).options_for("sam3:facebook/sam3") == {"score_threshold": "0.5"}
 
 
-def test_an_rf_scripts_run_prompts_category_zero_and_records_the_adapters_options(
-    pytester: pytest.Pytester, data_dir: Path, small_sample: Path
-) -> None:
-    link(data_dir, "sample", small_sample)
-    run(pytester, "owlv2:tiny", data_dir, "--rf100vl-protocol", "rf-scripts", "--rf100vl-limit=2").assert_outcomes(
-        passed=1)
-    (row,) = results(pytester.path / ".rf100vl" / "results")
-    assert json.loads(row["adapter_options"])["class_nms"] is False
-    assert row["per_class"][0]["class"].startswith("shapes-sample") and row["max_dets"] == 100
-    header = (pytester.path / ".rf100vl" / "results" / "summary.md").read_text(encoding="utf-8")
-    assert "- protocols: protocol rf-scripts (Roboflow's public scripts: maxDets 100" in header
+def test_under_rf_scripts_owl_is_asked_about_category_zero_and_keeps_every_box(sample_root: Path) -> None:
+    """The kind's defaults reach the adapter (no class-wise NMS), and the task leads with
+    category 0 in the template, scored at maxDets 100 with category 0 in the ground truth."""
+    from rf100vl_hf.metadata import read_metadata
+    from rf100vl_hf.protocols import PROTOCOLS
+    from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+    from pytest_rf100vl.adapters import create
+    from pytest_rf100vl.core.settings import Settings
+    from pytest_rf100vl.kinds.rf100vl.evaluate import run_pair
+    from pytest_rf100vl.kinds.rf100vl.kind import Rf100vlKind
+
+    settings = Settings(adapter_defaults=Rf100vlKind.adapter_defaults({"rf100vl_protocol": "rf-scripts"}))
+    adapter = create("owlv2:tiny", **settings.options_for("owlv2:tiny"))
+    try:
+        splits = load_rf100vl("sample", data_dir=sample_root, progress=False)
+        test = splits["test"].select(range(2))
+        meta = read_metadata(test)
+        evaluation = run_pair(adapter, test, meta, "test", "names", 1, lambda split: splits[split],
+                              protocol=PROTOCOLS["rf-scripts"])
+        zero = meta["supercategory"]
+        assert adapter.options["class_nms"] is False
+        assert adapter.task.classes == [zero, *meta["classes"]] and adapter.task.category_ids[0] == 0
+        assert adapter.prompt_texts(None)[0] == f"a photo of a {zero}"
+        assert list(evaluation.scores.per_class)[0] == zero and evaluation.scores.max_dets == 100
+        assert {record["category_id"] for record in evaluation.predictions} <= {0, *meta["category_ids"]}
+        trained = run_pair(adapter, test, meta, "test", "names", 1, lambda split: splits[split],
+                           protocol=PROTOCOLS["rf-scripts"], trained=True)  # a fine-tuned model: its own classes
+        assert adapter.task.classes == meta["classes"] and zero not in trained.scores.per_class
+    finally:
+        adapter.close()

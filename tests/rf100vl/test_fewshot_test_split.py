@@ -130,3 +130,17 @@ def test_what_cannot_be_done_is_an_error_naming_the_option(sample_root: Path, tm
         prepare(full, fsod, tmp_path, test_source="valid")
     with pytest.raises(ParameterError, match="fewshot_class_match must be 'name' or 'id', not 'order'"):
         prepare(full, fsod, tmp_path, fewshot_class_match="order")
+
+
+def test_prepare_takes_both_options(sample_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rf100vl_hf.cli import main
+
+    full, fsod = fsod_export(sample_root, tmp_path, {"circle": "Circle"})
+    args = ["prepare", NAME, "--data-dir", str(full.parent), "--fewshot-dir", str(fsod.parent), "--cache-dir",
+            str(tmp_path / "cache"), "--test-source", "fewshot"]
+    assert main(args) == 2
+    assert "'Circle' (id 1), where the full export's category 1 is 'circle'" in capsys.readouterr().err
+    assert main([*args, "--fewshot-class-match", "id"]) == 0
+    out, err = capsys.readouterr()
+    assert "test (4)" in out and "rf100vl-hf: warning: bottles: the few-shot export's classes are matched" in err
+    assert "'Circle' -> 'circle'" in err
