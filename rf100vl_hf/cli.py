@@ -29,7 +29,7 @@ from rf100vl_hf.arguments import (
 )
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
-from rf100vl_hf.rf100vl.request import FEWSHOT_STRATEGIES
+from rf100vl_hf.rf100vl.request import FEWSHOT_CLASS_MATCHES, FEWSHOT_STRATEGIES, TEST_SOURCES
 from rf100vl_hf.uouo.defaults import (
     DEFAULT_ALPHA_THRESHOLD,
     DEFAULT_CLIP_MODEL,
@@ -415,6 +415,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--semisup-fraction", type=FRACTION, help="fraction of train images in semisup (default 0.1)")
     p.add_argument("--semisup-seed", type=INTEGER, help="seed of the semi-supervised split (default 0)")
+    p.add_argument(
+        "--test-source", choices=TEST_SOURCES,
+        help="whose test split 'test' is: full (the full export's, default) or fewshot (the few-shot export's, "
+        "which can differ)",
+    )
+    p.add_argument(
+        "--fewshot-class-match", choices=FEWSHOT_CLASS_MATCHES,
+        help="match the few-shot export's classes to the full export's by name (default: a name the full export "
+        "lacks is an error) or by id (category id; the names that differ are mapped, with a warning)",
+    )
     p.add_argument(
         "--verify-images", choices=["header", "full"], default="header",
         help="header: parse headers and check JPEG/PNG end markers (fast, default); full: decode every image",

@@ -101,7 +101,9 @@ class Detections:
 
 @dataclass(frozen=True)
 class DetectionTask:
-    """What a detector is told once per dataset. Category 0 never reaches here."""
+    """What a detector is told once per dataset. Category 0 never reaches here, except as the
+    first class of a zero-shot ``names`` task of the ``rf-scripts`` protocol, which prompts it as
+    Roboflow's scripts do (``category_ids`` then starts with 0)."""
 
     dataset: str
     classes: list[str]

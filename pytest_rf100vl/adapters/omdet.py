@@ -5,11 +5,14 @@ Boxes go through the processor's post-processing (score threshold, class-wise NM
 with the original image sizes. A query whose box or class logits are not finite is given
 score 0 first, so that it is filtered out instead of stopping the processor's clipping
 assertion. Options: ``score_threshold`` (0.01; the processor's default of 0.3 is for
-display, AP rewards low thresholds) and ``nms_iou`` (0.5).
+display, AP rewards low thresholds), ``nms_iou`` (0.5) and ``class_nms`` (true; false: the
+processor suppresses nothing, an IoU threshold no overlap exceeds: the ``rf-scripts``
+protocol).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,7 +38,7 @@ class OmDetTurboAdapter(PipelinedDetector):
     name = "omdet-turbo"
     default_checkpoint, prompt_modes, tasks = listed(name)
     model_class = OmDetTurboForObjectDetection
-    option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5}
+    option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5, "class_nms": True}
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:
@@ -110,7 +113,7 @@ class OmDetTurboAdapter(PipelinedDetector):
         results = self.processor.post_process_grounded_object_detection(
             outputs,
             threshold=self.options["score_threshold"],
-            nms_threshold=self.options["nms_iou"],
+            nms_threshold=self.options["nms_iou"] if self.options["class_nms"] else math.inf,
             target_sizes=[(image.height, image.width) for image in images],
         )
         return read_back([(r["boxes"], r["scores"], r["labels"]) for r in results])

@@ -29,7 +29,9 @@ Boxes go through the processor's own post-processing with the original image siz
 OWLv2 pads each image to a square at the bottom or right before resizing, and its
 post-processing scales by the longer side; OWL-ViT stretches to a square and scales by
 width and height. Options: ``score_threshold`` (0.01), ``nms_iou`` (0.5, IoU above
-which a lower-scored box of the same class is suppressed), ``template``.
+which a lower-scored box of the same class is suppressed), ``class_nms`` (true; false keeps
+every box over the threshold, as Roboflow's OWLv2 script does: the ``rf-scripts`` protocol),
+``template``.
 """
 
 from __future__ import annotations
@@ -198,7 +200,8 @@ class OwlAdapter(PipelinedDetector):
     square_input: ClassVar[bool]
     """Whether the processor pads each image to a square (OWLv2): boxes then scale by the
     longer side, as its post-processing does, rather than by width and height (OWL-ViT)."""
-    option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5, "template": "a photo of a {}"}
+    option_defaults: ClassVar[dict[str, Any]] = {"score_threshold": 0.01, "nms_iou": 0.5, "class_nms": True,
+                                                 "template": "a photo of a {}"}
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:
@@ -345,7 +348,8 @@ class OwlAdapter(PipelinedDetector):
 
     def detections(self, outputs: tuple[torch.Tensor, torch.Tensor], images: list[Image.Image]) -> list[Detections]:
         """The processor's post-processing (best class per patch, above ``score_threshold``,
-        in pixels), on the whole batch at once, then class-wise NMS per image."""
+        in pixels), on the whole batch at once, then class-wise NMS per image (unless
+        ``class_nms`` is off)."""
         logits, boxes = outputs
         best = logits.float().max(dim=-1)
         scores, labels = best.values.sigmoid(), best.indices
@@ -354,6 +358,9 @@ class OwlAdapter(PipelinedDetector):
         counts = torch.bincount(rows, minlength=len(images)).tolist()
         kept = []
         for b, s, l in zip(*(t[rows, patches].split(counts) for t in (corners, scores, labels))):
+            if not self.options["class_nms"]:
+                kept.append((b, s, l))
+                continue
             keep = batched_nms(b, s, l, self.options["nms_iou"])
             kept.append((b[keep], s[keep], l[keep]))
         return read_back(kept)

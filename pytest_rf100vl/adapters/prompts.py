@@ -7,10 +7,14 @@ texts, and the prompters that ask them (the prompter part of a
 - :class:`ConversationPrompter`: the papers' conversations of a model family (Qwen run here;
   the served models wrap it).
 
-Two styles (adapter option ``prompt_style``):
+Three styles (adapter option ``prompt_style``):
 
 - ``paper`` (the default): the RF100-VL authors' prompts, as their published evaluation
   scripts send them (the code behind the paper's Tables 2 and 3), per model family;
+- ``appendix``: the wording the paper itself prints in its Appendix A, where it gives one
+  (:func:`detection_text`); everything Appendix A does not word is the ``paper`` style's
+  (see :data:`APPENDIX_FALLBACK`). Few-shot images shown to Qwen are kept within Appendix A's
+  :data:`APPENDIX_QWEN_FEWSHOT_PIXELS`;
 - ``cookbook``: the prompt the Qwen adapters used before (the Qwen cookbook's wording with the
   answer format spelled out), kept so older rows can be reproduced.
 
@@ -44,10 +48,29 @@ import numpy as np
 from PIL import Image
 
 from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, GroundingQuery
-from pytest_rf100vl.adapters.coordinates import BoxConvention
+from pytest_rf100vl.adapters.coordinates import BoxConvention, qwen25_resized
 
 FAMILIES: tuple[str, ...] = ("qwen2.5", "qwen3", "gemini", "generic")
-PROMPT_STYLES: tuple[str, ...] = ("paper", "cookbook")
+PROMPT_STYLES: tuple[str, ...] = ("paper", "appendix", "cookbook")
+QWEN_FAMILIES: tuple[str, ...] = ("qwen2.5", "qwen3")
+
+APPENDIX_QWEN_SINGLE = "Locate every {name} in the image and output the coordinates in JSON format."
+APPENDIX_GEMINI_SINGLE = "Detect all 2d bounding boxes of {name}."
+APPENDIX_GEMINI_MULTI = "Detect the 2d bounding boxes of the following objects: {names}"
+"""Appendix A's questions, word for word (the multi-class Gemini one has no final full stop)."""
+APPENDIX_QWEN_FEWSHOT_PIXELS = (4 * 28 * 28, 12800 * 28 * 28)
+"""Appendix A's bounds on the pixels of a few-shot image shown to Qwen (its ``min_pixels`` and
+``max_pixels``): an image outside them is resized into them as Qwen2.5-VL's ``smart_resize``
+would, its boxes with it; one inside is left to the model's processor."""
+APPENDIX_GEMINI_MAX_OUTPUT_TOKENS = 8192
+"""Appendix A's cap on Gemini's answer: the Gemini adapter's ``max_output_tokens`` default."""
+APPENDIX_FALLBACK = (
+    "Appendix A words only Qwen's single-class question and Gemini's two: Qwen's multi-class "
+    "question, the few-shot turns' multi-class question, the system prompts, the instructions "
+    "blocks and the generic family (ours) are the paper style's, the authors' scripts being "
+    "the only other source of the paper's prompts."
+)
+"""What ``appendix`` falls back to where Appendix A gives no text, and why."""
 
 QWEN_SYSTEM = "You are a helpful assistant capable of object detection."
 GEMINI_SYSTEM = "Return bounding boxes as a JSON array with labels. Never return masks or code fencing."
@@ -119,8 +142,25 @@ def instructions_text(instructions: dict[str, str], names: Sequence[str]) -> str
     return "\n".join(f"{name}: {instructions[name]}" for name in names if instructions.get(name))
 
 
-def detection_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool) -> str:
-    """The paper's detection question for ``names`` (one class when ``single``)."""
+def appendix_text(family: str, names: Sequence[str], single: bool) -> str | None:
+    """Appendix A's question for ``names`` (one class when ``single``), or ``None`` where it
+    words none (:data:`APPENDIX_FALLBACK`)."""
+    if family == "gemini":
+        return APPENDIX_GEMINI_SINGLE.format(name=names[0]) if single else \
+            APPENDIX_GEMINI_MULTI.format(names=", ".join(names))
+    if family in QWEN_FAMILIES and single:
+        return APPENDIX_QWEN_SINGLE.format(name=names[0])
+    return None
+
+
+def detection_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool,
+                   style: str = "paper") -> str:
+    """The detection question for ``names`` (one class when ``single``): Appendix A's in the
+    ``appendix`` style where it has one, else the authors' scripts'."""
+    if style == "appendix":
+        worded = appendix_text(family, names, single)
+        if worded is not None:
+            return worded
     listed = ", ".join(names)
     if family == "gemini":
         return f"Detect the 2d bounding boxes of the following objects: {listed}."
@@ -134,12 +174,27 @@ def detection_text(family: str, names: Sequence[str], convention: BoxConvention,
     return f"Locate all of the following objects: {listed} in the image and output the coordinates in JSON format."
 
 
-def example_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool) -> str:
+def example_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool,
+                 style: str = "paper") -> str:
     """The question of a few-shot turn (Qwen's scripts add that each name is a separate class)."""
-    if family in ("qwen2.5", "qwen3") and not single:
+    if family in QWEN_FAMILIES and not single:
         return (f"Locate all of the following objects: {', '.join(names)} (each of those is a separate class) "
                 "in the image and output the coordinates in JSON format.")
-    return detection_text(family, names, convention, single)
+    return detection_text(family, names, convention, single, style)
+
+
+def within_pixels(example: FewShotExample, bounds: tuple[int, int]) -> FewShotExample:
+    """``example`` with its image inside ``bounds`` (min and max pixels): an image outside them
+    resized as Qwen2.5-VL's ``smart_resize`` does (sides multiples of 28), its boxes scaled with
+    it; an image inside them unchanged (the model's processor resizes it as it always does)."""
+    width, height = example.image.size
+    if bounds[0] <= width * height <= bounds[1]:
+        return example
+    new_width, new_height = qwen25_resized(width, height, *bounds)
+    scale = np.array([new_width / width, new_height / height] * 2)
+    boxes = np.asarray(example.boxes, dtype=np.float64).reshape(-1, 4) * scale
+    return FewShotExample(example.image.resize((new_width, new_height), Image.Resampling.BICUBIC), boxes,
+                          example.labels)
 
 
 def example_answer(
@@ -166,15 +221,16 @@ def detection_conversation(
     convention: BoxConvention,
     single: bool = False,
     fewshot_images: int | None = None,
+    style: str = "paper",
 ) -> Conversation:
-    """The paper-style conversation asking for ``names`` (all the task's classes, or the one
-    class of a ``single``-class prompt) in the task's prompt mode; ``fewshot_images`` overrides
-    the family's number of examples."""
+    """The ``paper`` or ``appendix`` style conversation asking for ``names`` (all the task's
+    classes, or the one class of a ``single``-class prompt) in the task's prompt mode;
+    ``fewshot_images`` overrides the family's number of examples."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r} (use one of {', '.join(FAMILIES)})")
     mode = task.prompt
     instructions = instructions_text(task.instructions, names) if "instructions" in mode else ""
-    text = detection_text(family, names, convention, single)
+    text = detection_text(family, names, convention, single, style)
     examples: tuple[Example, ...] = ()
     if "fewshot" in mode:
         if not task.fewshot:
@@ -182,13 +238,15 @@ def detection_conversation(
         keep = [task.classes.index(name) for name in names]
         limit = FEWSHOT_IMAGES[family] if fewshot_images is None else fewshot_images
         chosen = task.fewshot if limit is None else task.fewshot[:limit]
-        question = example_text(family, names, convention, single)
+        if style == "appendix" and family in QWEN_FAMILIES:
+            chosen = tuple(within_pixels(example, APPENDIX_QWEN_FEWSHOT_PIXELS) for example in chosen)
+        question = example_text(family, names, convention, single, style)
         examples = tuple(
             Example(example.image, question, example_answer(family, example, task.classes, keep, convention))
             for example in chosen
         )
         if instructions and examples:
-            suffix = QWEN_COMBINED_SUFFIX if family in ("qwen2.5", "qwen3") else INSTRUCTIONS_SUFFIX
+            suffix = QWEN_COMBINED_SUFFIX if family in QWEN_FAMILIES else INSTRUCTIONS_SUFFIX
             first = examples[0]
             examples = (Example(first.image, first.text + suffix.format(instructions=instructions), first.answer),
                         *examples[1:])
@@ -242,7 +300,7 @@ def task_conversations(
     if style == "cookbook":
         instructions = task.instructions if "instructions" in task.prompt else {}
         return [(Conversation(None, (), cookbook_text(names, instructions)), index) for names, index in groups]
-    return [(detection_conversation(family, task, names, convention, per_class, fewshot_images), index)
+    return [(detection_conversation(family, task, names, convention, per_class, fewshot_images, style), index)
             for names, index in groups]
 
 

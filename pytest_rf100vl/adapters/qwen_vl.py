@@ -8,6 +8,7 @@ Prompts (:mod:`~pytest_rf100vl.adapters.prompts`, printed in ``docs/prompts.md``
   ``fewshot_images`` (3) images of the few-shot split go first as a multi-turn chat, each
   answered by its ground truth in the model's own coordinates, through the checkpoint's chat
   template;
+- ``appendix``: the paper's Appendix A wording where it has one (``docs/prompts.md``);
 - ``cookbook``: the Qwen cookbook's question with the answer format spelled out (no system
   prompt, no few-shot prompt), as this adapter asked before.
 
@@ -174,7 +175,7 @@ class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
         self.transport = QwenChat(*local_model(self, options), units=self.answer_units)
         self.prompter = (
             CookbookPrompter(self.per_class, f"adapter {self.name!r}") if self.prompt_style == "cookbook"
-            else ConversationPrompter("paper", self.family, self.per_class, self.convention(self.transport.weights),
+            else ConversationPrompter(self.prompt_style, self.family, self.per_class, self.convention(self.transport.weights),
                                       self.fewshot_images, shown=padded_example))
         self.reader = Reader(self.name, parse_json_boxes, ReplyFrame(), self.tally)
 

@@ -68,12 +68,16 @@ class ModelSpec:
     options: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, text: str, adapter_options: Sequence[AdapterOption] = ()) -> "ModelSpec":
+    def parse(cls, text: str, adapter_options: Sequence[AdapterOption] = (),
+              defaults: Mapping[str, Mapping[str, str]] | None = None) -> "ModelSpec":
+        """``defaults``: adapter name -> options a kind's settings give it (a scoring protocol's),
+        which the options given override."""
         name, _, checkpoint = text.partition(":")
         name = name.strip()
         general = {o.key: o.value for o in adapter_options if o.adapter is None}
         own = {o.key: o.value for o in adapter_options if o.adapter == name}
-        return cls(text.strip(), name, checkpoint.strip() or None, tuple({**general, **own}.items()))
+        given = {**(defaults or {}).get(name, {}), **general, **own}
+        return cls(text.strip(), name, checkpoint.strip() or None, tuple(given.items()))
 
     @property
     def option_values(self) -> dict[str, str]:
@@ -313,18 +317,22 @@ def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Seq
         except ValueError as exc:  # a check across options of the section (split parameters, say)
             raise pytest.UsageError(f"{name} options: {exc}") from None
 
+    kinds = {name: section(name, cls) for name, cls in kind_sections.items()}
+    defaults: dict[str, dict[str, str]] = {}
+    for options in kinds.values():  # a kind's options section may give adapters defaults (a protocol's)
+        for adapter, given in getattr(options, "adapter_defaults", dict)().items():
+            defaults.setdefault(adapter, {}).update(given)
     matrix = section("matrix", MatrixConfig)
     adapter_options = _adapter_options(matrix.adapter_options, matrix.models)
     matrix = dataclasses.replace(
         matrix, adapter_options=adapter_options,
-        models=tuple(ModelSpec.parse(text, adapter_options) for text in matrix.models))
+        models=tuple(ModelSpec.parse(text, adapter_options, defaults) for text in matrix.models))
     minimums = {metric: value for metric in metrics
                 if (value := minimum_option(metric).parse(lookup(MINIMUMS, metric.name, minimum_option(metric))))
                 is not None}
     config = RunConfig(
         matrix=matrix, loop=section("loop", LoopConfig), training=section("training", TrainingConfig),
-        report=section("report", ReportConfig), minimums=minimums,
-        kinds={name: section(name, cls) for name, cls in kind_sections.items()},
+        report=section("report", ReportConfig), minimums=minimums, kinds=kinds,
     )
     if config.active and not config.matrix.models:
         raise pytest.UsageError("--rf100vl-model is required to run the matrix (e.g. --rf100vl-model owlv2:tiny)")

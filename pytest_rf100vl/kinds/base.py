@@ -79,8 +79,9 @@ class Split:
     smoke: bool = False
     """The data itself makes scores meaningless (mosaics ranked by a random CLIP): rows say so."""
 
-    def task_for(self, adapter: "type[Adapter] | Adapter") -> "DetectionTask | None":
-        """What ``adapter`` is told: the task, with the ground truth only if it declares it needs it."""
+    def task_for(self, adapter: "type[Adapter] | Adapter", trained: bool = False) -> "DetectionTask | None":
+        """What ``adapter`` is told: the task, with the ground truth only if it declares it needs
+        it; ``trained``: the model was fine-tuned on this dataset first."""
         return self.truth() if adapter.needs_ground_truth and self.truth is not None else self.task
 
     def first(self, count: int | None) -> "Split":

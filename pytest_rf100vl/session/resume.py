@@ -4,7 +4,8 @@ not run again (``--rf100vl-rerun`` runs it anyway).
 A row is reused when it has the *identity* of the row the pair would write
 (:data:`rf100vl_hf.results.schema.IDENTITY`: model, checkpoint, model revision, adapter
 options, dataset, dataset fingerprint, split, prompt, split parameters, how the model was
-fine-tuned, scoring version, ``--rf100vl-limit``),
+fine-tuned, scoring version, ``--rf100vl-limit``, ``--rf100vl-protocol``: a row written before
+protocols is the paper's),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
 keeps the rest); under ``--rf100vl-log-samples``, a row of a model that answers in text must
 name its samples log too (a row without one runs again, answered from the answer cache). The
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from dataclasses import asdict
 
 from rf100vl_hf.results.folder import JSONL
-from rf100vl_hf.results.rows import LIMIT, TornLineWarning, read_jsonl
+from rf100vl_hf.results.rows import LIMIT, TornLineWarning, identity_value, read_jsonl
 from rf100vl_hf.results.schema import SCORING_VERSION, TRAINING_IDENTITY
 
 from pytest_rf100vl.core.pairs import row_key
@@ -77,7 +78,7 @@ def answers_in_text(cls: "type[Adapter] | None") -> bool:
 
 
 def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return all(row.get(key) == value for key, value in wanted.items())
+    return all(identity_value(row, key) == value for key, value in wanted.items())
 
 
 def reusable_row(

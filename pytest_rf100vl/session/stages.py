@@ -15,7 +15,7 @@ the inference loop answers; everything else is here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -112,11 +112,11 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
     kind = session.kinds[pair.kind]
     config = session.config
     fitted = fit(pair, adapter, split, session)
-    task = split.task_for(adapter)
+    task = split.task_for(adapter, trained=fitted is not None)
     if task is not None:
         with adapter_call("the adapter's set_task"):
             adapter.set_task(task)
-    asked = split.first(config.matrix.limit)
+    asked = replace(split.first(config.matrix.limit), task=task)
     answers = answer(adapter, asked.images, asked.questions, config.loop.batch_size, session.loop,
                      f"{adapter.name} on {pair.dataset}", benchmark, (split.id_column, split.name_column))
     scored = kind.score(answers, asked)

@@ -6,9 +6,12 @@ The Hub shows these entries on the model page and ranks them on the benchmark's 
 model's result on the task:
 
 - rows that are not results are refused: smoke rows (random weights: the score means
-  nothing), rows of a limited run (``--rf100vl-limit N``: the first N images of each split)
-  and, with ``partial``, means over part of a task's datasets. ``allow_unofficial`` writes
-  them, with ``notes`` saying what they are (``--allow-unofficial``);
+  nothing), rows of a limited run (``--rf100vl-limit N``: the first N images of each split),
+  rows scored under another protocol than the paper's (``--rf100vl-protocol rf-scripts``:
+  another metric, ranked on the benchmark's leaderboard they would sit beside the paper
+  protocol's scores) and, with ``partial``, means over part of a task's datasets.
+  ``allow_unofficial`` writes them, with ``notes`` saying what they are
+  (``--allow-unofficial``), and a file of their own per protocol;
 - the rows must have measured the checkpoint of the model repository they go to
   (:func:`check_model_repo`, which a push runs; ``--model-repo-mismatch-ok`` overrides);
 - a task whose datasets the rows do not all cover is left out (listed in ``skipped``).
@@ -31,6 +34,7 @@ from typing import Any
 from rf100vl_hf.errors import DataError, Rf100vlError
 from rf100vl_hf.hub.eval_yaml import UOUO_TASKS, rf100vl_means, slug
 from rf100vl_hf.hub.specification import eval_result_problems
+from rf100vl_hf.protocols import PAPER, PROTOCOLS, protocol_of
 
 EVAL_FOLDER = ".eval_results"
 DEFAULT_PROMPT = "names"
@@ -46,7 +50,7 @@ class EvalResultsError(Rf100vlError, ValueError):
 
 
 class UnofficialResultsError(EvalResultsError):
-    """Rows that are not results of the benchmark (smoke, limited, partial means)."""
+    """Rows that are not results of the benchmark (smoke, limited, another protocol, partial means)."""
 
 
 class ModelRepoMismatchError(EvalResultsError):
@@ -94,12 +98,21 @@ def check_model_repo(files: Sequence[EvalFile], model_repo: str, mismatch_ok: bo
             f"{model_repo} holds what they measured")
 
 
+def _protocol_notes(row: dict[str, Any]) -> list[str]:
+    """The note of a row scored under another protocol than the paper's (none for the paper's)."""
+    name = protocol_of(row)
+    if name == PAPER:
+        return []
+    known = PROTOCOLS.get(name)
+    return [f"protocol {name}, not the paper's" + (f": {known.description}" if known else "")]
+
+
 def _unofficial(row: dict[str, Any]) -> list[str]:
     """What makes a row not a result of the benchmark, as notes."""
     from rf100vl_hf.results.rows import LIMIT
 
     return ([SMOKE_NOTE] if row.get("smoke") else []) + (
-        [f"limited run: the first {row[LIMIT]} images of each split"] if row.get(LIMIT) else [])
+        [f"limited run: the first {row[LIMIT]} images of each split"] if row.get(LIMIT) else []) + _protocol_notes(row)
 
 
 def _without_superseded_limits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -107,7 +120,8 @@ def _without_superseded_limits(rows: list[dict[str, Any]]) -> list[dict[str, Any
     from rf100vl_hf.results.rows import LIMIT, TRAINING_IDENTITY
 
     def where(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (row.get("dataset"), row.get("prompt"), row.get("split"), *(str(row.get(k)) for k in TRAINING_IDENTITY))
+        return (row.get("dataset"), row.get("prompt"), row.get("split"), protocol_of(row),
+                *(str(row.get(k)) for k in TRAINING_IDENTITY))
 
     full = {where(row) for row in rows if not row.get(LIMIT)}
     return [row for row in rows if not row.get(LIMIT) or where(row) not in full]
@@ -120,12 +134,15 @@ def refuse_unofficial(rows: Sequence[dict[str, Any]], partial_tasks: Sequence[st
 
     smoke = sorted({str(row.get("dataset")) for row in rows if row.get("smoke")})
     limited = sorted({str(row.get("dataset")) for row in rows if row.get(LIMIT)})
+    other = sorted({protocol_of(row) for row in rows} - {PAPER})
     reasons = []
     if smoke:
         reasons.append(f"{len(smoke)} smoke row(s) (random weights: the score means nothing) on {_few(smoke)}")
     if limited:
         reasons.append(f"{len(limited)} row(s) of a limited run (--rf100vl-limit: the first images of each split "
                        f"only) on {_few(limited)}")
+    if other:
+        reasons.append(f"rows scored under the protocol(s) {', '.join(other)}, not the paper's (--rf100vl-protocol)")
     if partial_tasks:
         reasons.append(f"--partial means over part of the datasets of {_few(list(partial_tasks))}")
     if reasons:
@@ -167,13 +184,13 @@ def _date(rows: Sequence[dict[str, Any]]) -> str | None:
 def _one_per_dataset(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The group's rows by dataset; two measurements of one dataset (another revision,
     options, dtype, training...) cannot make one score."""
-    from rf100vl_hf.results.rows import IDENTITY
+    from rf100vl_hf.results.rows import IDENTITY, identity_value
 
     by_dataset: dict[str, dict[str, Any]] = {}
     for row in rows:
         other = by_dataset.setdefault(row["dataset"], row)
         if other is not row:
-            differ = [key for key in IDENTITY if other.get(key) != row.get(key)]
+            differ = [key for key in IDENTITY if identity_value(other, key) != identity_value(row, key)]
             raise EvalResultsError(f"the rows hold two measurements of {row.get('spec')} on {row['dataset']} "
                                    f"(they differ in {', '.join(differ)}): choose one run with --run or --latest")
     return by_dataset
@@ -189,7 +206,7 @@ def eval_files(
     allow_unofficial: bool = False,
 ) -> list[EvalFile]:
     """The evaluation results of one model's rows on the benchmark dataset ``benchmark``: one
-    file per benchmark, prompt mode, split and fine-tuning. A mean task whose datasets the
+    file per benchmark, prompt mode, split, protocol and fine-tuning. A mean task whose datasets the
     rows do not all cover is left out (listed in ``skipped``), unless ``partial``: then its
     value is the mean over the datasets run, and the notes say how many of how many. Rows
     that are not results are refused unless ``allow_unofficial`` (see the module)."""
@@ -205,7 +222,7 @@ def eval_files(
     detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in detection:
-        key = (row.get("prompt"), row.get("split"), *(str(row.get(k)) for k in TRAINING_IDENTITY))
+        key = (row.get("prompt"), row.get("split"), protocol_of(row), *(str(row.get(k)) for k in TRAINING_IDENTITY))
         groups.setdefault(key, []).append(row)
     for chosen in groups.values():
         scored = {name: row for name, row in _one_per_dataset(chosen).items() if isinstance(row.get("ap"), (int, float))}
@@ -251,8 +268,8 @@ def _checkpoints(rows: Any) -> tuple[str | None, ...]:
 
 
 def _variant(row: dict[str, Any]) -> list[str]:
-    parts = [slug(str(v)) for v, default in ((row.get("prompt"), DEFAULT_PROMPT), (row.get("split"), DEFAULT_SPLIT))
-             if v and v != default]
+    parts = [slug(str(v)) for v, default in ((row.get("prompt"), DEFAULT_PROMPT), (row.get("split"), DEFAULT_SPLIT),
+                                             (protocol_of(row), PAPER)) if v and v != default]
     if row.get("recipe"):
         parts += [slug(f"{row.get('train_split')}-{row['recipe']}")] + \
             ([f"seed{row['seed']}"] if row.get("seed") is not None else [])

@@ -111,8 +111,11 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
     """The card: YAML listing the configs, then the leaderboard, figures, table and provenance."""
     import yaml
 
+    from rf100vl_hf.protocols import PAPER
     from rf100vl_hf.results.summary import provenance
-    from rf100vl_hf.results.tables import SMOKE_NOTE, ap_table, leaderboard, to_markdown, uouo_table
+    from rf100vl_hf.results.tables import (
+        SMOKE_NOTE, ap_table, by_protocol, leaderboard, protocol_note, to_markdown, uouo_table,
+    )
 
     present = [config for benchmark, config in CONFIGS.items() if any(r.get("benchmark") == benchmark for r in rows)]
     header = {
@@ -123,15 +126,17 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
     detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
     grounding = [row for row in rows if row.get("benchmark") == "uouo"]
     lines = [f"# Results: {repo_id}", "",
-             "Benchmark results written by `rf100vl-hf` (RF100-VL: AP50:95 in percent at maxDets 500; "
-             "UOUO: mIoU and quadrant accuracy as fractions). Load the rows with",
+             "Benchmark results written by `rf100vl-hf` (RF100-VL: AP50:95 in percent at maxDets 500 under the "
+             "paper's protocol; UOUO: mIoU and quadrant accuracy as fractions). Load the rows with",
              "", "```python", "from datasets import load_dataset",
              *(f'load_dataset("{repo_id}", "{c}", split="{SPLIT}")' for c in present), "```", ""]
     if any(row.get("smoke") for row in rows):
         lines += [f"**Models marked {SMOKE_NOTE}.**", ""]
-    if detection:
-        board = leaderboard(detection)
-        lines += [f"## Leaderboard: RF100-VL, {board.title}", "", *to_markdown(board), ""]
+    protocols = by_protocol(detection)
+    for name, own in protocols.items():  # rows of two protocols never rank together
+        board = leaderboard(own)
+        scored = "" if list(protocols) == [PAPER] else f", {protocol_note(name)}"
+        lines += [f"## Leaderboard: RF100-VL, {board.title}{scored}", "", *to_markdown(board), ""]
     if grounding:
         table = uouo_table(grounding)
         lines += [f"## {table.title}", "", *to_markdown(table), ""]

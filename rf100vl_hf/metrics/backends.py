@@ -1,5 +1,6 @@
 """The two scoring backends: checked columns in, COCOeval's accumulated ``precision`` and
-``recall`` arrays out (bbox, maxDets [1, 10, 500], pycocotools' IoU thresholds and area ranges).
+``recall`` arrays out (bbox, maxDets [1, 10, 500] or [1, 10, N], pycocotools' IoU thresholds and
+area ranges).
 
 - ``faster-coco-eval`` (the default): faster-coco-eval's C++ matching and accumulation, fed
   directly: the IoUs of every image and category at once with numpy, by pycocotools' own
@@ -27,6 +28,13 @@ from rf100vl_hf.metrics.checks import GroundTruth, Results
 
 MAX_DETS: tuple[int, ...] = (1, 10, MAX_DETECTIONS)
 """The benchmark's maxDets: AP and AR are read at the last one."""
+
+
+def max_dets_of(last: int) -> list[int]:
+    """COCOeval's ``maxDets`` ending at ``last`` (500: the benchmark's; 100: pycocotools' default)."""
+    if not (isinstance(last, int) and last >= 10):
+        raise ValueError(f"maxDets must be an integer of at least 10, not {last!r}")
+    return [*MAX_DETS[:-1], last]
 
 Accumulated = dict[str, Any]
 """``precision`` [T, R, K, A, M], ``recall`` [T, K, A, M], ``iouThrs`` [T] and ``areaRngLbl`` [A]."""
@@ -96,13 +104,13 @@ def box_ious(gt: GroundTruth, results: Results, max_dets: int) -> list[list[Any]
 
 
 @_collector_paused()
-def _accumulate_faster(gt: GroundTruth, results: Results) -> Accumulated:
+def _accumulate_faster(gt: GroundTruth, results: Results, max_dets: int = MAX_DETECTIONS) -> Accumulated:
     import faster_coco_eval.faster_eval_api_cpp as engine  # the C++ core of COCOeval_faster
     from faster_coco_eval import COCOeval_faster
 
     evaluator = COCOeval_faster(iouType="bbox", print_function=_quiet)
     params = evaluator.params
-    params.maxDets = list(MAX_DETS)
+    params.maxDets = max_dets_of(max_dets)
     params.imgIds, params.catIds = list(range(len(gt.image_ids))), list(range(len(gt.category_ids)))
     # the fields its C++ reads of a box; ids count from 1 (0 reads as "unmatched")
     boxes = [{"id": i, "area": area, "iscrowd": flag, "ignore": flag}
@@ -159,12 +167,12 @@ def pycocotools_indexes(gt: GroundTruth, results: Results) -> tuple[Any, Any]:
 
 
 @_collector_paused()
-def _accumulate_pycocotools(gt: GroundTruth, results: Results) -> Accumulated:
+def _accumulate_pycocotools(gt: GroundTruth, results: Results, max_dets: int = MAX_DETECTIONS) -> Accumulated:
     from pycocotools.cocoeval import COCOeval
 
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator = COCOeval(*pycocotools_indexes(gt, results), "bbox")
-        evaluator.params.maxDets = list(MAX_DETS)
+        evaluator.params.maxDets = max_dets_of(max_dets)
         evaluator.evaluate()
         evaluator.accumulate()
     params = evaluator.params
@@ -176,9 +184,10 @@ def _accumulate_pycocotools(gt: GroundTruth, results: Results) -> Accumulated:
     }
 
 
-BACKENDS: dict[str, Callable[[GroundTruth, Results], Accumulated]] = {
+BACKENDS: dict[str, Callable[[GroundTruth, Results, int], Accumulated]] = {
     "faster-coco-eval": _accumulate_faster,
     "pycocotools": _accumulate_pycocotools,
 }
-"""Backend name -> a function from a checked ground truth and results to COCOeval's accumulated
-precision and recall arrays, with the IoU thresholds and area labels that index them."""
+"""Backend name -> a function from a checked ground truth, results and the last maxDets to
+COCOeval's accumulated precision and recall arrays, with the IoU thresholds and area labels
+that index them."""

@@ -2,7 +2,9 @@
 
 Every number is read from the accumulated ``precision`` and ``recall`` arrays at maxDets=500,
 never from ``summarize()``, which hard-codes maxDets=100 for the headline AP (and reports -1
-when 100 is not among the maxDets). Two backends compute those arrays
+when 100 is not among the maxDets). ``max_dets=100`` scores as pycocotools' defaults do
+(maxDets [1, 10, 100]: ``summarize()``'s ``stats[0]``), as Roboflow's public evaluation
+scripts read it (the ``rf-scripts`` protocol, :mod:`rf100vl_hf.protocols`). Two backends compute those arrays
 (:mod:`rf100vl_hf.metrics.backends`): faster-coco-eval's C++ matching and accumulation (the
 default), fed IoUs computed by pycocotools' own formula, and pycocotools itself (the
 reference); the arrays of the two agree to 2.2e-16.
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from rf100vl_hf.errors import DataError
+from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.metrics.backends import BACKENDS, MAX_DETS
 from rf100vl_hf.metrics.checks import ARRAY_COLUMNS, GROUND_TRUTH, PREDICTIONS, check_ground_truth, check_results
 
@@ -39,7 +42,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CocoScores:
-    """Box AP and AR at maxDets=500, as fractions in [0, 1]; NaN where undefined (no ground truth)."""
+    """Box AP and AR at maxDets ``max_dets`` (500, the benchmark's), as fractions in [0, 1]; NaN
+    where undefined (no ground truth)."""
 
     ap: float  # AP50:95, the benchmark's headline number
     ap50: float
@@ -47,13 +51,19 @@ class CocoScores:
     ap_small: float
     ap_medium: float
     ap_large: float
-    ar500: float
+    ar: float  # AR at max_dets (rows call it ar500, or ar100 at maxDets 100)
     per_class: dict[str, float]  # class name -> AP50:95; NaN for a class with no ground-truth box
     n_images: int
     n_predictions: int
     per_class_ap50: dict[str, float] = field(default_factory=dict)  # class name -> AP50; NaN as per_class
     per_class_instances: dict[str, int] = field(default_factory=dict)  # class name -> non-crowd boxes
     float_ids: int = 0  # ids of the dicts written as integral floats (3.0), read as integers
+    max_dets: int = MAX_DETECTIONS
+
+    @property
+    def ar_column(self) -> str:
+        """The name of :attr:`ar` in a results row and in :meth:`percent`: ``ar500`` or ``ar100``."""
+        return f"ar{self.max_dets}"
 
     def class_rows(self) -> list[dict[str, Any]]:
         """Per-class results as results rows carry them: ``{class, ap, ap50, n_instances}``, AP in
@@ -69,8 +79,9 @@ class CocoScores:
 
     def percent(self, decimals: int = 1) -> dict[str, float]:
         """The headline numbers in percent, rounded as the paper's tables print them."""
-        names = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")
-        return {name: round(100 * getattr(self, name), decimals) for name in names}
+        names = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large")
+        return {**{name: round(100 * getattr(self, name), decimals) for name in names},
+                self.ar_column: round(100 * self.ar, decimals)}
 
 
 # ---------------------------------------------------------------- ground truth from a dataset
@@ -146,8 +157,10 @@ def evaluate(
     predictions: Sequence[dict[str, Any]] | np.ndarray,
     backend: str = "faster-coco-eval",
     class_names: Sequence[str] | None = None,
+    max_dets: int = MAX_DETECTIONS,
 ) -> CocoScores:
-    """Box AP of COCO-format predictions against a COCO ground truth, at maxDets=500.
+    """Box AP of COCO-format predictions against a COCO ground truth, at maxDets ``max_dets``
+    (500, the benchmark's; 100 scores as pycocotools' defaults do).
 
     ``predictions`` are COCO result dicts ``{image_id, category_id, bbox: [x, y, w, h] px,
     score}``, or an ``(N, 7)`` array with columns :data:`ARRAY_COLUMNS`; none at all scores 0.
@@ -163,24 +176,25 @@ def evaluate(
         raise ValueError(f"unknown COCO backend {backend!r}; known: {', '.join(BACKENDS)}")
     gt = check_ground_truth(ground_truth, class_names)
     results = check_results(predictions, gt)
-    accumulated = BACKENDS[backend](gt, results)
+    accumulated = BACKENDS[backend](gt, results, max_dets)
     precision, recall = accumulated["precision"], accumulated["recall"]
     area = {label: i for i, label in enumerate(accumulated["areaRngLbl"])}
     iou = {t: int(np.flatnonzero(np.isclose(accumulated["iouThrs"], t))[0]) for t in (0.5, 0.75)}
-    at_500 = precision[..., -1]  # [T, R, K, A]
+    at_last = precision[..., -1]  # [T, R, K, A] at max_dets
     return CocoScores(
-        ap=_mean_defined(at_500[:, :, :, area["all"]]),
-        ap50=_mean_defined(at_500[iou[0.5], :, :, area["all"]]),
-        ap75=_mean_defined(at_500[iou[0.75], :, :, area["all"]]),
-        ap_small=_mean_defined(at_500[:, :, :, area["small"]]),
-        ap_medium=_mean_defined(at_500[:, :, :, area["medium"]]),
-        ap_large=_mean_defined(at_500[:, :, :, area["large"]]),
-        ar500=_mean_defined(recall[:, :, area["all"], -1]),
-        per_class={name: _mean_defined(at_500[:, :, k, area["all"]]) for k, name in enumerate(gt.category_names)},
+        ap=_mean_defined(at_last[:, :, :, area["all"]]),
+        ap50=_mean_defined(at_last[iou[0.5], :, :, area["all"]]),
+        ap75=_mean_defined(at_last[iou[0.75], :, :, area["all"]]),
+        ap_small=_mean_defined(at_last[:, :, :, area["small"]]),
+        ap_medium=_mean_defined(at_last[:, :, :, area["medium"]]),
+        ap_large=_mean_defined(at_last[:, :, :, area["large"]]),
+        ar=_mean_defined(recall[:, :, area["all"], -1]),
+        per_class={name: _mean_defined(at_last[:, :, k, area["all"]]) for k, name in enumerate(gt.category_names)},
         n_images=len(gt.image_ids),
         n_predictions=len(results.scores),
-        per_class_ap50={name: _mean_defined(at_500[iou[0.5], :, k, area["all"]])
+        per_class_ap50={name: _mean_defined(at_last[iou[0.5], :, k, area["all"]])
                         for k, name in enumerate(gt.category_names)},
         per_class_instances=dict(zip(gt.category_names, gt.instances().tolist())),
         float_ids=gt.float_ids + results.float_ids,
+        max_dets=max_dets,
     )

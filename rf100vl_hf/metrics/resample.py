@@ -81,7 +81,8 @@ class _Category:
 
 @dataclass(frozen=True)
 class ImageMatches:
-    """pycocotools' per-image matching of a split's predictions (area ``all``, maxDets 500)."""
+    """pycocotools' per-image matching of a split's predictions (area ``all``, maxDets 500 or the
+    ``max_dets`` asked)."""
 
     image_ids: tuple[int, ...]  # in COCOeval's order (ascending)
     categories: tuple[_Category, ...]  # in ascending category id order
@@ -99,16 +100,18 @@ class ImageMatches:
         return _mean_defined(cells)
 
 
-def match_images(ground_truth: dict[str, Any], predictions: Sequence[dict[str, Any]]) -> ImageMatches:
+def match_images(ground_truth: dict[str, Any], predictions: Sequence[dict[str, Any]],
+                 max_dets: int = MAX_DETECTIONS) -> ImageMatches:
     """Match COCO results records to a COCO ground truth, image by image, with pycocotools
-    (inputs are checked as :func:`rf100vl_hf.metrics.evaluate` checks them)."""
+    (inputs are checked as :func:`rf100vl_hf.metrics.evaluate` checks them), the best
+    ``max_dets`` of each image and class (a row's ``max_dets``: 100 under ``rf-scripts``)."""
     from pycocotools.cocoeval import COCOeval
 
     gt = check_ground_truth(ground_truth, None)
     results = check_results(predictions, gt)
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints every step
         evaluator = COCOeval(*pycocotools_indexes(gt, results), "bbox")
-        evaluator.params.maxDets = [MAX_DETECTIONS]
+        evaluator.params.maxDets = [max_dets]
         evaluator.params.areaRng, evaluator.params.areaRngLbl = [[0, 1e10]], ["all"]
         evaluator.evaluate()
     images = len(evaluator.params.imgIds)

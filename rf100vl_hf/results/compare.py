@@ -30,6 +30,7 @@ import numpy as np
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
+from rf100vl_hf.protocols import protocol_of
 from rf100vl_hf.results.pairs import located_rows, row_matches, row_split
 from rf100vl_hf.results.rows import LIMIT
 from rf100vl_hf.results.tables import Table, _domain, column_labels
@@ -112,6 +113,8 @@ def _not_comparable(a: dict[str, Any], b: dict[str, Any]) -> str | None:
     differ = [f"{key} {a.get(key)} vs {b.get(key)}" for key in COMPARABLE if a.get(key) != b.get(key)]
     if differ:
         return "scored on different images: " + "; ".join(differ)
+    if protocol_of(a) != protocol_of(b):
+        return f"scored under different protocols: {protocol_of(a)} vs {protocol_of(b)}"
     if not all(isinstance(row.get("ap"), (int, float)) for row in (a, b)):
         return "AP is undefined (the split has no ground-truth box)"
     for side, row in (("A", a), ("B", b)):

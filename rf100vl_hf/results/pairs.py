@@ -10,12 +10,14 @@ and split wrote over it) is an error, never a silent mismatch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import ImageMatches
+from rf100vl_hf.protocols import PROTOCOLS, protocol_of
 from rf100vl_hf.results.rows import LIMIT
 
 AP_TOLERANCE = 1e-6
@@ -30,6 +32,7 @@ class Split:
     ground_truth: dict[str, Any]  # COCO ground truth, the export's own ids
     classes: list[str]
     category_ids: list[int]
+    max_dets: int = MAX_DETECTIONS  # the row's protocol's maxDets
 
 
 def located_rows(folder: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -78,14 +81,15 @@ def read_predictions(path: Path, category_ids: list[int]) -> tuple[list[dict[str
 
 
 def load_split(dataset: str, split: str, data_dir: Path | None = None, fewshot_dir: Path | None = None,
-               limit: int | None = None, fingerprint: str | None = None) -> Split:
+               limit: int | None = None, fingerprint: str | None = None, **config: Any) -> Split:
     """``split`` of ``dataset`` as prepared from the exports (its first ``limit`` images when
-    given); with ``fingerprint``, the exports must be the ones a row was scored on."""
+    given; ``config``: the builder's split parameters); with ``fingerprint``, the exports must
+    be the ones a row was scored on."""
     from rf100vl_hf.metadata import read_metadata
     from rf100vl_hf.metrics import coco_ground_truth
     from rf100vl_hf.rf100vl.builder import load_rf100vl
 
-    splits = load_rf100vl(dataset, data_dir=data_dir, fewshot_dir=fewshot_dir, progress=False)
+    splits = load_rf100vl(dataset, data_dir=data_dir, fewshot_dir=fewshot_dir, progress=False, **config)
     if split not in splits:
         raise DataError(dataset, "split", f"no split {split!r} (it has: {', '.join(splits)})")
     chosen = splits[split] if limit is None else splits[split].select(range(min(limit, len(splits[split]))))
@@ -98,9 +102,18 @@ def load_split(dataset: str, split: str, data_dir: Path | None = None, fewshot_d
 
 
 def row_split(row: dict[str, Any], data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Split:
-    """The images ``row`` was scored on."""
-    return load_split(row["dataset"], row.get("split") or "test", data_dir, fewshot_dir, row.get(LIMIT),
-                      row.get("dataset_fingerprint"))
+    """The images ``row`` was scored on (the few-shot export's test split when the row says so),
+    scored at its protocol's maxDets."""
+    made = json.loads(row.get("split_parameters") or "{}")
+    config = {**({"test_source": "fewshot"} if made.get("test_source") == "fewshot" else {}),
+              **({"fewshot_class_match": "id"} if made.get("class_match") == "id" else {})}
+    split = load_split(row["dataset"], row.get("split") or "test", data_dir, fewshot_dir, row.get(LIMIT),
+                       row.get("dataset_fingerprint"), **config)
+    protocol = PROTOCOLS.get(protocol_of(row))
+    if protocol is None:
+        raise DataError(describe(row), "protocol", f"unknown protocol {protocol_of(row)!r} (known: "
+                        f"{', '.join(PROTOCOLS)}): a newer rf100vl-hf wrote this row")
+    return replace(split, max_dets=protocol.max_dets)
 
 
 def matched(path: Path, split: Split) -> tuple[ImageMatches, list[dict[str, Any]]]:
@@ -110,7 +123,7 @@ def matched(path: Path, split: Split) -> tuple[ImageMatches, list[dict[str, Any]
 
     records, _ = read_predictions(path, split.category_ids)
     try:
-        return match_images(split.ground_truth, records), records
+        return match_images(split.ground_truth, records, split.max_dets), records
     except DataError as exc:
         raise DataError(path, exc.field, exc.reason) from None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError, Rf100vlError, shown
+from rf100vl_hf.protocols import PROTOCOL, protocol_of
 from rf100vl_hf.results.folder import JSONL
 from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT, TRAINING_IDENTITY
 
@@ -55,9 +56,15 @@ def with_measured_throughput(row: dict[str, Any], candidates: Sequence[dict[str,
             "throughput_from": donor.get("throughput_from") or donor.get("run_id")}
 
 
+def identity_value(row: dict[str, Any], key: str) -> Any:
+    """The row's value of one key of :data:`IDENTITY`: None where missing, ``paper`` for a row
+    written before protocols were recorded (that is the protocol it was scored under)."""
+    return protocol_of(row) if key == PROTOCOL else row.get(key)
+
+
 def identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The row's identity: the values of :data:`IDENTITY`, None where missing."""
-    return tuple(row.get(key) for key in IDENTITY)
+    """The row's identity: the values of :data:`IDENTITY` (:func:`identity_value`)."""
+    return tuple(identity_value(row, key) for key in IDENTITY)
 
 
 def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:

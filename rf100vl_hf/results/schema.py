@@ -92,6 +92,8 @@ class DataColumns:
     split_parameters: str | None = column("{}", identity=True)
     limit: int | None = column(identity=True)
     """``--rf100vl-limit N``: scored on the first N images only, never merged with a full run."""
+    protocol: str | None = column(identity=True)
+    """The scoring protocol (:mod:`rf100vl_hf.protocols`; a row without one is ``paper``'s)."""
     n_images: int = 0
 
 
@@ -123,6 +125,9 @@ class DetectionScores:
     ap_medium: float | None = None
     ap_large: float | None = None
     ar500: float | None = None
+    ar100: float | None = None
+    """AR at the protocol's maxDets: ``ar500`` for the paper's, ``ar100`` for Roboflow's scripts'."""
+    max_dets: int | None = None
     n_predictions: int | None = None
     n_instances: int | None = None
     per_class: list[dict[str, Any]] | None = None

@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rf100vl_hf import markdown
+from rf100vl_hf.protocols import PAPER, protocol_of
 from rf100vl_hf.results.folder import PARQUET, SUMMARY, write_parquet
 from rf100vl_hf.results.names import display_names, spec_of
 from rf100vl_hf.results.rows import LIMIT
 from rf100vl_hf.results.schema import package_versions
-from rf100vl_hf.results.tables import MISSING, ap_table, column_labels, decimal, plain, to_markdown, uouo_table
+from rf100vl_hf.results.tables import (
+    MISSING, ap_table, by_protocol, column_labels, decimal, plain, protocol_note, to_markdown, uouo_table,
+)
 
 SMOKE_BANNER = "SMOKE RUN (random weights: scores are meaningless)"
 LIMITED_BANNER = "LIMITED RUN (only the first images of each split were scored: not comparable with full runs)"
@@ -79,6 +82,8 @@ def provenance(rows: Sequence[dict[str, Any]]) -> list[str]:
     lines = [
         f"- splits: {_listed([row.get('split') for row in rows])}",
         *([f"- prompt modes: {_listed([row.get('prompt') for row in detection])}"] if detection else []),
+        *([f"- protocols: {'; '.join(protocol_note(name) for name in by_protocol(detection))}"]
+          if any(protocol_of(row) != PAPER for row in detection) else []),
         f"- date: {dates[0][:10] if dates else MISSING}"
         + (f" to {dates[-1][:10]}" if dates and dates[-1][:10] != dates[0][:10] else ""),
         f"- runs: {_listed([row.get('run_id') for row in rows])}",
@@ -218,24 +223,37 @@ def seed_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def rf100vl_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """RF100-VL's tables: AP50:95 laid out like the paper's Table 2, one section per data regime
-    when models were fine-tuned (zero-shot, few-shot, semi-supervised, fully supervised), with
-    the spread over seeds; then the runs and how each model was fine-tuned."""
+def _ap_sections(rows: Sequence[dict[str, Any]], suffix: str) -> list[str]:
+    """AP50:95 laid out like the paper's Table 2, one section per data regime when models were
+    fine-tuned, with the spread over seeds; ``suffix`` ends each title (the protocol's note)."""
     regimes = {name: [row for row in rows if regime(row) == name] for name in REGIME_ORDER}
     regimes.update({name: [row for row in rows if regime(row) == name]
                     for name in dict.fromkeys(regime(row) for row in rows) if name not in REGIME_ORDER})
     present = {name: own for name, own in regimes.items() if own}
     if list(present) == ["zero-shot"]:
-        return ["## AP50:95 (%)", "", *to_markdown(ap_table(rows)), "", "## Runs", "", *runs_table(rows), ""]
+        return [f"## AP50:95 (%){suffix}", "", *to_markdown(ap_table(rows)), ""]
     lines: list[str] = []
     for name, own in present.items():
-        lines += [f"## AP50:95 (%), {_regime_title(name, own)}", "", *to_markdown(ap_table(own)), ""]
+        lines += [f"## AP50:95 (%), {_regime_title(name, own)}{suffix}", "", *to_markdown(ap_table(own)), ""]
         spread = seed_sections(own)
         if spread:
-            lines += [f"### Spread over seeds, {_regime_title(name, own)}", "", *spread]
-    trained = [row for row in rows if row.get("train_split")]
-    lines += ["## Runs", "", *runs_table(rows), "", "## Fine-tuning", "", *training_table(trained), ""]
+            lines += [f"### Spread over seeds, {_regime_title(name, own)}{suffix}", "", *spread]
+    return lines
+
+
+def rf100vl_sections(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """RF100-VL's tables: AP50:95 laid out like the paper's Table 2, one section per data regime
+    when models were fine-tuned (zero-shot, few-shot, semi-supervised, fully supervised), with
+    the spread over seeds, and apart per protocol when rows of several are present (a row of
+    another protocol than ``paper`` says so in every title); then the runs and how each model
+    was fine-tuned."""
+    groups = by_protocol(rows)
+    lines: list[str] = []
+    for name, own in groups.items():
+        lines += _ap_sections(own, "" if list(groups) == [PAPER] else f", {protocol_note(name)}")
+    lines += ["## Runs", "", *runs_table(rows), ""]
+    if any(regime(row) != REGIME_ORDER[0] for row in rows):
+        lines += ["## Fine-tuning", "", *training_table([row for row in rows if row.get("train_split")]), ""]
     return lines
 
 

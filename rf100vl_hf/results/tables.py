@@ -11,8 +11,9 @@
 
 A model's column is its display name (:mod:`.names`: ``replay(oracle)`` for
 ``predictions:/runs/oracle``; the row keeps the full spec); when the rows hold several prompt
-modes or splits, the label adds them, and a row of a limited run (``--rf100vl-limit N``) is
-labelled ``[first N]``, so that two ways of running one model never share a cell. A model with
+modes, splits or protocols, the label adds them, and a row of a limited run
+(``--rf100vl-limit N``) is labelled ``[first N]``, so that two ways of running one model never
+share a cell. A leaderboard ranks the rows of one protocol only (:func:`by_protocol`). A model with
 a smoke row (random weights) ends its label with :data:`SMOKE_MARK` in every format.
 """
 
@@ -28,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rf100vl_hf import markdown
+from rf100vl_hf.protocols import PAPER, PROTOCOLS, protocol_of
 from rf100vl_hf.results.names import display_names, spec_of
-from rf100vl_hf.results.rows import LIMIT
+from rf100vl_hf.results.rows import LIMIT, identity_value
 from rf100vl_hf.controls import one_line
 
 MISSING = "—"
@@ -152,17 +154,35 @@ def _varying_hyperparameters(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [key for key in keys if len({json.dumps(values.get(key)) for values in sets}) > 1]
 
 
+def by_protocol(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of each protocol (``paper`` first, then in the order met): rows of two protocols
+    are two benchmarks' results and are never ranked together."""
+    groups: dict[str, list[dict[str, Any]]] = {PAPER: []}
+    for row in rows:
+        groups.setdefault(protocol_of(row), []).append(row)
+    return {name: own for name, own in groups.items() if own}
+
+
+def protocol_note(name: str) -> str:
+    """How a summary or card titles the rows of a protocol."""
+    known = PROTOCOLS.get(name)
+    return f"protocol {name}" + (f" ({known.description})" if known else "")
+
+
 def column_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Each row's column: its display name (marked when limited), plus its prompt mode, split,
-    training split and recipe when the rows hold several, the hyper-parameters that differ
-    between fine-tuned rows, and :data:`SMOKE_MARK` when a row of the column is smoke. Rows that
-    differ only by seed share a column (:func:`over_seeds` averages them)."""
+    training split, recipe and protocol when the rows hold several, the hyper-parameters that
+    differ between fine-tuned rows, and :data:`SMOKE_MARK` when a row of the column is smoke.
+    Rows that differ only by seed share a column (:func:`over_seeds` averages them)."""
     varying = [key for key in ("prompt", "split", "train_split", "recipe") if len({row.get(key) for row in rows}) > 1]
+    protocols = len({protocol_of(row) for row in rows}) > 1
     tuned = _varying_hyperparameters(rows)
     names = display_names(spec_of(row) for row in rows)
 
     def label(row: dict[str, Any]) -> str:
         parts = [_model_label(row, names)] + [f"[{row.get(key) or 'zero-shot'}]" for key in varying]
+        if protocols:
+            parts.append(f"[{protocol_of(row)}]")
         if tuned and row.get("hyperparameters"):
             values = _hyperparameters(row)
             parts.append("[" + ", ".join(f"{key}={values.get(key)}" for key in tuned) + "]")
@@ -195,7 +215,7 @@ def _domain(row: dict[str, Any]) -> str:
     return domain if domain in ORDER else CUSTOM_DOMAIN
 
 
-SEEDED_METRICS = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")
+SEEDED_METRICS = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500", "ar100")
 
 
 def over_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -206,7 +226,7 @@ def over_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        key = json.dumps([row.get(k) for k in IDENTITY if k != "seed"] + [row.get("spec")], default=str)
+        key = json.dumps([identity_value(row, k) for k in IDENTITY if k != "seed"] + [row.get("spec")], default=str)
         groups.setdefault(key, []).append(row)
     merged = []
     for group in groups.values():
@@ -263,10 +283,15 @@ def ap_table(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
 
 def leaderboard(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
     """Models against the seven domains and ``All`` (percent), best ``All`` first; a domain no
-    row covers prints as a dash, and each header says how many datasets its means cover."""
+    row covers prints as a dash. The rows must be of one protocol (a ``ValueError`` otherwise:
+    rank each of :func:`by_protocol` apart)."""
     from rf100vl_hf.metrics.aggregate import ALL
     from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
 
+    protocols = list(by_protocol(rows))
+    if len(protocols) > 1:
+        raise ValueError(f"rows of the protocols {', '.join(protocols)} never rank together: make one leaderboard "
+                         "per protocol")
     means = domain_scores(rows, metric)
     targets = [*DOMAINS, *([CUSTOM_DOMAIN] if any(CUSTOM_DOMAIN in m for m in means.values()) else []), ALL]
     ranked = sorted(means, key=lambda c: -(means[c].get(ALL) if means[c].get(ALL) is not None else -math.inf))

@@ -52,7 +52,7 @@ from rf100vl_hf.metadata import to_description
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import splits as split_makers
 from rf100vl_hf.rf100vl.instructions import Instructions, match_classes, parse_instructions
-from rf100vl_hf.rf100vl.reader import Export, ImageRecord, read_export
+from rf100vl_hf.rf100vl.reader import Export, ImageRecord, present_splits, read_export
 from rf100vl_hf.rf100vl.request import (
     SPLIT_PARAMETERS,
     VERIFY_IMAGES,
@@ -64,9 +64,10 @@ from rf100vl_hf.rf100vl.request import (
 from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 
 BUILDER_NAME = "rf100vl"
-FORMAT_VERSION = "3"
+FORMAT_VERSION = "4"
 """Bumped whenever the normalisation or the stored metadata changes, so an old cache is not
-reused (3: the few-shot strategy in the metadata)."""
+reused (3: the few-shot strategy in the metadata; 4: the test split's source and how the
+few-shot classes were matched)."""
 VERSION = datasets.Version("1.0.0")
 MANIFEST_FILE = "rf100vl_manifest.json"
 """Beside a build's Arrow files: the stat manifest of the exports it was built from."""
@@ -83,6 +84,11 @@ CITATION = """@article{robicheaux2025roboflow100vl,
 }"""
 
 
+class FewShotClassWarning(UserWarning):
+    """The few-shot export's classes were matched to the full export's by category id and some
+    names differ: the warning lists every pair (the full export's names are kept)."""
+
+
 @dataclass
 class Rf100vlConfig(datasets.BuilderConfig):
     """Where the exports are and the parameters of the derived splits (defaults: the benchmark's).
@@ -90,8 +96,10 @@ class Rf100vlConfig(datasets.BuilderConfig):
     ``data_dir`` and ``fewshot_dir`` are looked up as :func:`.sources.locate` says;
     ``verify_images`` is ``header`` or ``full`` (decode every image). ``fewshot_strategy``
     (``random`` or ``best``) and ``fewshot_candidates`` (for ``best`` only) say how a
-    generated few-shot split is drawn. Only split parameters that differ from the defaults
-    enter the config id (see :meth:`create_config_id`).
+    generated few-shot split is drawn. ``test_source="fewshot"`` makes ``test`` the few-shot
+    export's test split; ``fewshot_class_match="id"`` matches the few-shot export's classes
+    to the full export's by category id instead of by name. Only split parameters that
+    differ from the defaults enter the config id (see :meth:`create_config_id`).
     """
 
     fewshot_dir: str | None = None
@@ -102,6 +110,8 @@ class Rf100vlConfig(datasets.BuilderConfig):
     fewshot_candidates: int = 10
     semisup_fraction: float = 0.1
     semisup_seed: int = 0
+    test_source: str = "full"
+    fewshot_class_match: str = "name"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -321,21 +331,35 @@ class Rf100vl(datasets.ArrowBasedBuilder):
 
     @cached_property
     def fewshot_export(self) -> Export | None:
-        """The official few-shot export's train split, when the few-shot export is on disk."""
-        if self.source.fewshot_root is None:
+        """The official few-shot export's train split (and its test split under
+        ``test_source="fewshot"``), when the few-shot export is on disk."""
+        root = self.source.fewshot_root
+        if self._params.test_source == "fewshot":
+            where = "test_source='fewshot' (--test-source fewshot, --rf100vl-test-source=fewshot)"
+            if root is None:
+                raise DataError(self.source.name, "few-shot export", f"{where} scores on the few-shot export's test "
+                                "split, and no few-shot export of it was found: set fewshot_dir (--fewshot-dir)")
+            if "test" not in present_splits(root):
+                raise DataError(root, "test", f"{where} scores on the few-shot export's test split, and it has none "
+                                "(no test/_annotations.coco.json)")
+        if root is None:
             return None
-        return read_export(self.source.fewshot_root, self._params.verify_images, self.progress, splits=["train"])
+        wanted = ["train", "test"] if self._params.test_source == "fewshot" else ["train"]
+        return read_export(root, self._params.verify_images, self.progress, splits=wanted)
+
+    def _mapped(self, split: str) -> list[ImageRecord]:
+        """A split of the few-shot export with its boxes in the full export's classes."""
+        assert self.fewshot_export is not None
+        mapping = self.fewshot_classes[0]
+        return [replace(image, annotations=[replace(a, category=mapping[a.category]) for a in image.annotations])
+                for image in self.fewshot_export.splits[split].images]
 
     @cached_property
     def fewshot_images(self) -> list[ImageRecord] | None:
         """The few-shot split: the official export's train split, else drawn from train."""
         config = self._params
         if self.fewshot_export is not None:
-            mapping = self._fewshot_class_map()
-            return [
-                replace(image, annotations=[replace(a, category=mapping[a.category]) for a in image.annotations])
-                for image in self.fewshot_export.splits["train"].images
-            ]
+            return self._mapped("train")
         if "train" not in self.export.splits:
             return None
         return split_makers.fewshot(
@@ -348,18 +372,53 @@ class Rf100vl(datasets.ArrowBasedBuilder):
             candidates=config.fewshot_candidates,
         )
 
-    def _fewshot_class_map(self) -> dict[int, int]:
-        """Few-shot class index -> full export class index, matched by name."""
-        assert self.fewshot_export is not None
+    @cached_property
+    def fewshot_classes(self) -> tuple[dict[int, int], dict[str, str]]:
+        """Few-shot class index -> full export class index, and the few-shot names mapped to
+        other names of the full export (few-shot name -> full name; empty when matched by name).
+
+        By name (``fewshot_class_match="name"``, the default) a few-shot class the full export
+        has no class of that name stops the build, with an error naming both names (the full
+        export's class with its category id) and the option. By category id (``"id"``) every
+        few-shot category must be a class of the full export, the two exports must number
+        their categories the same way (one layout), and names that differ are kept as the
+        full export has them, with a :class:`FewShotClassWarning` listing every pair: never a
+        silent rename."""
+        fewshot = self.fewshot_export
+        assert fewshot is not None
+        where = fewshot.splits["train"].annotation_file
+        full_index = {cid: i for i, cid in enumerate(self.export.category_ids)}
+        if self._params.fewshot_class_match == "id":
+            if fewshot.layout != self.export.layout:
+                raise DataError(where, "categories", f"fewshot_class_match='id': the few-shot export is laid out "
+                                f"{fewshot.layout!r} and the full export {self.export.layout!r}, so their category "
+                                "ids do not name the same classes; match by name")
+            missing = [f"{name!r} (id {cid})" for name, cid in zip(fewshot.classes, fewshot.category_ids)
+                       if cid not in full_index]
+            if missing:
+                raise DataError(where, "categories", f"fewshot_class_match='id': {', '.join(missing)} "
+                                f"{'is' if len(missing) == 1 else 'are'} no category of {self.export.root}")
+            mapping = {i: full_index[cid] for i, cid in enumerate(fewshot.category_ids)}
+            renamed = {name: self.export.classes[mapping[i]] for i, name in enumerate(fewshot.classes)
+                       if name != self.export.classes[mapping[i]]}
+            if renamed:
+                warnings.warn(
+                    f"{self.source.name}: the few-shot export's classes are matched to {self.export.root}'s by "
+                    f"category id; {len(renamed)} name(s) differ and the full export's are kept: "
+                    + "; ".join(f"{old!r} -> {new!r}" for old, new in renamed.items()),
+                    FewShotClassWarning, stacklevel=2)
+            return mapping, renamed
         full = {name: i for i, name in enumerate(self.export.classes)}
-        missing = [name for name in self.fewshot_export.classes if name not in full]
-        if missing:
-            raise DataError(
-                self.fewshot_export.splits["train"].annotation_file,
-                "categories",
-                f"classes {missing} are not classes of {self.export.root}",
-            )
-        return {i: full[name] for i, name in enumerate(self.fewshot_export.classes)}
+        unmatched = [(name, cid) for name, cid in zip(fewshot.classes, fewshot.category_ids) if name not in full]
+        if unmatched:
+            pairs = "; ".join(
+                f"{name!r} (id {cid})" + (f", where the full export's category {cid} is "
+                                          f"{self.export.classes[full_index[cid]]!r}" if cid in full_index else "")
+                for name, cid in unmatched)
+            raise DataError(where, "categories", f"few-shot classes not in {self.export.root}: {pairs}. Fix the names, "
+                            "or match the classes by category id with fewshot_class_match='id' (rf100vl-hf prepare "
+                            "--fewshot-class-match id, pytest --rf100vl-fewshot-class-match=id)")
+        return {i: full[name] for i, name in enumerate(fewshot.classes)}, {}
 
     @property
     def instructions(self) -> Instructions | None:
@@ -385,6 +444,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         instances = Counter(export.classes[a.category] for image in fewshot or [] for a in image.annotations)
         # seed, strategy and candidates made a generated split; an official one is taken as it is
         strategy = None if self.fewshot_export else config.fewshot_strategy
+        renamed = self.fewshot_classes[1] if self.fewshot_export else {}
         return {
             "benchmark": "rf100vl",
             "name": self.source.name,
@@ -405,6 +465,12 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                 "fingerprint": self.fewshot_export.fingerprint if self.fewshot_export else None,
                 "federated": not self.fewshot_export,
                 "instances": {name: instances[name] for name in export.classes},
+                "class_match": config.fewshot_class_match if self.fewshot_export else None,
+                "renamed": renamed,
+            },
+            "test": {
+                "source": config.test_source,
+                "fingerprint": self.fewshot_export.fingerprint if config.test_source == "fewshot" else None,
             },
             "semisup": {
                 "split": config.semisup_split,
@@ -466,6 +532,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         config = self._params
         chosen = {name: split.images for name, split in self.export.splits.items()}
+        if config.test_source == "fewshot":
+            chosen["test"] = self._mapped("test")
         if self.fewshot_images is not None:
             chosen[config.fewshot_split] = self.fewshot_images
         if "train" in self.export.splits:

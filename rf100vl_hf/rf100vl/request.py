@@ -17,15 +17,25 @@ from rf100vl_hf.errors import Rf100vlError
 
 FEWSHOT_STRATEGIES = ("random", "best")
 """How a generated few-shot split is drawn: the challenge tooling's way, or the paper's best split."""
+TEST_SOURCES = ("full", "fewshot")
+"""Where the ``test`` split comes from: the full export's test split (the default) or the
+few-shot export's, which can differ from it (rf100-vl issue #31)."""
+FEWSHOT_CLASS_MATCHES = ("name", "id")
+"""How the few-shot export's classes are matched to the full export's: by name (the default;
+a name the full export lacks stops the build) or by category id (names that differ are
+mapped, with a warning listing the pairs)."""
 VerifyImages = Literal["header", "full"]
 VERIFY_IMAGES: tuple[str, ...] = ("header", "full")
 
 
 SPLIT_PARAMETERS: dict[str, Any] = {
     "fewshot_k": 10, "fewshot_seed": 0, "fewshot_strategy": "random", "fewshot_candidates": 10,
-    "semisup_fraction": 0.1, "semisup_seed": 0,
+    "semisup_fraction": 0.1, "semisup_seed": 0, "test_source": "full", "fewshot_class_match": "name",
 }
-"""The parameters of the derived splits and their defaults (the benchmark's)."""
+"""The parameters of the splits and their defaults (the benchmark's): the few-shot ones apply to
+a generated few-shot split only (see :func:`.splits.fewshot`); ``test_source`` says whose test
+split ``test`` is, and ``fewshot_class_match`` how the few-shot export's classes meet the full
+export's (see :meth:`.builder.Rf100vl.fewshot_classes`)."""
 
 
 class ParameterError(Rf100vlError, ValueError):
@@ -46,6 +56,10 @@ def check_split_parameter(name: str, value: Any) -> Any:
     elif name == "semisup_fraction":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
         expected = "a number in (0, 1]"
+    elif name in ("test_source", "fewshot_class_match"):
+        choices = TEST_SOURCES if name == "test_source" else FEWSHOT_CLASS_MATCHES
+        ok = isinstance(value, str) and value in choices
+        expected = " or ".join(map(repr, choices))
     else:
         raise ParameterError(f"unknown split parameter {name!r} (known: {', '.join(SPLIT_PARAMETERS)})")
     if not ok:
@@ -65,6 +79,8 @@ class SplitParameters:
     fewshot_candidates: int = SPLIT_PARAMETERS["fewshot_candidates"]
     semisup_fraction: float = SPLIT_PARAMETERS["semisup_fraction"]
     semisup_seed: int = SPLIT_PARAMETERS["semisup_seed"]
+    test_source: str = SPLIT_PARAMETERS["test_source"]
+    fewshot_class_match: str = SPLIT_PARAMETERS["fewshot_class_match"]
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

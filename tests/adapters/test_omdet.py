@@ -84,6 +84,20 @@ def test_boxes_are_in_pixels_and_broken_queries_are_dropped(omdet, monkeypatch: 
     np.testing.assert_allclose(detections.scores[order], torch.sigmoid(torch.tensor([4.0, 2.0])).numpy(), rtol=1e-6)
 
 
+def test_class_nms_off_keeps_overlapping_boxes_of_a_class(omdet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two queries with the same box and class: NMS keeps the better one; ``class_nms=false``
+    (the ``rf-scripts`` protocol) keeps both."""
+    coords = torch.tensor([[[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]]])
+    logits = torch.tensor([[[4.0, -9.0, -9.0], [3.0, -9.0, -9.0]]])
+    monkeypatch.setattr(omdet.model, "forward", fixed_output(coords, logits))
+    omdet.set_task(DetectionTask("toy", CLASSES))
+    (kept,) = omdet.predict(noise_items((200, 100)))
+    monkeypatch.setitem(omdet.options, "class_nms", False)
+    (every,) = omdet.predict(noise_items((200, 100)))
+    np.testing.assert_allclose(kept.scores, torch.sigmoid(torch.tensor([4.0])).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.sort(every.scores), torch.sigmoid(torch.tensor([3.0, 4.0])).numpy(), rtol=1e-6)
+
+
 def test_only_names_mode_is_supported(omdet) -> None:
     with pytest.raises(ValueError, match="does not support prompt mode 'instructions'"):
         omdet.set_task(DetectionTask("toy", CLASSES, prompt="instructions"))

@@ -159,10 +159,10 @@ def test_unknown_option_is_refused() -> None:
 SHAPES = ((300, 200), (130, 410), (512, 384), (60, 40))  # downscaled (blurred) and upscaled, in one batch
 
 
-def reference_detections(adapter, images: list[Image.Image]) -> list[dict]:
+def reference_detections(adapter, images: list[Image.Image], nms: bool = True) -> list[dict]:
     """What transformers' own processor (on the CPU), the model's full forward and the
     processor's post-processing give on the adapter's device (plus the adapter's documented
-    class-wise NMS)."""
+    class-wise NMS, unless ``nms`` is off)."""
     from torchvision.ops import batched_nms
 
     model, processor = reference_model(adapter)
@@ -182,7 +182,8 @@ def reference_detections(adapter, images: list[Image.Image]) -> list[dict]:
     )
     kept = []
     for result in results:
-        keep = batched_nms(result["boxes"], result["scores"], result["labels"], adapter.options["nms_iou"])
+        keep = batched_nms(result["boxes"], result["scores"], result["labels"], adapter.options["nms_iou"]) if nms \
+            else slice(None)
         kept.append(host(result, keep))
     return kept
 
@@ -241,3 +242,20 @@ def test_answer_key_parts_follow_what_the_model_is_sent(owl) -> None:
     assert shot[-1].startswith("fewshot:") and owl.answer_key_parts()[-1] != shot[-1]
     query = GroundingQuery("red fox", "Where is the red fox?", "Which quadrant?")
     assert owl.answer_key_parts(query) == ("uouo", "red fox", "a photo of a red fox")
+
+
+def test_class_nms_off_keeps_every_box_over_the_threshold_as_roboflows_script() -> None:
+    """``class_nms=false`` (the ``rf-scripts`` protocol): transformers' post-processing alone, as
+    Roboflow's OWLv2 script keeps it; with NMS some of those boxes go."""
+    adapter = create("owlv2:tiny", class_nms="false")
+    try:
+        assert adapter.options["class_nms"] is False
+        adapter.set_task(DetectionTask("toy", CLASSES))
+        items = noise_items((300, 200))
+        with full_float32():
+            found = adapter.predict(items)
+            assert_same_detections(found, reference_detections(adapter, [item.image for item in items], nms=False))
+            with_nms = reference_detections(adapter, [item.image for item in items])
+        assert len(found[0].scores) > len(with_nms[0]["scores"])
+    finally:
+        adapter.close()

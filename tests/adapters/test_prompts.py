@@ -1,9 +1,12 @@
-"""The papers' prompts (``adapters/prompts.py``), written out: every family's question in both
-styles, the ``generic`` family's spelled-out coordinates, few-shot turns and their answers,
-what a conversation's texts (the cache key) cover, and the refusals. What reaches a server
+"""The papers' prompts (``adapters/prompts.py``), written out: every family's question in each
+style (the appendix style against Appendix A's texts), the ``generic`` family's spelled-out
+coordinates, few-shot turns and their answers, what a conversation's texts (the cache key)
+cover, and the refusals. What reaches a server
 byte for byte is checked in ``test_openai.py`` and ``test_gemini.py``."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -129,3 +132,79 @@ def test_bad_requests_are_clear_errors() -> None:
         conversations("fewshot", style="cookbook")
     with pytest.raises(ValueError, match="prompt mode 'fewshot' on 'pets': the task has no few-shot examples"):
         task_conversations("paper", "qwen3", task("fewshot", ()), False, BoxConvention("qwen3"))
+
+
+# ---------------------------------------------------------------- the appendix style (the paper's Appendix A)
+
+
+@pytest.mark.parametrize(("family", "convention", "expected"), [
+    ("qwen2.5", "qwen2.5", ["Locate every cat in the image and output the coordinates in JSON format.",
+                            "Locate every dog in the image and output the coordinates in JSON format."]),
+    ("qwen3", "qwen3", ["Locate every cat in the image and output the coordinates in JSON format.",
+                        "Locate every dog in the image and output the coordinates in JSON format."]),
+    ("gemini", "gemini", ["Detect all 2d bounding boxes of cat.", "Detect all 2d bounding boxes of dog."]),
+])
+def test_the_appendix_single_class_questions_are_appendix_as_word_for_word(family: str, convention: str,
+                                                                            expected: list[str]) -> None:
+    asked = conversations("names", family=family, style="appendix", per_class=True, convention=convention)
+    assert [(c.text.encode(), index) for c, index in asked] == [(e.encode(), i) for i, e in enumerate(expected)]
+
+
+def test_the_appendix_multi_class_gemini_question_has_no_final_full_stop() -> None:
+    ((conversation, _),) = conversations("names", family="gemini", style="appendix", convention="gemini")
+    assert conversation.text.encode() == b"Detect the 2d bounding boxes of the following objects: cat, dog"
+    ((paper, _),) = conversations("names", family="gemini", convention="gemini")
+    assert paper.text.encode() == b"Detect the 2d bounding boxes of the following objects: cat, dog."
+
+
+def test_where_the_appendix_words_nothing_it_falls_back_to_the_paper_style() -> None:
+    """Qwen multi-class, the generic family, system prompts and instruction blocks: the scripts' texts."""
+    for family, convention, per_class in (("qwen3", "qwen3", False), ("qwen2.5", "qwen2.5", False),
+                                          ("generic", "normalized", False), ("generic", "normalized", True)):
+        for mode in ("names", "instructions"):
+            appendix = conversations(mode, family, "appendix", per_class, convention)
+            paper = conversations(mode, family, "paper", per_class, convention)
+            assert [(c.system, c.text) for c, _ in appendix] == [(c.system, c.text) for c, _ in paper]
+    (cat, _), _ = conversations("instructions", "gemini", "appendix", True, "gemini")
+    assert cat.text == ("Detect all 2d bounding boxes of cat.\n\nUse the following annotator instructions to improve "
+                        "detection accuracy:\ncat: A small feline.\nBox the whole body.\n")
+
+
+def test_appendix_fewshot_turns_ask_the_appendix_question_and_multi_class_qwen_the_scripts() -> None:
+    (cat, _), _ = conversations("fewshot", family="qwen3", style="appendix", per_class=True)
+    assert [e.text for e in cat.examples] == ["Locate every cat in the image and output the coordinates in JSON "
+                                              "format."] * 3
+    ((multi, _),) = conversations("fewshot", family="qwen3", style="appendix")
+    assert multi.examples[0].text == ("Locate all of the following objects: cat, dog (each of those is a separate "
+                                      "class) in the image and output the coordinates in JSON format.")
+    assert multi.text == ("Locate all of the following objects: cat, dog in the image and output the coordinates "
+                          "in JSON format.")
+
+
+def test_appendix_fewshot_images_for_qwen_are_kept_within_the_appendix_pixels() -> None:
+    """4x28x28 to 12800x28x28 pixels: a 40x30 image (1,200 px) is enlarged as smart_resize does
+    (scaled up, sides rounded up to multiples of 28: 84x56), its boxes with it; a 200x100 one is
+    inside the bounds and sent as it is; Gemini's images are never resized."""
+    from pytest_rf100vl.adapters.coordinates import qwen25_resized
+    from pytest_rf100vl.adapters.prompts import APPENDIX_QWEN_FEWSHOT_PIXELS
+
+    assert APPENDIX_QWEN_FEWSHOT_PIXELS == (3136, 10035200)
+    small = FewShotExample(Image.new("RGB", (40, 30)), np.array([[4.0, 3.0, 20.0, 15.0]]), np.array([0]))
+    width, height = qwen25_resized(40, 30, 3136, 10035200)
+    assert width * height >= 3136 and (width, height) == (84, 56)
+    shown = task_conversations("appendix", "qwen3", task("fewshot", (small, *EXAMPLES[:2])), False,
+                               BoxConvention("qwen3"))[0][0]
+    assert shown.examples[0].image.size == (84, 56) and shown.examples[1].image.size == (200, 100)
+    # the box keeps its place: x 4..20 of 40 is 100..500 of 1000, y 3..15 of 30 is 100..500
+    assert json.loads(shown.examples[0].answer)[0]["bbox_2d"] == [100, 100, 500, 500]
+    paper = task_conversations("paper", "qwen3", task("fewshot", (small,)), False, BoxConvention("qwen3"))[0][0]
+    assert paper.examples[0].image.size == (40, 30)
+    gemini = task_conversations("appendix", "gemini", task("fewshot", (small,)), False, BoxConvention("gemini"))[0][0]
+    assert gemini.examples[0].image.size == (40, 30)
+
+
+def test_the_appendix_gemini_output_cap_is_the_gemini_default() -> None:
+    from pytest_rf100vl.adapters.gemini import GeminiAdapter
+    from pytest_rf100vl.adapters.prompts import APPENDIX_GEMINI_MAX_OUTPUT_TOKENS
+
+    assert GeminiAdapter.option_defaults["max_output_tokens"] == APPENDIX_GEMINI_MAX_OUTPUT_TOKENS == 8192

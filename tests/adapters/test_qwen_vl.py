@@ -225,6 +225,18 @@ def test_the_cookbook_style_asks_as_this_adapter_did_before(monkeypatch: pytest.
         adapter.set_task(DetectionTask("wood", ["knot"], prompt="fewshot", fewshot=FEWSHOT))
 
 
+def test_the_appendix_style_reaches_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local adapter sends the style it is given, not the paper's: Appendix A's single-class question."""
+    adapter = create("qwen3-vl:tiny", max_new_tokens=4, prompt_style="appendix", per_class=True)
+    seen = script(adapter, monkeypatch, lambda prompt: "[]")
+    adapter.set_task(DetectionTask("wood", ["knot", "crack"]))
+    adapter.predict([image_item(WIDE)])
+    assert [prompt.split("<|vision_end|>")[1].split("<|im_end|>")[0] for prompt in seen] == [
+        "Locate every knot in the image and output the coordinates in JSON format.",
+        "Locate every crack in the image and output the coordinates in JSON format."]
+    assert adapter.pair_columns()["prompt_style"] == "appendix"
+
+
 
 
 @pytest.mark.parametrize("mode", ["fewshot", "instructions+fewshot"])

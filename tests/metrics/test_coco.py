@@ -20,7 +20,7 @@ from tests.support.coco_reference import (
 )
 
 BACKEND_NAMES = list(BACKENDS)
-HEADLINE = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500")
+HEADLINE = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_matches_pycocotools_on_noisy_predictions(case, backend):
     assert 0.05 < scores.ap < 0.95  # a case that exercises the curve, not a degenerate one
     assert scores.ap == pytest.approx(precision_ap(reference), abs=1e-12)
     expected = dict(zip(("ap50", "ap75", "ap_small", "ap_medium", "ap_large"), stats[1:6]))
-    expected["ar500"] = stats[8]
+    expected["ar"] = stats[8]
     for name, value in expected.items():
         assert getattr(scores, name) == pytest.approx(value, abs=1e-12), name
     assert list(scores.per_class) == [f"class-{c}" for c in range(5)]
@@ -73,7 +73,7 @@ def test_backends_agree(case):
 def test_perfect_predictions_score_exactly_one(clean_ground_truth, backend):
     scores = evaluate(clean_ground_truth, perfect_predictions(clean_ground_truth), backend=backend)
     assert scores.ap == 1.0
-    assert scores.ap50 == scores.ap75 == scores.ar500 == 1.0
+    assert scores.ap50 == scores.ap75 == scores.ar == 1.0
     *found, empty = scores.per_class.values()
     assert found == [1.0, 1.0, 1.0]
     assert math.isnan(empty)
@@ -86,7 +86,7 @@ def test_no_predictions_score_zero(case, backend):
         pycocotools_eval(ground_truth, [])
     for nothing in ([], np.zeros((0, 7))):
         scores = evaluate(ground_truth, nothing, backend=backend)
-        assert scores.ap == scores.ap50 == scores.ar500 == 0.0
+        assert scores.ap == scores.ap50 == scores.ar == 0.0
         assert scores.n_predictions == 0
         assert [v for v in scores.per_class.values() if not math.isnan(v)] == [0.0] * 4
 
@@ -142,7 +142,7 @@ def test_summarize_is_the_wrong_reading_with_many_objects(crowded):
 @pytest.mark.parametrize("backend", BACKEND_NAMES)
 def test_reports_ap_at_500_detections(crowded, backend):
     scores = evaluate(*crowded, backend=backend)
-    assert scores.ap == scores.ar500 == 1.0
+    assert scores.ap == scores.ar == 1.0
 
 
 def test_array_predictions_equal_dict_predictions(case):
@@ -342,3 +342,25 @@ def test_input_the_backends_would_score_differently_is_refused_naming_the_field(
         evaluate(ground_truth, predictions, backend=backend)
     assert (caught.value.path, caught.value.field) == (source, field)
     assert words in caught.value.reason
+
+
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
+def test_max_dets_100_is_pycocotools_with_its_defaults(backend: str) -> None:
+    """The ``rf-scripts`` protocol's score: pycocotools' own ``stats`` with its default maxDets
+    [1, 10, 100], as Roboflow's scripts read them, on images with more than 100 detections of a
+    class (so the cut at 100 changes the score)."""
+    from pycocotools.cocoeval import Params
+
+    assert Params(iouType="bbox").maxDets == [1, 10, 100]
+    rng = np.random.default_rng(11)
+    ground_truth = synthetic_ground_truth(rng, n_images=3, boxes_per_image=40, category_ids=[1, 2, 3])
+    predictions = noisy_predictions(rng, ground_truth, false_per_image=450)  # ~150 per class and image
+    stats = summarize(pycocotools_eval(ground_truth, predictions, max_dets=(1, 10, 100)))
+    at_100 = evaluate(ground_truth, predictions, backend=backend, max_dets=100)
+    at_500 = evaluate(ground_truth, predictions, backend=backend)
+    assert at_100.max_dets == 100 and at_100.ar_column == "ar100" and at_500.ar_column == "ar500"
+    for name, value in zip(("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large"), stats[:6]):
+        assert getattr(at_100, name) == pytest.approx(value, abs=1e-12), name
+    assert at_100.ar == pytest.approx(stats[8], abs=1e-12)
+    assert at_100.ap != pytest.approx(at_500.ap, abs=1e-6)  # the cut matters here
+    assert set(at_100.percent()) == {"ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar100"}

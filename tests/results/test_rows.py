@@ -44,8 +44,10 @@ def test_a_folder_without_results_is_named(tmp_path):
 def test_identity_ignores_when_and_missing_keys_are_none():
     row = detection_row("m", "bees", 1.0)
     assert identity(row) == identity({**row, "run_id": "other", "timestamp": "2030-01-01T00:00:00+00:00", "ap": 9})
-    assert identity({"dataset": "bees"}) == tuple("bees" if key == "dataset" else None for key in IDENTITY)
+    assert identity({"dataset": "bees"}) == tuple(
+        {"dataset": "bees", "protocol": "paper"}.get(key) for key in IDENTITY)  # a row of before protocols: paper
     assert identity(row) != identity({**row, "prompt": "instructions"})
+    assert identity({**row, "protocol": "paper"}) == identity(row) != identity({**row, "protocol": "rf-scripts"})
 
 
 def test_the_latest_row_per_identity_wins_whatever_the_reading_order():

@@ -157,7 +157,10 @@ def test_the_sample_carries_its_metadata(prepared: dict) -> None:
         "fingerprint": None,
         "federated": True,
         "instances": {"circle": 10, "square": 10, "triangle": 10},
+        "class_match": None,  # no few-shot export whose classes to match
+        "renamed": {},
     }
+    assert meta["test"] == {"source": "full", "fingerprint": None}
     sections = parse_instructions(INSTRUCTIONS).classes
     assert meta["instructions"]["raw"] == INSTRUCTIONS
     assert meta["instructions"]["classes"]["square"]["instructions"] == sections["square"].instructions

@@ -1,5 +1,6 @@
 """RF100-VL's checks of means, run when the session ends: domain and ``All`` rows of the
-thresholds file, and the comparison with the paper (``--rf100vl-reference paper``)."""
+thresholds file, and the comparison with a published table (``--rf100vl-reference paper`` or
+``leaderboard``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import statistics
 from typing import Any
 
-from pytest_rf100vl.kinds.rf100vl.reference import paper_row, paper_table, table_of
+from pytest_rf100vl.kinds.rf100vl.reference import paper_row, reference_source, reference_table, table_of
 from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
 from rf100vl_hf.metrics import ALL
 
@@ -82,49 +83,59 @@ def _compare(
 
 
 def reference_checks(
-    subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]]
+    subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]], reference: str = "paper"
 ) -> list[MeanCheck]:
     """Each complete domain's mean (and ``All`` when every domain is complete) against the
-    section of the paper's table for ``subset`` that holds the rows' data regime; ``methods``
-    maps other models to rows of that section."""
+    section of the ``reference`` table for ``subset`` that holds the rows' data regime;
+    ``methods`` maps other models to rows of that section. A table without a domain's column
+    (the leaderboard has ``All`` only) checks ``All`` alone. Rows scored under another
+    protocol than the paper's are reported not checked: the tables hold that protocol's numbers."""
+    from rf100vl_hf.protocols import PAPER, protocol_of
     from rf100vl_hf.rf100vl import catalog
 
-    checks = []
-    for spec, by_dataset in scored_rows(rows).items():
+    checks = [MeanCheck(spec, ALL, NOT_CHECKED, f"scored under the {name} protocol; the {reference} table holds "
+                                                 "results of the paper's protocol")
+              for spec, name in dict.fromkeys((row["spec"], protocol_of(row)) for row in rows
+                                              if protocol_of(row) != PAPER)]
+    for spec, by_dataset in scored_rows([row for row in rows if protocol_of(row) == PAPER]).items():
         any_row = next(iter(by_dataset.values()))
         regime = any_row.get("regime") or "zero-shot"
-        table_name = table_of(subset, regime)
+        table_name = table_of(subset, regime, reference)
         if table_name is None:
-            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"the paper has no {regime} results for {subset}"))
+            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"the {reference} table has no {regime} results for "
+                                                             f"{subset}"))
             continue
-        table = paper_table(table_name, regime)
+        table = reference_table(reference, table_name, regime)
         trained = json.loads(any_row.get("hyperparameters") or "{}")
         method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods, regime, any_row.get("recipe"),
-                           bool(trained.get("federated")))
+                           bool(trained.get("federated")), reference)
         if method is None or method not in table:
             why = (f"no row {method!r} in the {regime} section of {table_name}" if method
-                   else f"no {regime} paper row for this model")
+                   else f"no {regime} {reference} row for this model")
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-reference-method)"))
             continue
-        source = f"paper ({table_name}, {regime}, {method!r})"
+        source = reference_source(reference, table_name, regime, method)
         complete: list[float] = []
-        n_domains = 0
+        ran_in_all = required_in_all = 0
         for domain in catalog.DOMAINS:
             required = [e.basename for e in catalog.select(domain, subset)]
             ran = [name for name in required if name in by_dataset]
-            if not required or domain not in table[method]:
-                continue
-            n_domains += 1
+            ran_in_all, required_in_all = ran_in_all + len(ran), required_in_all + len(required)
             if len(ran) < len(required):
-                if ran:
+                if ran and domain in table[method]:
                     checks.append(
                         MeanCheck(spec, domain, NOT_CHECKED, f"{len(ran)} of {len(required)} datasets ran")
                     )
                 continue
             values = [by_dataset[name]["ap"] for name in required]
             complete.extend(values)
-            checks.append(_compare(spec, domain, values, table[method][domain], source, tolerance))
-        done = sum(1 for c in checks if c.model == spec and c.status != NOT_CHECKED)
-        if done == n_domains and ALL in table[method]:
+            if domain in table[method]:
+                checks.append(_compare(spec, domain, values, table[method][domain], source, tolerance))
+        if ALL not in table[method]:
+            continue
+        if ran_in_all == required_in_all and complete:
             checks.append(_compare(spec, ALL, complete, table[method][ALL], source, tolerance))
+        elif ran_in_all and not any(domain in table[method] for domain in catalog.DOMAINS):
+            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{ran_in_all} of {required_in_all} datasets ran "
+                                    f"(the {reference} table gives All only)"))
     return checks

@@ -1,7 +1,8 @@
 """RF100-VL detection as a benchmark kind: pairs ``rf100vl::test_detection[MODEL-DATASET]``
 over the catalogue, the embedded ``sample`` and any other Roboflow export in the data
-folder, scored with COCO AP50:95 at maxDets=500 (percent, as the paper reports it), checked
-per dataset and per domain mean, and compared with the paper's tables."""
+folder, scored with COCO AP50:95 at maxDets=500 (percent, as the paper reports it; another
+``--rf100vl-protocol`` scores as it says), checked per dataset and per domain mean, and
+compared with published tables."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class Rf100vlKind(BenchmarkKind):
         from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
         splits = load_request(self.options.request, dataset, progress=False)
-        return DetectionSplit.of(splits, self.options.split, self.options.prompt)
+        return DetectionSplit.of(splits, self.options.split, self.options.prompt, self.options.scoring)
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""
@@ -107,5 +108,5 @@ class Rf100vlKind(BenchmarkKind):
         checks = threshold_checks(rules, rows)
         if self.options.reference:
             checks += reference_checks(self.options.subset or "all", self.options.reference_methods,
-                                       self.options.tolerance, rows)
+                                       self.options.tolerance, rows, self.options.reference)
         return Report(rf100vl_sections(rows), checks)

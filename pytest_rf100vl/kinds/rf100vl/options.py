@@ -8,13 +8,22 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
 from rf100vl_hf.rf100vl.catalog import SUBSETS
-from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, VERIFY_IMAGES, DatasetRequest, SplitParameters
-from rf100vl_hf.rf100vl.request import FEWSHOT_STRATEGIES
+from rf100vl_hf.rf100vl.request import (
+    FEWSHOT_CLASS_MATCHES,
+    FEWSHOT_STRATEGIES,
+    SPLIT_PARAMETERS,
+    TEST_SOURCES,
+    VERIFY_IMAGES,
+    DatasetRequest,
+    SplitParameters,
+)
 
 from pytest_rf100vl.core.options import option
+from pytest_rf100vl.kinds.rf100vl.protocols import adapter_defaults
 
-REFERENCES = ("paper",)
+REFERENCES = ("paper", "leaderboard")
 
 
 def _methods(values: tuple[str, ...]) -> dict[str, str]:
@@ -39,8 +48,15 @@ class DetectionOptions:
                         default="test")
     prompt: str = option("prompt", "str", "names, instructions or fewshot (default: names)", "MODE",
                          default="names", choices=PROMPT_MODES)
-    reference: str | None = option("reference", "str", "compare each complete domain's mean with a published "
-                                   "table: paper", "TABLE", choices=REFERENCES)
+    reference: str | None = option(
+        "reference", "str", "compare each complete domain's mean with a published table: paper (the RF100-VL paper's "
+        "Tables 2, 3 and 7, arXiv 2505.20612v1) or leaderboard (newer published RF100-VL All means: the rf-detr "
+        "README, the SAM 3 paper)", "TABLE", choices=REFERENCES)
+    protocol: str = option(
+        "protocol", "str", "scoring protocol: paper (default: maxDets 500, category 0 never prompted) or rf-scripts "
+        "(Roboflow's public scripts: maxDets 100, category 0 prompted in zero-shot names pairs, no class-wise NMS, "
+        "SAM 3 at score 0.5); recorded in each row, whose rows never merge or rank with another protocol's", "NAME",
+        default=PAPER, choices=tuple(PROTOCOLS))
     tolerance: float = option("tolerance", "float", "allowed distance, in AP points, from the reference table "
                               "(default: 1.0)", "AP", default=1.0)
     reference_methods: dict[str, str] = option(
@@ -65,6 +81,15 @@ class DetectionOptions:
                                      "split (default: 0.1)", "F", default=SPLIT_PARAMETERS["semisup_fraction"])
     semisup_seed: int = option("semisup-seed", "int", "seed of the semi-supervised split (default: 0)", "N",
                                default=SPLIT_PARAMETERS["semisup_seed"])
+    test_source: str = option(
+        "test-source", "str", "whose test split 'test' is: full (default: the full export's) or fewshot (the few-shot "
+        "export's, which can differ: RF100-VL issue #31); recorded in split_parameters", "SOURCE",
+        default=SPLIT_PARAMETERS["test_source"], choices=TEST_SOURCES)
+    fewshot_class_match: str = option(
+        "fewshot-class-match", "str", "match the few-shot export's classes to the full export's by name (default: a "
+        "name the full export lacks stops with an error naming both names) or by id (category id: the names that "
+        "differ are mapped, with a warning listing the pairs)", "name|id",
+        default=SPLIT_PARAMETERS["fewshot_class_match"], choices=FEWSHOT_CLASS_MATCHES)
     verify_images: str = option("verify-images", "str", "header: parse headers and check JPEG/PNG end markers "
                                 "(fast, default); full: decode every image", "HOW", default="header",
                                 choices=VERIFY_IMAGES)
@@ -74,6 +99,16 @@ class DetectionOptions:
 
     def splits(self) -> SplitParameters:
         return SplitParameters(**{item.name: getattr(self, item.name) for item in fields(SplitParameters)})
+
+    @property
+    def scoring(self) -> Protocol:
+        """The scoring protocol (:mod:`rf100vl_hf.protocols`)."""
+        return PROTOCOLS[self.protocol]
+
+    def adapter_defaults(self) -> dict[str, dict[str, str]]:
+        """Adapter name -> the options the protocol gives it by default (``kinds/rf100vl/protocols.py``);
+        ``--rf100vl-adapter-option`` overrides them."""
+        return adapter_defaults(self.protocol)
 
     @property
     def request(self) -> DatasetRequest:

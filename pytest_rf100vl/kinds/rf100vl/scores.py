@@ -10,6 +10,7 @@ from typing import Any
 
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
 from rf100vl_hf.metrics import coco_ground_truth, evaluate
+from rf100vl_hf.protocols import PAPER, PROTOCOLS
 from rf100vl_hf.results.schema import DetectionScores
 
 from pytest_rf100vl.engine.runner import Answers
@@ -35,15 +36,25 @@ def coco_predictions(detections: dict[int, Sanitized], category_ids: list[int]) 
 
 
 def detection_scores(answers: Answers, split: Split) -> Scored:
-    """AP and its kin of the pair's detections; unscored when the split has no ground-truth box."""
-    category_ids = list(split.metadata["category_ids"])
-    predictions = coco_predictions(answers.detections, category_ids)
-    scores = evaluate(coco_ground_truth(split.images, category_ids), predictions)
+    """AP and its kin of the pair's detections, at the protocol's maxDets (``split.task``: what
+    the model was told, whose category ids its labels index); unscored when the split has no
+    ground-truth box. A category 0 the protocol prompted has no box in the ground truth, as
+    pycocotools scores Roboflow's scripts' own files."""
+    assert split.task is not None  # the pair's stages set it
+    metadata = split.metadata
+    predictions = coco_predictions(answers.detections, list(split.task.category_ids))
+    truth = coco_ground_truth(split.images, list(metadata["category_ids"]))
+    for cid, name in zip(split.task.category_ids, split.task.classes):
+        if cid not in metadata["category_ids"]:
+            unique = f"{name} (category {cid})" if name in metadata["classes"] else name
+            truth["categories"].insert(0, {"id": cid, "name": unique})
+    max_dets = getattr(split, "protocol", PROTOCOLS[PAPER]).max_dets
+    scores = evaluate(truth, predictions, max_dets=max_dets)
     ap = percent(scores.ap)
     columns = DetectionScores(
         scoring_backend=SCORING_BACKEND, ap=ap,
-        **{name: percent(getattr(scores, name)) for name in ("ap50", "ap75", "ap_small", "ap_medium", "ap_large",
-                                                              "ar500")},
+        **{name: percent(getattr(scores, name)) for name in ("ap50", "ap75", "ap_small", "ap_medium", "ap_large")},
+        **{scores.ar_column: percent(scores.ar)}, max_dets=scores.max_dets,
         n_predictions=scores.n_predictions, n_instances=sum(n for n in scores.per_class_instances.values() if n),
         per_class=scores.class_rows(),
     )

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.metadata import read_metadata
+from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
 from rf100vl_hf.results.schema import DetectionData
 from rf100vl_hf.training.samples import Samples, unlabelled
 
-from pytest_rf100vl.adapters.base import TrainingData
+from pytest_rf100vl.adapters.base import DetectionTask, TrainingData
 from pytest_rf100vl.kinds.base import Split
-from pytest_rf100vl.kinds.rf100vl.tasks import detection_task, ground_truth
+from pytest_rf100vl.kinds.rf100vl.tasks import detection_task, ground_truth, prompted_classes
 
 if TYPE_CHECKING:
     import datasets
@@ -23,18 +24,25 @@ if TYPE_CHECKING:
 
 
 def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
-    """What made the split, as JSON: a few-shot split's source, K, seed, strategy and candidates,
-    the semi-supervised split's fraction and seed; and under ``examples`` what made the few-shot
-    split a ``fewshot`` prompt shows the model. Part of a row's identity: another K, seed or
-    strategy is another measurement, whether the model is scored on the split or prompted with it."""
+    """What made the split, as JSON: a few-shot split's source, K, seed, strategy and candidates
+    (and, for an official split whose classes were matched by category id, ``class_match`` and
+    the names mapped), the semi-supervised split's fraction and seed, a test split taken from the
+    few-shot export (``test_source``, its export's fingerprint); and under ``examples`` what made
+    the few-shot split a ``fewshot`` prompt shows the model. Part of a row's identity: another K,
+    seed or strategy, or another test split, is another measurement, whether the model is scored
+    on the split or prompted with it."""
     parameters: dict[str, Any] = {}
     fewshot, semisup = metadata.get("fewshot") or {}, metadata.get("semisup") or {}
+    test = metadata.get("test") or {}
+    renamed = {"class_match": "id", "renamed": fewshot["renamed"]} if fewshot.get("renamed") else {}
     made_fewshot = {"fewshot_source": fewshot.get("source"),
-                    **{key: fewshot.get(key) for key in ("k", "seed", "strategy", "candidates")}}
+                    **{key: fewshot.get(key) for key in ("k", "seed", "strategy", "candidates")}, **renamed}
     if split == fewshot.get("split"):
         parameters = dict(made_fewshot)
     elif split == semisup.get("split"):
         parameters = {"fraction": semisup.get("fraction"), "seed": semisup.get("seed")}
+    elif split == "test" and test.get("source") == "fewshot":
+        parameters = {"test_source": "fewshot", "test_fingerprint": test.get("fingerprint"), **renamed}
     if "fewshot" in prompt:  # the test by which the task gives the model the few-shot split
         parameters["examples"] = made_fewshot
     return json.dumps(parameters, sort_keys=True)
@@ -42,12 +50,15 @@ def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
 
 @dataclass
 class DetectionSplit(Split):
-    """A split of an RF100-VL dataset; ``splits`` holds every split of the dataset."""
+    """A split of an RF100-VL dataset, scored under ``protocol``; ``splits`` holds every split of
+    the dataset."""
 
     splits: "datasets.DatasetDict" = field(default=None)  # type: ignore[assignment]
+    protocol: Protocol = PROTOCOLS[PAPER]
 
     @classmethod
-    def of(cls, splits: "datasets.DatasetDict", name: str, prompt: str) -> "DetectionSplit":
+    def of(cls, splits: "datasets.DatasetDict", name: str, prompt: str,
+           protocol: Protocol = PROTOCOLS[PAPER]) -> "DetectionSplit":
         """The split ``name`` of a loaded dataset, for pairs prompted in mode ``prompt``."""
         if name not in splits:
             metadata = read_metadata(next(iter(splits.values())))
@@ -56,12 +67,25 @@ class DetectionSplit(Split):
         metadata = read_metadata(images)
         task = detection_task(images, metadata, name, prompt, splits.__getitem__)
         return cls(
-            images=images, task=task, name=name, metadata=metadata, splits=splits,
+            images=images, task=task, name=name, metadata=metadata, splits=splits, protocol=protocol,
             identity={"dataset_fingerprint": metadata.get("fingerprint"), "prompt": prompt,
-                      "split_parameters": split_parameters(metadata, name, prompt)},
+                      "split_parameters": split_parameters(metadata, name, prompt), "protocol": protocol.name},
             extra=DetectionData(domain=metadata["domain"]),
             truth=lambda: replace(task, ground_truth=ground_truth(images)),
         )
+
+    def task_for(self, adapter: Any, trained: bool = False) -> DetectionTask | None:
+        """Under a protocol that prompts category 0, a model that was not fine-tuned is asked
+        about it first, in ``names`` mode (:func:`.tasks.prompted_classes`); the oracle is given
+        the ground truth with its labels moved past it."""
+        task = super().task_for(adapter, trained)
+        if task is None or trained or not self.protocol.category_zero:
+            return task
+        classes, category_ids = prompted_classes(self.metadata, task.prompt, True)
+        if len(classes) == len(task.classes):
+            return task
+        truth = ground_truth(self.images, offset=1) if task.ground_truth is not None else None
+        return replace(task, classes=classes, category_ids=category_ids, ground_truth=truth)
 
     def training_data(self, plan: "TrainingPlan") -> TrainingData:
         """The plan's split as samples, validation's, and for a semi-supervised split the rest of
