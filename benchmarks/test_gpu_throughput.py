@@ -165,9 +165,9 @@ def forward_ceiling(adapter: Any, items: list[Any], batch: int, seconds: float) 
 
 
 def measure(chosen: Plan, root: Path) -> list[Measured]:
-    from benchmarks.gpu_models import BUILDERS, full_size
-
     from pytest_rf100vl.engine.runner import LoopOptions, decode_batch, raw_batches, run_split
+
+    from benchmarks.gpu_models import BUILDERS, full_size
 
     dataset = jpeg_split(chosen.images)
     (raw,) = raw_batches(dataset.select(range(4)), 4)

@@ -35,6 +35,7 @@ from rf100vl_hf.uouo.builder import UouoConfig, cached_crop, plan_mosaics, rende
 from rf100vl_hf.uouo.mmd import CategoryNeighbours, category_means, mmd2_matrix, nearest_by_means, nearest_from_matrix
 from rf100vl_hf.uouo.sample import write_sample_source
 from rf100vl_hf.uouo.sources import cutout_crop, read_source
+
 from tests.support.tiny_clip import CONFIG as TINY_CLIP_CONFIG
 from tests.support.tiny_clip import TINY_CLIP
 

@@ -31,9 +31,10 @@ import pytest
 
 from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
 
+from pytest_rf100vl.collect.collection import matrix_session
 from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
+from pytest_rf100vl.core.stash import CONFIG_KEY
 from pytest_rf100vl.engine.guard import AdapterError
 
 if TYPE_CHECKING:  # the session loads models and datasets: imported when a matrix runs, not before
@@ -42,15 +43,6 @@ if TYPE_CHECKING:  # the session loads models and datasets: imported when a matr
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.session.matrix import MatrixSession
     from pytest_rf100vl.session.stages import PairRun
-
-
-def matrix_session(config: pytest.Config) -> "MatrixSession":
-    """The session's matrix state, created on first use (it reads the catalogue and thresholds)."""
-    if SESSION_KEY not in config.stash:
-        from pytest_rf100vl.session.matrix import MatrixSession
-
-        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[CONFIG_KEY], config.stash[KINDS_KEY])
-    return config.stash[SESSION_KEY]  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")
@@ -67,17 +59,17 @@ def rf100vl_pair(request: pytest.FixtureRequest) -> Pair:
     return request.param
 
 
-def _not_on_disk(session: "MatrixSession", pair: Pair, error: Exception) -> NoReturn:
+def _not_on_disk(session: MatrixSession, pair: Pair, error: Exception) -> NoReturn:
     session.missing.setdefault(pair.dataset, str(error))
     first_line = str(error).splitlines()[0]
     pytest.skip(f"{first_line} (how to get it: see the rf100vl summary)")
 
 
-def _cannot_run(session: "MatrixSession", pair: Pair, what: str, error: Exception) -> NoReturn:
+def _cannot_run(session: MatrixSession, pair: Pair, what: str, error: Exception) -> NoReturn:
     _pair_error(session, pair, f"{what}: {type(error).__name__}: {error}")
 
 
-def _pair_error(session: "MatrixSession", pair: Pair, message: str) -> NoReturn:
+def _pair_error(session: MatrixSession, pair: Pair, message: str) -> NoReturn:
     """The pair errors (a failure while setting up its fixtures), and the summary lists it."""
     session.errors.setdefault(pair.id, message)
     pytest.fail(message, pytrace=False)

@@ -3,11 +3,12 @@
 ``pytest --rf100vl-model owlv2:tiny --rf100vl-dataset sample`` runs the pair
 ``rf100vl::test_detection[owlv2:tiny-sample]``: the model is loaded once for all its
 datasets, the pair is run and scored by its benchmark kind, checked against its threshold,
-and recorded in ``.rf100vl/results``. This module only wires pytest's hooks to the rooms
-that do the work (``docs/architecture.md``): ``collect/`` (options, selection, the matrix
-node), ``run/`` (the session, the inference loop), ``report/`` (rows, thresholds, results
-folder, summary), ``kinds/`` (one package per benchmark) and ``adapters/`` (one module per
-model family).
+and recorded in ``.rf100vl/results``. This module only wires pytest's hooks to the layers
+that do the work (``docs/architecture.md``), top down: ``collect/`` (the configuration read
+from pytest, the matrix node), ``session/`` (the matrix, each pair's stages, thresholds, the
+summary, publishing), ``kinds/`` (one package per benchmark), ``engine/`` (the inference
+loop, the answer cache), ``adapters/`` (one module per model family) and ``core/`` (the
+shared types).
 
 Without matrix options the plugin adds nothing to a run and imports nothing heavy (torch,
 transformers and datasets load only when a pair runs). With them and no test paths, only
@@ -21,19 +22,22 @@ from typing import Any
 
 import pytest
 
+from rf100vl_hf.redact import public_value, scrub
+
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
-from pytest_rf100vl.collect.options import add_options, check_rootdir, read_config
+from pytest_rf100vl.collect.collection import matrix_session
+from pytest_rf100vl.collect.config_reader import add_options, check_rootdir, read_config
+from pytest_rf100vl.core.checks import FAILED
 from pytest_rf100vl.core.config import all_options
 from pytest_rf100vl.core.options import Option
 from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
 from pytest_rf100vl.fixtures import (  # noqa: F401  (fixtures are found in the plugin's namespace)
-    matrix_session,
     rf100vl_adapter,
+    rf100vl_config,
     rf100vl_dataset,
     rf100vl_pair,
     rf100vl_run,
-    rf100vl_config,
 )
 from pytest_rf100vl.kinds import kind_classes, option_sections
 
@@ -62,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = read_config(config)
     config.stash[CONFIG_KEY] = run
     config.stash[KINDS_KEY] = [kind(run.kind(kind.name)) for kind in kind_classes()]
-    if run.active:
+    if run.active:  # the session layer loads only for a matrix run: every pytest session loads this module
         from pytest_rf100vl.session import trackers, workers
         from pytest_rf100vl.session.live import PLUGIN_NAME, LiveProgress
 
@@ -121,7 +125,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     for name in {pair.kind for pair in session.pairs}:
         given = [arg.lstrip("-") for arg in run.kind_args(name)]
         lines.append(f"{name}: {', '.join(given) or 'default options'}")
-    from rf100vl_hf.redact import public_value, scrub
 
     if run.matrix.adapter_options:
         lines.append("rf100vl: adapter options: " + ", ".join(
@@ -147,9 +150,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if SESSION_KEY not in config.stash or config.option.collectonly:
         return
-    from pytest_rf100vl.core.checks import FAILED
-    from pytest_rf100vl.session.report import summary
     from pytest_rf100vl.session import listeners, resume, workers
+    from pytest_rf100vl.session.publish import push_session
+    from pytest_rf100vl.session.report import summary
 
     state = config.stash[SESSION_KEY]
     state.release()
@@ -160,7 +163,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     unfinished = resume.unfinished(workers.planned_pairs(session), state, rows)
     reports = state.reports(rows)
     checks = [check for report in reports.values() for check in report.checks]
-    from rf100vl_hf.redact import scrub
 
     text = summary(rows, reports, state.missing, state.errors, state.left_out)
     text = scrub(text + resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED))
@@ -169,8 +171,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     notes = [(True, warning) for warning in listeners.results_written(config, state.writer.folder, rows)]
     repo_id = state.config.report.push_results
     if repo_id:
-        from pytest_rf100vl.session.publish import push_session
-
         notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
     config.stash[NOTES_KEY] = [(warning, scrub(line)) for warning, line in notes]
     failed = sum(check.status == FAILED for check in checks)

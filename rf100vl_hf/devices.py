@@ -7,7 +7,10 @@ imported only when a name has to be checked against the machine.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+
+from rf100vl_hf.errors import needs_extra
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DEVICE_HELP = "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps"
@@ -23,13 +26,14 @@ def check_device_name(device: str) -> str:
 def resolve_device(device: str | None = "auto") -> str:
     """A concrete device for ``device`` (``None`` is ``auto``), checked against this machine.
 
-    ``auto`` picks cuda, then mps, then cpu; an explicit device the machine lacks is a
-    ``RuntimeError`` that says what is missing.
+    ``auto`` picks cuda, then mps, then cpu (cpu where torch is not installed); an explicit
+    device the machine lacks is a ``RuntimeError`` that says what is missing.
     """
     device = check_device_name(device or "auto")
-    if device == "cpu":
-        return device
-    import torch
+    if device == "cpu" or (device == "auto" and importlib.util.find_spec("torch") is None):
+        return "cpu"  # without torch (a served model, the metric alone) nothing here runs on an accelerator
+    with needs_extra(f"device {device!r}"):
+        import torch
 
     cuda = torch.cuda.is_available()
     mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()

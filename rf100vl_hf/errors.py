@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import reprlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _SHOWN = reprlib.Repr()
@@ -41,3 +44,55 @@ class UnknownNameError(Rf100vlError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; we want the plain sentence
         return str(self.args[0])
+
+
+class MissingExtraError(Rf100vlError, ImportError):
+    """A feature whose packages come with an extra that is not installed; the message names the
+    ``pip install`` that brings them."""
+
+
+EXTRA_OF: dict[str, str] = {
+    **dict.fromkeys(("pytest", "pytest_benchmark", "xdist", "matplotlib", "scipy"), "plugin"),
+    **dict.fromkeys(("torch", "torchvision", "transformers", "accelerate", "tokenizers", "timm", "open_clip"), "models"),
+    **dict.fromkeys(("openai", "google"), "served"),
+    "ultralytics": "yolo",
+    "rfdetr": "rfdetr",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+}
+"""Top-level module -> the extra of ``pyproject.toml`` that installs it (README, "Set-up")."""
+
+
+@contextmanager
+def needs_extra(what: str) -> Iterator[None]:
+    """Turn a missing module of an extra, imported inside the block, into a
+    :class:`MissingExtraError` saying that ``what`` needs it and which extra brings it.
+
+    Example::
+
+        with needs_extra("the owlv2 adapter"):
+            import torch  # absent: 'the owlv2 adapter needs torch, which the [models] extra installs: ...'
+    """
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        module = (error.name or "").partition(".")[0]
+        if module not in EXTRA_OF:
+            raise
+        extra = EXTRA_OF[module]
+        raise MissingExtraError(f'{what} needs {module}, which the [{extra}] extra installs: '
+                                f'pip install "rf100vl-hf[{extra}]"') from error
+
+
+def closest(name: str, candidates: list[str], n: int = 5) -> list[str]:
+    """The candidates that look most like ``name``, for 'did you mean' messages."""
+    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
+
+
+def unknown(kind: str, name: str, candidates: list[str]) -> UnknownNameError:
+    """An error for an unknown ``name`` that lists the closest known ones (or the first ten)."""
+    near = closest(name, candidates)
+    hint = f"; closest: {', '.join(near)}" if near else f"; known: {', '.join(candidates[:10])}" + (
+        ", ..." if len(candidates) > 10 else ""
+    )
+    return UnknownNameError(f"unknown {kind} {name!r}{hint}")

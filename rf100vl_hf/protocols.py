@@ -17,7 +17,7 @@
 
 What a protocol sets for one adapter (NMS off, a threshold) are adapter options, given by
 the plugin as defaults that ``--rf100vl-adapter-option`` overrides
-(``pytest_rf100vl/kinds/rf100vl/protocols.py``).
+(``pytest_rf100vl/kinds/rf100vl/adapter_defaults.py``).
 """
 
 from __future__ import annotations

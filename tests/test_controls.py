@@ -17,6 +17,7 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import read_metadata, to_description
 from rf100vl_hf.results.summary import summary
 from rf100vl_hf.results.tables import FORMATS, ap_table, per_class_tables, render, uouo_table
+
 from tests.results.factory import detection_row, uouo_row
 
 BIDI_FORMATTING = {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rf100vl.engine.columns import provenance_columns
 from rf100vl_hf import provenance
+
+from pytest_rf100vl.engine.columns import provenance_columns
 
 REPO = Path(__file__).resolve().parents[1]
 

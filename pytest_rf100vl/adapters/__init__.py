@@ -2,8 +2,9 @@
 one module per model family. Importing this package loads no model code; a family's
 module is imported when an adapter of it is created."""
 
+from rf100vl_hf.constants import PROMPT_MODES
+
 from pytest_rf100vl.adapters.base import (
-    PROMPT_MODES,
     TINY,
     Adapter,
     Detections,

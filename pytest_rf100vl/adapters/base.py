@@ -19,7 +19,8 @@ import numpy as np
 from PIL import Image
 
 from rf100vl_hf.arguments import typed_option
-from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.paths import cache_home
+from rf100vl_hf.redact import url_secrets
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.recipe import Recipe
@@ -220,7 +221,6 @@ class Adapter(ABC):
         """What ``options`` hold or lead to that no text the plugin writes may show (the plugin
         tells the session's scrubber, :mod:`rf100vl_hf.redact`, before it prints anything): by
         default the credentials of every URL among them."""
-        from rf100vl_hf.redact import url_secrets
 
         return tuple(secret for value in options.values() if isinstance(value, str) and "://" in value
                      for secret in url_secrets(value))
@@ -393,6 +393,5 @@ architecture, built offline and loaded through the normal ``from_pretrained(path
 
 def tiny_model_dir(name: str) -> Path:
     """Where the tiny random model of adapter ``name`` is built (once) under the cache home."""
-    from rf100vl_hf.paths import cache_home
 
     return cache_home() / "tiny-models" / name

@@ -49,6 +49,8 @@ import xxhash
 from filelock import FileLock
 from PIL import Image
 
+from rf100vl_hf.devices import resolve_device
+
 from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, GroundingQuery, ImageItem, tiny_model_dir
 from pytest_rf100vl.adapters.keyed import prompt_key
 
@@ -70,7 +72,6 @@ _COMMIT = re.compile(r"snapshots/([0-9a-f]{40})(?:/|$)")
 
 def torch_device(device: str) -> torch.device:
     """The torch device of a concrete device name, checked by :func:`rf100vl_hf.devices.resolve_device`."""
-    from rf100vl_hf.devices import resolve_device
 
     return torch.device(resolve_device(device))
 

@@ -60,9 +60,9 @@ from transformers import (
 )
 from transformers.image_transforms import center_to_corners_format
 
-from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample, GroundingQuery
 from rf100vl_hf.progress import progress_bar
 
+from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample, GroundingQuery
 from pytest_rf100vl.adapters.hf import image_tensors, plain_text, read_back, tiny_clip_tokenizer
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
 from pytest_rf100vl.adapters.registry import listed

@@ -26,7 +26,7 @@ from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED
 
 from pytest_rf100vl.adapters.base import Adapter
-from pytest_rf100vl.registry import Registry
+from pytest_rf100vl.core.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.adapters"
 
@@ -135,10 +135,23 @@ def create(
     adapters refuse a device map and run as they are (their rows record no attention and no
     compilation)."""
     name, checkpoint = parse_spec(spec)
-    cls = adapter_class(name)
+    return build(adapter_class(name), checkpoint, device, dtype, device_map, attention, compile, **options)
+
+
+def build(
+    cls: type[Adapter],
+    checkpoint: str | None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    device_map: str | None = None,
+    attention: str | None = None,
+    compile: bool = False,
+    **options: Any,
+) -> Adapter:
+    """:func:`create` for a class already resolved (the session resolves each model's once)."""
     if not cls.transformers_model:
         if device_map is not None:
-            raise ValueError(f"adapter {name!r} runs no transformers model, so it cannot take a device map")
+            raise ValueError(f"adapter {cls.name!r} runs no transformers model, so it cannot take a device map")
         return cls(checkpoint, device=device, dtype=dtype, **options)
     return cls(checkpoint, device=device, dtype=dtype, device_map=device_map, attention=attention, compile=compile,
                **options)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from rf100vl_hf.training.recipe import Recipe
+from rf100vl_hf.training.store import FitRecord, file_sha256
 
 from pytest_rf100vl.adapters.base import (
     TINY,
@@ -187,8 +188,6 @@ class RfDetrAdapter(Adapter):
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:
-        from rf100vl_hf.training.store import file_sha256
-
         if checkpoint == TINY:
             return "rfdetr:RFDETRNano:" + ",".join(f"{k}={v}" for k, v in TINY_CONFIG.items())
         path = Path(str(checkpoint or cls.default_checkpoint))
@@ -249,7 +248,6 @@ class RfDetrAdapter(Adapter):
                store: "TrainedStore") -> "FitRecord":
         """One rfdetr fit on ``samples`` (validation: ``data.validation``) into ``store``, resumed from
         the store's last epoch when there is one."""
-        from rf100vl_hf.training.store import FitRecord
 
         _import_rfdetr()
         from rfdetr.training import RFDETRDataModule, RFDETRModelModule, build_trainer

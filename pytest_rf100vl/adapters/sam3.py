@@ -74,8 +74,8 @@ from transformers import (
     Sam3ImageProcessor,
     Sam3Model,
     Sam3Processor,
-    Sam3ViTConfig,
     Sam3VisionConfig,
+    Sam3ViTConfig,
 )
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.sam3.modeling_sam3 import (
@@ -84,12 +84,13 @@ from transformers.models.sam3.modeling_sam3 import (
     Sam3VisionEncoderOutput,
 )
 
+from rf100vl_hf.progress import progress_bar
+
 from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample, GroundingQuery
 from pytest_rf100vl.adapters.hf import pad_elongated, read_back, tiny_clip_tokenizer
 from pytest_rf100vl.adapters.owl import fewshot_digest
 from pytest_rf100vl.adapters.pipelined import PipelinedDetector
 from pytest_rf100vl.adapters.registry import listed
-from rf100vl_hf.progress import progress_bar
 
 MAX_DETECTIONS = 500
 

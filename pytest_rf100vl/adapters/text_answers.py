@@ -53,8 +53,8 @@ from rf100vl_hf.progress import progress_bar
 from pytest_rf100vl.adapters.base import (
     TINY,
     Adapter,
-    DetectionTask,
     Detections,
+    DetectionTask,
     GroundingAnswer,
     GroundingQuery,
     ImageItem,

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from rf100vl_hf.training.recipe import Recipe
+from rf100vl_hf.training.store import FitRecord, TrainingError, file_sha256
 
 from pytest_rf100vl.adapters.base import (
     TINY,
@@ -72,8 +73,6 @@ NOMINAL_BATCH = 64  # ultralytics' ``nbs``: gradients accumulate up to it
 
 
 def _file_revision(path: str | None) -> str | None:
-    from rf100vl_hf.training.store import file_sha256
-
     if path in TINY_YAMLS:
         return f"ultralytics:{TINY_YAMLS[path]}"
     return f"sha256:{file_sha256(Path(path))}" if path and Path(path).is_file() else None
@@ -260,7 +259,6 @@ class YoloAdapter(Adapter):
         """One ultralytics fit on ``samples`` (validation: ``data.validation``) into ``store``,
         resumed from the store's last epoch when there is one; ultralytics' mAP on validation
         goes into the record's details."""
-        from rf100vl_hf.training.store import FitRecord
 
         YOLO = _yolo()
         folder = store.folder / "ultralytics"
@@ -339,7 +337,6 @@ def detection_losses(criterion: Any) -> list[Any]:
     """The losses inside ultralytics' criterion that score classes: the criterion itself (YOLOv8,
     YOLO11), or each branch of an end-to-end head (YOLO26's one-to-many and one-to-one). A loss
     without the element-wise BCE the federated mask replaces is an error, never an unmasked fit."""
-    from rf100vl_hf.training.store import TrainingError
 
     losses = [getattr(criterion, branch) for branch in ("one2many", "one2one") if hasattr(criterion, branch)]
     losses = losses or [criterion]

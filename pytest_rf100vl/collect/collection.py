@@ -4,14 +4,27 @@ to what the session collects (or replacing it when the user named no test paths)
 from __future__ import annotations
 
 from types import ModuleType
-
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_rf100vl.collect.matrix_tests import matrix_tests
 from pytest_rf100vl.core.pairs import Pair, pair_of
+from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.session.matrix import MatrixSession
 
 NODE = "rf100vl"
+
+
+def matrix_session(config: pytest.Config) -> "MatrixSession":
+    """The session's matrix state, created on first use (it reads the catalogue and thresholds)."""
+    if SESSION_KEY not in config.stash:
+        from pytest_rf100vl.session.matrix import MatrixSession
+
+        config.stash[SESSION_KEY] = MatrixSession(config, config.stash[CONFIG_KEY], config.stash[KINDS_KEY])
+    return config.stash[SESSION_KEY]  # type: ignore[return-value]
 
 
 class MatrixModule(pytest.Module):
@@ -20,8 +33,6 @@ class MatrixModule(pytest.Module):
     the session has pairs of that kind."""
 
     def _getobj(self) -> ModuleType:
-        from pytest_rf100vl.fixtures import matrix_session
-
         session = matrix_session(self.config)
         present = {pair.kind for pair in session.pairs}
         return matrix_tests([type(kind) for name, kind in session.kinds.items() if name in present])

@@ -12,6 +12,11 @@ import json
 from dataclasses import asdict, dataclass
 from functools import reduce
 
+from rf100vl_hf.controls import one_line
+from rf100vl_hf.errors import DataError, shown
+
+from pytest_rf100vl.core.registry import RegistryError
+
 ATTRIBUTES = ("default_checkpoint", "prompt_modes", "tasks")
 HEADER = ("name", "default checkpoint", "prompt modes", "tasks", "from")
 
@@ -76,7 +81,6 @@ def class_attributes(target: str) -> dict[str, object]:
 def _attribute_problem(values: dict[str, object]) -> str | None:
     """Why a class's attributes cannot be listed (a checkpoint that is not text or ``None``,
     modes or tasks that are not a sequence of names), or ``None``."""
-    from rf100vl_hf.errors import shown
 
     checkpoint = values["default_checkpoint"]
     if checkpoint is not None and not isinstance(checkpoint, str):
@@ -91,7 +95,6 @@ def _attribute_problem(values: dict[str, object]) -> str | None:
 def table_lines(listed: list[AdapterInfo]) -> list[str]:
     """The listing as aligned text columns, problems below; what other packages wrote is shown
     as one line with its control characters escaped, so it cannot act on the terminal."""
-    from rf100vl_hf.controls import one_line
 
     rows = [[one_line(cell) for cell in (a.name, a.default_checkpoint or "-", ", ".join(a.prompt_modes) or "-",
                                          ", ".join(a.tasks) or "-", a.source)] for a in listed]
@@ -102,9 +105,7 @@ def table_lines(listed: list[AdapterInfo]) -> list[str]:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from rf100vl_hf.errors import DataError
 
-    from pytest_rf100vl.registry import RegistryError
 
     try:
         listed = adapters()

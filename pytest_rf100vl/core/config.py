@@ -33,7 +33,7 @@ from rf100vl_hf.constants import DTYPES
 from rf100vl_hf.devices import DEVICE_HELP, check_device_name
 from rf100vl_hf.training.recipe import parse_key_values, parse_seeds, regime_of
 
-from pytest_rf100vl.core.metrics import Metric
+from pytest_rf100vl.core.minimums import Metric
 from pytest_rf100vl.core.options import Option, fields_with_options, option, options_of
 
 DEFAULT_RESULTS = Path(".rf100vl") / "results"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_rf100vl.core.config import ModelSpec
-from pytest_rf100vl.core.training import TrainingPlan
+from pytest_rf100vl.core.training_plan import TrainingPlan
 
 
 @dataclass(frozen=True)

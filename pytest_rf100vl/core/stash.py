@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl.core.session import MatrixView
 from pytest_rf100vl.core.config import RunConfig
+from pytest_rf100vl.core.matrix_view import MatrixView
 
 SESSION_KEY = pytest.StashKey[MatrixView]()
 """The session's matrix state (``session/matrix.py``), created on first use."""

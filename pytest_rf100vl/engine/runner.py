@@ -14,17 +14,18 @@ import sys
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
-from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from rf100vl_hf.boxes import Sanitized, sanitize_detections
 from rf100vl_hf.images import open_rgb
+from rf100vl_hf.progress import progress_bar
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
 from pytest_rf100vl.engine.pipeline import pipelined_loop, pipelines
@@ -132,7 +133,7 @@ class Answers:
     an empty answer, and ``errors`` says why, by image id); what making the output safe took,
     how long it took, every timed round (the scoring one first), what the adapter counted in its
     answers over the scoring round, and with ``LoopOptions.samples`` the samples log's lines of
-    a model that answers in text, in split order (:mod:`~pytest_rf100vl.engine.samples`)."""
+    a model that answers in text, in split order (:mod:`~pytest_rf100vl.engine.sample_log`)."""
 
     counts: OutputCounts
     timing: Timing
@@ -285,7 +286,7 @@ class _Detecting:
 
     def safe(self, elements: list[Element], outputs: list[Detections], counts: OutputCounts,
              known: dict[int, Any], samples: Samples | None) -> list[Sanitized]:
-        from pytest_rf100vl.engine.samples import detection_sample
+        from pytest_rf100vl.engine.sample_log import detection_sample
 
         repairs = [OutputCounts() for _ in elements]
         safe = [make_safe(output, item, len(self.classes), own, self.clip)
@@ -299,7 +300,7 @@ class _Detecting:
         return safe
 
     def failed(self, element: Element, error: Exception, counts: OutputCounts, samples: Samples | None) -> Sanitized:
-        from pytest_rf100vl.engine.samples import detection_sample
+        from pytest_rf100vl.engine.sample_log import detection_sample
 
         item = element[0]
         made = make_safe(Detections.empty(), item, len(self.classes), counts)
@@ -322,7 +323,7 @@ class _Grounding:
 
     def safe(self, elements: list[Element], outputs: list[Any], counts: OutputCounts, known: dict[int, Any],
              samples: Samples | None) -> list[GroundingAnswer]:
-        from pytest_rf100vl.engine.samples import grounding_sample
+        from pytest_rf100vl.engine.sample_log import grounding_sample
 
         wrong = [type(answer).__name__ for answer in outputs if not isinstance(answer, GroundingAnswer)]
         if wrong:
@@ -334,7 +335,7 @@ class _Grounding:
 
     def failed(self, element: Element, error: Exception, counts: OutputCounts,
                samples: Samples | None) -> GroundingAnswer:
-        from pytest_rf100vl.engine.samples import grounding_sample
+        from pytest_rf100vl.engine.sample_log import grounding_sample
 
         if samples is not None:
             samples[element[0].image_id] = grounding_sample(*element, GroundingAnswer(None, None), False,
@@ -473,7 +474,6 @@ def _timed(
     first ``warmup`` of them (at most all but the last) are the warm-up (:class:`Timing`).
     The bar is huggingface_hub's (``rf100vl_hf.progress``), so the
     plugin's live line follows it."""
-    from rf100vl_hf.progress import progress_bar
 
     clock = _Clock(device)
     with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
@@ -499,11 +499,9 @@ def _timed_pipeline(
 ) -> Timing:
     """:func:`~pytest_rf100vl.engine.pipeline.pipelined_loop` under the loop's clock: each batch is
     timed from its forward's launch to its detections kept."""
-    from rf100vl_hf.progress import progress_bar
 
     clock = _Clock(adapter.device, overlapped=True)
     with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
-
         def called(began: float, sent: int, cached: int) -> None:
             clock.cached += cached
             if sent:
@@ -531,7 +529,6 @@ def _timed_concurrently(
     ``concurrency`` threads, and is settled on this thread the moment it returns
     (``settle(unit, future)``), whatever the order: a slow request holds back no other.
     Each call is timed from its start to its return."""
-    from rf100vl_hf.progress import progress_bar
 
     clock = _Clock(device)
     pending: dict[Future[Any], tuple[T, float]] = {}
@@ -612,7 +609,7 @@ def run_split(
     time from that many threads, and a :class:`~pytest_rf100vl.adapters.base.Pipelined`
     detector through :mod:`~pytest_rf100vl.engine.pipeline`."""
     from pytest_rf100vl.engine.answers import open_answers
-    from pytest_rf100vl.engine.samples import answers_in_text
+    from pytest_rf100vl.engine.sample_log import answers_in_text
 
     if questions is not None and len(questions) != len(images):
         raise ValueError(f"{len(questions)} questions for {len(images)} images")

@@ -4,9 +4,9 @@ a built-in being an error naming both."""
 
 from __future__ import annotations
 
-from pytest_rf100vl.core.metrics import Metric
+from pytest_rf100vl.core.minimums import Metric
+from pytest_rf100vl.core.registry import Registry
 from pytest_rf100vl.kinds.base import BenchmarkKind
-from pytest_rf100vl.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.kinds"
 

@@ -34,14 +34,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_rf100vl.core.checks import MeanCheck
-from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.core.options import option
 
 if TYPE_CHECKING:  # for hints only: every pytest session reads the kinds' options, so this module stays light
     import datasets
 
     from pytest_rf100vl.adapters.base import Adapter, DetectionTask, GroundingQuery, TrainingData
-    from pytest_rf100vl.core.training import TrainingPlan
+    from pytest_rf100vl.core.training_plan import TrainingPlan
     from pytest_rf100vl.engine.runner import Answers
 
 __all__ = ["BenchmarkKind", "Metric", "NoOptions", "Report", "Scored", "Split", "option"]

@@ -20,13 +20,13 @@ from rf100vl_hf.results.rows import with_measured_throughput
 
 from pytest_rf100vl.adapters import registry
 from pytest_rf100vl.core.config import ModelSpec, RunConfig
-from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import command_line
 from pytest_rf100vl.engine.guard import adapter_call
 from pytest_rf100vl.engine.runner import LoopOptions, Rounds
 from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Split
-from pytest_rf100vl.session import resume, workers
+from pytest_rf100vl.session import listeners, resume, workers
 from pytest_rf100vl.session.selection import matrix
 from pytest_rf100vl.session.shard import shard
 from pytest_rf100vl.session.stages import PairRun, checked, run_pair, thresholds
@@ -165,9 +165,10 @@ class MatrixSession:
                 adapter = self.pytest_config.hook.pytest_rf100vl_make_adapter(
                     config=self.pytest_config, spec=spec.text, device=self.device, dtype=loop.dtype, options=options
                 )
-                return adapter or registry.create(
-                    spec.text, device=self.device, dtype=loop.dtype, device_map=loop.device_map,
-                    attention=loop.attention, compile=loop.compile, **options,
+                return adapter or registry.build(
+                    self.adapter_class(spec) or registry.adapter_class(spec.name), spec.checkpoint,
+                    device=self.device, dtype=loop.dtype, device_map=loop.device_map, attention=loop.attention,
+                    compile=loop.compile, **options,
                 )
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
@@ -256,7 +257,6 @@ class MatrixSession:
     def _write(self, pair: Pair, row: dict[str, Any]) -> None:
         """Append ``row`` to ``results.jsonl``, then tell ``pytest_rf100vl_row_written`` (in a
         pytest-xdist worker the controller tells it, as it reads the row back)."""
-        from pytest_rf100vl.session import listeners
 
         self.writer.append(row)
         if not workers.is_worker(self.pytest_config):

@@ -13,6 +13,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.hub.results_repo import push_results
+
 
 def retry_command(folder: Path, repo_id: str, run_id: str) -> str:
     return shlex.join(["rf100vl-hf", "results", "push", str(folder), "--repo-id", repo_id, "--run", run_id])
@@ -21,7 +23,6 @@ def retry_command(folder: Path, repo_id: str, run_id: str) -> str:
 def push_session(folder: Path, rows: list[dict[str, Any]], repo_id: str, run_id: str) -> tuple[bool, str]:
     """Push ``rows``; returns whether it failed and the line to show: what was pushed, or what
     failed and how to retry."""
-    from rf100vl_hf.hub.results_repo import push_results
 
     if not rows:
         return True, f"no rows to push to {repo_id}"

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from dataclasses import asdict
 
 from rf100vl_hf.results.folder import JSONL
 from rf100vl_hf.results.rows import LIMIT, TornLineWarning, identity_value, read_jsonl
@@ -39,14 +38,14 @@ from rf100vl_hf.results.schema import SCORING_VERSION, TRAINING_IDENTITY
 
 from pytest_rf100vl.core.pairs import row_key
 from pytest_rf100vl.engine.columns import options_column
-from pytest_rf100vl.engine.samples import answers_in_text as writes_text
+from pytest_rf100vl.engine.sample_log import answers_in_text as writes_text
 from pytest_rf100vl.session.training import identity_columns
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.core.config import ModelSpec, RunConfig
+    from pytest_rf100vl.core.matrix_view import MatrixView
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.core.session import MatrixView
     from pytest_rf100vl.kinds.base import Split
 
 

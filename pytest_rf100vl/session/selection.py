@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import pytest
 
-from rf100vl_hf.rf100vl.catalog import unknown
+from rf100vl_hf.errors import unknown
 
 from pytest_rf100vl.core.config import ModelSpec, RunConfig
 from pytest_rf100vl.core.pairs import Pair
-from pytest_rf100vl.core.training import plan
+from pytest_rf100vl.core.training_plan import plan
 from pytest_rf100vl.kinds.base import BenchmarkKind
 
 

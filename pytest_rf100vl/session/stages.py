@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.results.folder import SAMPLES_SUFFIX
 from rf100vl_hf.results.schema import CheckColumns, DataColumns, ResultRow, RunColumns
 
-from pytest_rf100vl.core.metrics import Metric, Threshold, check_status, failure, threshold_for
+from pytest_rf100vl.core.minimums import Metric, Threshold, check_status, failure, threshold_for
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import (
     model_columns,
@@ -38,7 +38,7 @@ from pytest_rf100vl.session.training import Fitted, fit_columns, fit_or_load, st
 
 if TYPE_CHECKING:
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.core.session import MatrixView
+    from pytest_rf100vl.core.matrix_view import MatrixView
 
 
 @dataclass

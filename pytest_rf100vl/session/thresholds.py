@@ -30,7 +30,7 @@ from pathlib import Path
 
 from rf100vl_hf.errors import DataError
 
-from pytest_rf100vl.core.metrics import Metric, Rule, Threshold
+from pytest_rf100vl.core.minimums import Metric, Rule, Threshold
 
 KEYS = ("model", "target")
 

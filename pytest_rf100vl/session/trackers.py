@@ -46,10 +46,14 @@ import pytest
 
 from rf100vl_hf import redact
 from rf100vl_hf.redact import public_value, scrub, scrubbed
+from rf100vl_hf.results.folder import PARQUET, SUMMARY
+from rf100vl_hf.results.plots import write_plots
+from rf100vl_hf.results.tables import summary_tables
 
-from pytest_rf100vl.core.pairs import Pair, row_key
 from pytest_rf100vl.core.config import RunConfig
+from pytest_rf100vl.core.pairs import Pair, row_key
 from pytest_rf100vl.core.stash import SESSION_KEY
+from pytest_rf100vl.session.workers import is_worker
 
 if TYPE_CHECKING:
     from rf100vl_hf.results.tables import Table
@@ -117,8 +121,6 @@ class Tracker(ABC):
 
 
 def _results_files(folder: Path) -> list[Path]:
-    from rf100vl_hf.results.folder import PARQUET, SUMMARY
-
     return [path for path in (folder / SUMMARY, folder / PARQUET) if path.is_file()]
 
 
@@ -290,8 +292,6 @@ class SessionTrackers:
     def pytest_rf100vl_results_written(self, config: pytest.Config, folder: Path, rows: list[dict[str, Any]]) -> None:
         """Log any row not logged yet, the tables and figures and the results files, then finish;
         raise, for the summary's warning line, when a tracker failed at any point."""
-        from rf100vl_hf.results.plots import write_plots
-        from rf100vl_hf.results.tables import summary_tables
 
         self._start(config)
         rows = scrubbed(rows)
@@ -313,7 +313,6 @@ class SessionTrackers:
 def configure(config: pytest.Config, run: RunConfig) -> None:
     """Register the trackers the options ask for (in the process that writes the summary: not
     in a pytest-xdist worker); a missing library is a usage error naming the pip install."""
-    from pytest_rf100vl.session.workers import is_worker
 
     chosen = [cls(getattr(run.report, name)) for name, cls in TRACKERS.items() if getattr(run.report, name)]
     if not chosen:

@@ -1,5 +1,5 @@
 """The training stage of a pair (the README's "Data regimes"): a pair with a training plan
-(:mod:`pytest_rf100vl.core.training`) fits its model on the plan's split before it is scored.
+(:mod:`pytest_rf100vl.core.training_plan`) fits its model on the plan's split before it is scored.
 
 Its weights live in the results folder under ``trained/``, in a folder keyed by the model's
 identity, the dataset's fingerprint, the training split and its parameters, the recipe and
@@ -22,7 +22,7 @@ from rf100vl_hf.results.schema import TrainingColumns
 from rf100vl_hf.training.store import FitRecord, TrainedStore, TrainingError, key_digest
 
 from pytest_rf100vl.adapters.base import Adapter
-from pytest_rf100vl.core.training import TrainingPlan
+from pytest_rf100vl.core.training_plan import TrainingPlan
 from pytest_rf100vl.engine.guard import adapter_call
 
 if TYPE_CHECKING:

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
+from pytest_rf100vl.core.matrix_view import MatrixView
 from pytest_rf100vl.core.pairs import Pair, pair_of, row_key
-from pytest_rf100vl.core.session import MatrixView
 from pytest_rf100vl.core.stash import SESSION_KEY
+from pytest_rf100vl.session import listeners
 
 RUN_ID = "rf100vl_run_id"
 COMMAND = "rf100vl_command"
@@ -114,7 +115,6 @@ class XdistHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A worker's test has ended: tell ``pytest_rf100vl_row_written`` of the rows of the run
         that are new in ``results.jsonl`` (the worker appended its pair's row before)."""
-        from pytest_rf100vl.session import listeners
 
         if report.when != "teardown" or SESSION_KEY not in self.config.stash:
             return

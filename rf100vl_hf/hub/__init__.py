@@ -2,22 +2,7 @@
 
 Generic over benchmarks: a prepared ``datasets`` builder goes in, a folder that
 ``load_dataset(folder, config)`` and, once pushed, ``load_dataset("org/name", config)``
-read comes out.
+read comes out. Each module is imported by name (:mod:`.export`, :mod:`.card`,
+:mod:`.push`, :mod:`.auth`, the benchmarks' cards :mod:`.rf100vl_card` and :mod:`.uouo_card`,
+the evaluation results...), so a light one loads without ``datasets``.
 """
-
-from rf100vl_hf.hub.card import StaleConfigWarning, read_card, write_card
-from rf100vl_hf.hub.export import ConfigExport, SplitExport, staged_repository, write_config
-from rf100vl_hf.hub.auth import HubAuthError
-from rf100vl_hf.hub.push import push_repository
-
-__all__ = [
-    "ConfigExport",
-    "HubAuthError",
-    "SplitExport",
-    "StaleConfigWarning",
-    "push_repository",
-    "read_card",
-    "staged_repository",
-    "write_card",
-    "write_config",
-]

@@ -12,7 +12,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import get_token
 
 from rf100vl_hf.errors import Rf100vlError
-from rf100vl_hf.hub.network import status_of
+from rf100vl_hf.network import status_of
 
 _LOGIN_HINT = "log in with `hf auth login`, set HF_TOKEN, or pass a token with write access"
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from rf100vl_hf.hub.eval_results import EvalFile, EvalResultsError, check_model_repo, write_eval_files
 from rf100vl_hf.hub.eval_yaml import EVAL_FILE, read_eval_yaml, warn_if_unregistered
+from rf100vl_hf.hub.pull_requests import eval_pull_requests
+from rf100vl_hf.network import bounded, xet_or_lfs
 
 COMMIT_MESSAGE = "Add evaluation results (rf100vl-hf)"
 
@@ -112,8 +114,6 @@ def publish_eval_results(
     from huggingface_hub.errors import RepositoryNotFoundError
 
     from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
-    from rf100vl_hf.hub.network import bounded, xet_or_lfs
-    from rf100vl_hf.hub.pull_requests import eval_pull_requests
 
     if not any(file.entries for file in files):
         skipped = "; ".join(f"{task}: {why}" for file in files for task, why in file.skipped.items())

@@ -35,6 +35,8 @@ from rf100vl_hf.errors import DataError, Rf100vlError
 from rf100vl_hf.hub.eval_yaml import UOUO_TASKS, rf100vl_means, slug
 from rf100vl_hf.hub.specification import eval_result_problems
 from rf100vl_hf.protocols import PAPER, PROTOCOLS, protocol_of
+from rf100vl_hf.results.rows import IDENTITY, LIMIT, identity_value, latest
+from rf100vl_hf.results.schema import TRAINING_IDENTITY
 
 EVAL_FOLDER = ".eval_results"
 DEFAULT_PROMPT = "names"
@@ -109,7 +111,6 @@ def _protocol_notes(row: dict[str, Any]) -> list[str]:
 
 def _unofficial(row: dict[str, Any]) -> list[str]:
     """What makes a row not a result of the benchmark, as notes."""
-    from rf100vl_hf.results.rows import LIMIT
 
     return ([SMOKE_NOTE] if row.get("smoke") else []) + (
         [f"limited run: the first {row[LIMIT]} images of each split"] if row.get(LIMIT) else []) + _protocol_notes(row)
@@ -117,7 +118,6 @@ def _unofficial(row: dict[str, Any]) -> list[str]:
 
 def _without_superseded_limits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows, less the limited rows of a (dataset, prompt, split, training) a full row covers."""
-    from rf100vl_hf.results.rows import LIMIT, TRAINING_IDENTITY
 
     def where(row: dict[str, Any]) -> tuple[Any, ...]:
         return (row.get("dataset"), row.get("prompt"), row.get("split"), protocol_of(row),
@@ -130,7 +130,6 @@ def _without_superseded_limits(rows: list[dict[str, Any]]) -> list[dict[str, Any
 def refuse_unofficial(rows: Sequence[dict[str, Any]], partial_tasks: Sequence[str]) -> None:
     """Raise :class:`UnofficialResultsError` saying which of the rows used are not results and
     why (``partial_tasks``: the tasks given a mean over part of their datasets)."""
-    from rf100vl_hf.results.rows import LIMIT
 
     smoke = sorted({str(row.get("dataset")) for row in rows if row.get("smoke")})
     limited = sorted({str(row.get("dataset")) for row in rows if row.get(LIMIT)})
@@ -184,7 +183,6 @@ def _date(rows: Sequence[dict[str, Any]]) -> str | None:
 def _one_per_dataset(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The group's rows by dataset; two measurements of one dataset (another revision,
     options, dtype, training...) cannot make one score."""
-    from rf100vl_hf.results.rows import IDENTITY, identity_value
 
     by_dataset: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -212,7 +210,6 @@ def eval_files(
     that are not results are refused unless ``allow_unofficial`` (see the module)."""
     from huggingface_hub import EvalResultEntry
 
-    from rf100vl_hf.results.rows import TRAINING_IDENTITY, latest
 
     rows = _without_superseded_limits(latest(model_rows(rows, model)))
     spec = str(rows[0].get("spec") or rows[0].get("model")) if rows else str(model)

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.hub.eval_yaml import EVAL_FILE
-from rf100vl_hf.hub.pull_requests import EvalPullRequest
+from rf100vl_hf.hub.pull_requests import EvalPullRequest, eval_pull_requests
+from rf100vl_hf.hub.specification import FRAMEWORKS_DATE, framework_registered
+from rf100vl_hf.network import answered, bounded, status_of
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,6 @@ def leaderboard(api: Any, dataset: str, token: str | None, seconds: float) -> Le
     import yaml
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
 
-    from rf100vl_hf.hub.network import answered, status_of
-    from rf100vl_hf.hub.specification import framework_registered
 
     framework = None
     try:
@@ -148,8 +148,6 @@ def hub_status(model_repo: str, datasets: Sequence[str] = (), token: str | None 
     from huggingface_hub import HfApi
     from huggingface_hub.utils import get_token
 
-    from rf100vl_hf.hub.network import bounded
-    from rf100vl_hf.hub.pull_requests import eval_pull_requests
 
     api = HfApi()
     token = token or get_token()
@@ -165,7 +163,6 @@ def hub_status(model_repo: str, datasets: Sequence[str] = (), token: str | None 
 
 def status_lines(status: HubStatus) -> list[str]:
     """The read-back as the ``hub-status`` command prints it."""
-    from rf100vl_hf.hub.specification import FRAMEWORKS_DATE
 
     lines = [f"model {status.model_repo} on {status.endpoint}:"]
     if status.entries:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf import catalog
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.hub.specification import (
     FRAMEWORKS_DATE,
@@ -88,7 +89,6 @@ def slug(text: str) -> str:
 
 def rf100vl_means() -> list[DetectionTask]:
     """The mean tasks: ``all``, ``rf20vl`` and one per domain, over catalogue datasets."""
-    from rf100vl_hf.rf100vl import catalog
 
     means = [DetectionTask("all", tuple(e.basename for e in catalog.select())),
              DetectionTask("rf20vl", tuple(e.basename for e in catalog.select(subset="rf20vl")))]

@@ -29,7 +29,7 @@ from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
 from rf100vl_hf.hub.card import CARD_FILE, name_repository, read_card
 from rf100vl_hf.hub.eval_yaml import EVAL_FILE, check_eval_yaml
 from rf100vl_hf.hub.export import STAGING_PREFIX
-from rf100vl_hf.hub.network import bounded, xet_or_lfs
+from rf100vl_hf.network import bounded, xet_or_lfs
 
 REPO_TYPE = "dataset"
 DEFAULT_COMMIT_MESSAGE = "Upload dataset with rf100vl-hf"

@@ -25,8 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub.network import HubError, bounded, status_of, xet_or_lfs
+from rf100vl_hf.network import HubError, bounded, status_of, xet_or_lfs
 from rf100vl_hf.progress import logger
+from rf100vl_hf.protocols import PAPER
+from rf100vl_hf.results.folder import read_parquet, write_parquet
+from rf100vl_hf.results.plots import write_plots
+from rf100vl_hf.results.rows import latest, read_jsonl, results_file, select
+from rf100vl_hf.results.summary import provenance
+from rf100vl_hf.results.tables import (
+    SMOKE_NOTE,
+    ap_table,
+    by_protocol,
+    leaderboard,
+    protocol_note,
+    to_markdown,
+    uouo_table,
+)
 
 REPO_TYPE = "dataset"
 CONFIGS = {"rf100vl": "rf100vl", "uouo": "uouo"}
@@ -58,7 +72,6 @@ def local_rows(source: Sequence[Any], run: str | None = None, latest_run: bool =
                ) -> list[tuple[dict[str, Any], Path | None]]:
     """The selected rows (see :func:`rf100vl_hf.results.rows.select`) with the folder each came
     from (None for rows given directly)."""
-    from rf100vl_hf.results.rows import read_jsonl, results_file, select
 
     if _is_rows(source):
         pairs: list[tuple[dict[str, Any], Path | None]] = [(row, None) for row in source]
@@ -111,11 +124,6 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
     """The card: YAML listing the configs, then the leaderboard, figures, table and provenance."""
     import yaml
 
-    from rf100vl_hf.protocols import PAPER
-    from rf100vl_hf.results.summary import provenance
-    from rf100vl_hf.results.tables import (
-        SMOKE_NOTE, ap_table, by_protocol, leaderboard, protocol_note, to_markdown, uouo_table,
-    )
 
     present = [config for benchmark, config in CONFIGS.items() if any(r.get("benchmark") == benchmark for r in rows)]
     header = {
@@ -151,8 +159,6 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
 
 def write_results_repo(folder: Path, repo_id: str, rows: Sequence[dict[str, Any]]) -> list[str]:
     """Write the repository's files (tables, card, figures) into ``folder``; return their paths."""
-    from rf100vl_hf.results.plots import write_plots
-    from rf100vl_hf.results.folder import write_parquet
 
     folder = Path(folder)
     written = []
@@ -170,7 +176,6 @@ def remote_rows(api: Any, repo_id: str, revision: str, token: str | None) -> lis
     """The rows the repository holds at ``revision`` (none in a new repository)."""
     from huggingface_hub.errors import EntryNotFoundError
 
-    from rf100vl_hf.results.folder import read_parquet
 
     rows = []
     for config in CONFIGS.values():
@@ -203,13 +208,12 @@ def push_results(
     dicts; ``run`` or ``latest_run`` choose the rows of one run. Nothing local is written or
     changed. Each attempt reads the rows at the current head, merges, and commits against it.
     Every request is bounded by ``timeout`` seconds; a failure raises one-line
-    :class:`~rf100vl_hf.hub.network.HubError` or :class:`~rf100vl_hf.hub.auth.HubAuthError`.
+    :class:`~rf100vl_hf.network.HubError` or :class:`~rf100vl_hf.hub.auth.HubAuthError`.
     """
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
     from rf100vl_hf.hub.auth import check_token, refused_as_auth_error
-    from rf100vl_hf.results.rows import latest
 
     pairs = local_rows(list(source), run, latest_run)
     if not pairs:

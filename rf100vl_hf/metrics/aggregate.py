@@ -12,9 +12,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
-from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS, normalize_domain
+from rf100vl_hf.catalog import ALL, CUSTOM_DOMAIN, DOMAINS, normalize_domain
 
-from rf100vl_hf.rf100vl.catalog import ALL
 ORDER: tuple[str, ...] = (*DOMAINS, CUSTOM_DOMAIN)
 """The paper's column order, then datasets that are not in the catalogue."""
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from rf100vl_hf.boxes import MAX_DETECTIONS
-from rf100vl_hf.metrics.checks import GroundTruth, Results
+from rf100vl_hf.metrics.inputs import GroundTruth, Results
 
 MAX_DETS: tuple[int, ...] = (1, 10, MAX_DETECTIONS)
 """The benchmark's maxDets: AP and AR are read at the last one."""

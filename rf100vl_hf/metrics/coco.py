@@ -12,7 +12,7 @@ reference); the arrays of the two agree to 2.2e-16.
 Inputs are plain COCO dicts, so the metric works on any export, not only on datasets built
 by this package: a ground truth ``{"images", "annotations", "categories"}`` and predictions
 in the COCO results format ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}``.
-Both backends see the same checked columns (:mod:`rf100vl_hf.metrics.checks`), so a score
+Both backends see the same checked columns (:mod:`rf100vl_hf.metrics.inputs`), so a score
 never depends on the backend: ids follow the one rule of :mod:`rf100vl_hf.ids` (a string id
 such as ``"1"``, which pycocotools and faster-coco-eval match differently, is an error;
 ``1.0`` is read as ``1`` and counted), numbers must be numbers, and ``iscrowd`` 0 or 1.
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from rf100vl_hf.errors import DataError
 from rf100vl_hf.boxes import MAX_DETECTIONS
+from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.backends import BACKENDS, MAX_DETS
-from rf100vl_hf.metrics.checks import ARRAY_COLUMNS, GROUND_TRUTH, PREDICTIONS, check_ground_truth, check_results
+from rf100vl_hf.metrics.inputs import ARRAY_COLUMNS, GROUND_TRUTH, PREDICTIONS, check_ground_truth, check_results
 
 if TYPE_CHECKING:
     import datasets

@@ -22,8 +22,8 @@ import numpy as np
 
 from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.metrics.backends import pycocotools_indexes
-from rf100vl_hf.metrics.checks import check_ground_truth, check_results
 from rf100vl_hf.metrics.coco import _mean_defined
+from rf100vl_hf.metrics.inputs import check_ground_truth, check_results
 
 RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
 """pycocotools' ``recThrs``: the 101 recall points precision is read at."""

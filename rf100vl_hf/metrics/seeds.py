@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rf100vl_hf.errors import needs_extra
 from rf100vl_hf.metrics.aggregate import ALL, ORDER
 
 
@@ -93,7 +94,8 @@ def significance(a_rows: Sequence[dict[str, Any]], b_rows: Sequence[dict[str, An
     """Whether ``a`` scores differently from ``b``: Welch's t-test over the seeds' ``All`` means
     when both have at least two seeds, else the Wilcoxon signed-rank test over the datasets both
     scored (each dataset's mean over seeds)."""
-    from scipy import stats
+    with needs_extra("the significance test"):
+        from scipy import stats
 
     a_means, b_means = _all_means(a_rows), _all_means(b_rows)
     if len(a_means) >= 2 and len(b_means) >= 2:

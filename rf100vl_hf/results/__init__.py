@@ -6,6 +6,7 @@ functions here take plain lists of row dicts, so they serve the plugin at the en
 session, the ``rf100vl-hf results`` commands and the Hub results repository alike.
 """
 
+from rf100vl_hf.results.folder import PARQUET, SUMMARY, read_parquet, write_parquet
 from rf100vl_hf.results.rows import (
     IDENTITY,
     JSONL,
@@ -16,7 +17,6 @@ from rf100vl_hf.results.rows import (
     read_results,
     select,
 )
-from rf100vl_hf.results.folder import PARQUET, SUMMARY, read_parquet, write_parquet
 from rf100vl_hf.results.summary import summary, write_summary
 from rf100vl_hf.results.tables import (
     FORMATS,

@@ -28,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from rf100vl_hf.controls import one_line
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
+from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.protocols import protocol_of
-from rf100vl_hf.results.pairs import located_rows, row_matches, row_split
+from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
+from rf100vl_hf.results.predictions import located_rows, row_matches, row_split
 from rf100vl_hf.results.rows import LIMIT
-from rf100vl_hf.results.tables import Table, _domain, column_labels
+from rf100vl_hf.results.tables import Table, _domain, column_labels, over_seeds
 
 COMPARABLE = ("split", "dataset_fingerprint", "split_parameters", LIMIT)
 """Columns two rows of a dataset must share to have been scored on the same images."""
@@ -82,7 +84,6 @@ def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
 def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
     """A folder's rows by dataset (of ``model`` when given: a spec or an adapter name), lowest
     seed first; a dataset's rows may differ only by seed."""
-    from rf100vl_hf.results.tables import over_seeds
 
     root, rows = located_rows(folder)
     if not rows:
@@ -139,7 +140,6 @@ def compare(
     The datasets are read from ``data_dir`` (the exports the rows were scored on) and each
     row's predictions must still give its AP."""
     from rf100vl_hf.metrics.aggregate import ORDER
-    from rf100vl_hf.progress import progress_bar
 
     if resamples < 1 or not 0 < confidence <= 1:
         raise ValueError(f"need at least one resample and a confidence in (0, 1], got {resamples}, {confidence}")
@@ -228,7 +228,6 @@ def comparison_table(comparison: Comparison) -> Table:
 def notes(comparison: Comparison) -> list[str]:
     """What the table's reader must know: the two sides, the method, and what was left out (as
     single lines whose control characters are escaped: specs and names come from the rows)."""
-    from rf100vl_hf.controls import one_line
 
     percent = round(100 * comparison.confidence)
     lines = [f"A: {comparison.a}", f"B: {comparison.b}",

@@ -23,8 +23,18 @@ from typing import Any
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import IGNORED, MATCHED
+from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.results.defaults import MIN_SCORE
-from rf100vl_hf.results.pairs import Split, describe, load_split, located_rows, matched, predictions_path, row_split
+from rf100vl_hf.results.folder import SAMPLES_SUFFIX
+from rf100vl_hf.results.predictions import (
+    Split,
+    describe,
+    load_split,
+    located_rows,
+    matched,
+    predictions_path,
+    row_split,
+)
 
 GROUND_TRUTH = (0, 158, 115)
 COLOURS = {MATCHED: (86, 180, 233), IGNORED: (150, 150, 150)}
@@ -55,7 +65,6 @@ def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "
             data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Pair:
     """The pair to draw: from a results folder (its row of ``dataset``, of ``model`` when it
     holds several), or a COCO results file scored against ``split`` of ``dataset``."""
-    from rf100vl_hf.results.folder import SAMPLES_SUFFIX
 
     source = Path(source)
     if source.is_file() and source.suffix == ".json":
@@ -137,7 +146,6 @@ def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), 
     paths written."""
     import datasets
 
-    from rf100vl_hf.progress import progress_bar
 
     samples = read_samples(pair) if replies else None
     matches, records = matched(pair.predictions, pair.split)

@@ -22,8 +22,8 @@ import json
 import math
 import os
 import re
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.redact import scrub, scrubbed

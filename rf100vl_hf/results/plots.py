@@ -24,6 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from rf100vl_hf.errors import needs_extra
 from rf100vl_hf.results.tables import METRICS, SMOKE_MARK, SMOKE_NOTE, ap_table, domain_scores, per_class_tables
 
 DOMAIN_MEANS = "domain_means.png"
@@ -38,7 +41,8 @@ _DRAWING = threading.Lock()
 @contextmanager
 def _figure(width: float, height: float) -> Iterator[tuple[Any, Any]]:
     """A new figure (inches) and its axes, drawn by one thread at a time."""
-    from matplotlib.figure import Figure
+    with needs_extra("drawing results"):
+        from matplotlib.figure import Figure
 
     with _DRAWING:
         figure = Figure(figsize=(width, height))
@@ -85,8 +89,6 @@ def domain_means_plot(rows: Sequence[dict[str, Any]], path: Path, metric: str = 
 
 
 def heatmap_plot(rows: Sequence[dict[str, Any]], path: Path, metric: str = "ap") -> Path:
-    import numpy as np
-
     table = ap_table(rows, metric)
     datasets = [row for i, row in enumerate(table.rows) if i not in table.emphasis]
     columns = table.header[2:]

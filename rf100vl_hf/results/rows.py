@@ -18,7 +18,7 @@ from typing import Any
 from rf100vl_hf.errors import DataError, Rf100vlError, shown
 from rf100vl_hf.protocols import PROTOCOL, protocol_of
 from rf100vl_hf.results.folder import JSONL
-from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT, TRAINING_IDENTITY
+from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT
 
 LIMIT = "limit"
 """The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,

@@ -8,8 +8,6 @@ means, pairs that could not run...) through ``extra_sections``.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +19,15 @@ from rf100vl_hf.results.names import display_names, spec_of
 from rf100vl_hf.results.rows import LIMIT
 from rf100vl_hf.results.schema import package_versions
 from rf100vl_hf.results.tables import (
-    MISSING, ap_table, by_protocol, column_labels, decimal, plain, protocol_note, to_markdown, uouo_table,
+    MISSING,
+    ap_table,
+    by_protocol,
+    column_labels,
+    decimal,
+    plain,
+    protocol_note,
+    to_markdown,
+    uouo_table,
 )
 
 SMOKE_BANNER = "SMOKE RUN (random weights: scores are meaningless)"

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rf100vl_hf import markdown
+from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS, normalize_domain
+from rf100vl_hf.controls import one_line
 from rf100vl_hf.protocols import PAPER, PROTOCOLS, protocol_of
 from rf100vl_hf.results.names import display_names, spec_of
-from rf100vl_hf.results.rows import LIMIT, identity_value
-from rf100vl_hf.controls import one_line
+from rf100vl_hf.results.rows import IDENTITY, LIMIT, identity_value
 
 MISSING = "—"
 METRICS: dict[str, str] = {"ap": "AP50:95", "ap50": "AP50", "ap75": "AP75"}
@@ -206,7 +207,6 @@ def _value(row: dict[str, Any], key: str) -> float | None:
 
 def _domain(row: dict[str, Any]) -> str:
     from rf100vl_hf.metrics.aggregate import ORDER
-    from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, normalize_domain
 
     try:
         domain = normalize_domain(row.get("domain") or CUSTOM_DOMAIN)
@@ -222,7 +222,6 @@ def over_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows that differ only by ``seed`` (one fine-tuned pair per seed) as one row of the first
     seed's columns, each metric the mean over the seeds that scored it and ``seeds`` their number;
     rows without a seed pass unchanged."""
-    from rf100vl_hf.results.rows import IDENTITY
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -286,7 +285,6 @@ def leaderboard(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
     row covers prints as a dash. The rows must be of one protocol (a ``ValueError`` otherwise:
     rank each of :func:`by_protocol` apart)."""
     from rf100vl_hf.metrics.aggregate import ALL
-    from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
 
     protocols = list(by_protocol(rows))
     if len(protocols) > 1:

@@ -29,7 +29,6 @@ README, "Loading datasets").
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil

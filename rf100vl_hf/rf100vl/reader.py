@@ -49,8 +49,8 @@ from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.ids import read_id
 from rf100vl_hf.images import TRANSPOSING_ORIENTATIONS, ImageProbe, probe_image
 from rf100vl_hf.progress import logger, progress_bar
-from rf100vl_hf.safepaths import refuse_special, resolve_inside, special_kind, text_problem
 from rf100vl_hf.rf100vl.request import VerifyImages
+from rf100vl_hf.safepaths import refuse_special, resolve_inside, special_kind, text_problem
 
 ANNOTATIONS_FILE = "_annotations.coco.json"
 SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}

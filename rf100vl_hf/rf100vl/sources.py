@@ -13,11 +13,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rf100vl_hf import paths
-from rf100vl_hf.errors import DataError, DatasetNotFoundError
-from rf100vl_hf.rf100vl import catalog
+from rf100vl_hf import catalog, paths
+from rf100vl_hf.catalog import SAMPLE_NAME
+from rf100vl_hf.errors import DataError, DatasetNotFoundError, unknown
 from rf100vl_hf.rf100vl.reader import ANNOTATIONS_FILE, present_splits
-from rf100vl_hf.rf100vl.catalog import SAMPLE_NAME
 from rf100vl_hf.sample import ensure_sample
 
 INVALID_CONFIG_CHARACTERS = '<>:/\\|?*'
@@ -120,4 +119,4 @@ def locate(name: str, data_dir: str | Path | None = None, fewshot_dir: str | Pat
     if name in custom:
         return DatasetSource(name, data_dir / name, _export_dir(fewshot_dir, [name]), catalog.CUSTOM_DOMAIN)
     known = [e.basename for e in catalog.entries()] + custom + [SAMPLE_NAME]
-    raise catalog.unknown("dataset", name, known)
+    raise unknown("dataset", name, known)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from rf100vl_hf.arguments import typed_option
+
 PRECISIONS = ("no", "fp16", "bf16")
 REGIMES = {None: "zero-shot", "fewshot_10": "few-shot", "semisup_10": "semi-supervised", "train": "fully-supervised"}
 """The regime a training split puts a pair in (``None``: the model as it comes), as Table 2 names them."""
@@ -138,7 +140,6 @@ class Recipe:
         """This recipe with hyper-parameters overridden (text is read in the type of the value it
         replaces; ``seed`` and keys of ``extra`` too). An unknown key is a ``ValueError`` naming
         the known ones."""
-        from rf100vl_hf.arguments import typed_option
 
         own = {f.name for f in fields(self)} - {"name", "extra"}
         unknown = sorted(set(options) - own - set(self.extra))

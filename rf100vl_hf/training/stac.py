@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rf100vl_hf.boxes import box_iou
+from rf100vl_hf.training.store import TrainedStore
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.recipe import Recipe
@@ -129,7 +130,6 @@ def stac(
     ``train(samples, recipe, store)`` fits the model from its checkpoint into ``store``,
     ``load(store)`` loads a finished fit, ``predict(samples)`` gives the model's detections by
     position."""
-    from rf100vl_hf.training.store import TrainedStore
 
     if not len(unlabelled):
         raise ValueError("recipe 'stac' needs unlabelled images: train on a semi-supervised split")

@@ -4,7 +4,7 @@ No official UOUO code or data is public; this package's spec is in ``docs/uouo.m
 documented module by module: :mod:`.sources` (reading cut-outs), :mod:`.embeddings`
 (CLIP), :mod:`.mmd` (category distances), :mod:`.plan` and :mod:`.compose` (mosaics),
 :mod:`.prompts` (the two questions), :mod:`.builder` (the ``uouo`` datasets builder),
-:mod:`.hub_card` (the Hub repository) and :mod:`.defaults` (names and defaults).
+:mod:`.defaults` (names and defaults); its Hub repository is :mod:`rf100vl_hf.hub.uouo_card`.
 
 Names are imported on first use, so ``rf100vl_hf.uouo.defaults`` stays light.
 """

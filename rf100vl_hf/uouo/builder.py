@@ -36,7 +36,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import datasets
 import numpy as np
@@ -44,7 +44,7 @@ import xxhash
 from PIL import Image
 
 from rf100vl_hf import paths
-from rf100vl_hf.errors import DatasetNotFoundError
+from rf100vl_hf.errors import DatasetNotFoundError, needs_extra
 from rf100vl_hf.metadata import to_description
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.uouo import compose as composer
@@ -58,13 +58,17 @@ from rf100vl_hf.uouo.defaults import (
     DEFAULT_SIGMA,
     MODES,
     RANDOM_INIT,
+    check_route,
+    resolve_route,
 )
 from rf100vl_hf.uouo.embeddings import VIEW_VERSION, ClipEmbedder, EmbeddingCache, embed_cutouts, weights_key
-from rf100vl_hf.uouo.mmd import CategoryNeighbours, check_route, resolve_route
 from rf100vl_hf.uouo.plan import MosaicPlan, mosaic_rng, plan_mosaic
 from rf100vl_hf.uouo.prompts import BOX_PROMPT, QUADRANT_PROMPT, QUADRANTS, box_prompt, quadrant_prompt
 from rf100vl_hf.uouo.sample import ensure_sample_source
 from rf100vl_hf.uouo.sources import MIN_IMAGES, Cutout, CutoutSource, cutout_crop, read_source
+
+if TYPE_CHECKING:  # computing neighbours needs torch (the models extra); loading a built UOUO does not
+    from rf100vl_hf.uouo.mmd import CategoryNeighbours
 
 BUILDER_NAME = "uouo"
 FORMAT_VERSION = "3"
@@ -250,9 +254,11 @@ class Uouo(datasets.GeneratorBasedBuilder):
         source = self.source
         assert source is not None
         cutouts = source.cutouts()
-        embedder = ClipEmbedder(config.clip_model, config.pretrained, device=config.device)
-        cache = EmbeddingCache(config.embedding_cache)
-        vectors = embed_cutouts(cutouts, embedder, cache, progress=config.progress)
+        with needs_extra("building UOUO mosaics (CLIP embeddings, MMD)"):
+            from rf100vl_hf.uouo.mmd import CategoryNeighbours
+
+            embedder = ClipEmbedder(config.clip_model, config.pretrained, device=config.device)
+            vectors = embed_cutouts(cutouts, embedder, EmbeddingCache(config.embedding_cache), progress=config.progress)
         index = {name: i for i, name in enumerate(source.categories)}
         labels = np.array([index[c.category] for c in cutouts])
         return CategoryNeighbours(vectors, labels, len(index), sigma=config.sigma, route=config.route,

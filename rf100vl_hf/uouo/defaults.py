@@ -17,6 +17,12 @@ DEFAULT_NUM_MOSAICS = 200
 DEFAULT_SEED = 0
 DEFAULT_SIGMA = 10.0
 DEFAULT_ROUTE = "auto"
+EXACT_LIMIT = 2048
+"""Up to this many categories the ``auto`` route computes the exact C x C matrix."""
+AGREEMENT_SAMPLE = 256
+"""Anchors on which ``auto`` measures the mean-embedding route's agreement with exact MMD."""
+MIN_AGREEMENT = 0.95
+"""Fewest anchors (fraction) whose top 3 must agree for ``auto`` to keep the mean-embedding route."""
 DEFAULT_CLIP_MODEL = "ViT-B-32"
 DEFAULT_CLIP_PRETRAINED = "laion2b_s34b_b79k"
 RANDOM_INIT = "none"
@@ -34,3 +40,17 @@ def default_num_proc() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, min(cores, MAX_DEFAULT_NUM_PROC))
+
+
+def check_route(route: str) -> str:
+    """``route`` when it is one of :data:`ROUTES`; ``ValueError`` otherwise."""
+    if route not in ROUTES:
+        raise ValueError(f"unknown neighbour route {route!r}; one of {', '.join(ROUTES)}")
+    return route
+
+
+def resolve_route(route: str, num_categories: int) -> str:
+    """The route known before any embedding: ``route`` itself, or for ``auto`` ``exact`` up to
+    :data:`EXACT_LIMIT` categories and ``auto`` above (decided by measurement at build time)."""
+    check_route(route)
+    return "exact" if route == "auto" and num_categories <= EXACT_LIMIT else route

@@ -29,17 +29,16 @@ import os
 import sqlite3
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
-import torch
 import xxhash
 from PIL import Image
 
 from rf100vl_hf import paths
 from rf100vl_hf.devices import resolve_device
 from rf100vl_hf.errors import Rf100vlError
-from rf100vl_hf.hub.network import HubError, bounded
+from rf100vl_hf.network import HubError, bounded
 from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo.compose import BACKGROUND
 from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL as DEFAULT_MODEL
@@ -135,7 +134,8 @@ def default_device() -> str:
 
 
 class ClipEmbedder:
-    """An open_clip image tower, loaded on first use."""
+    """An open_clip image tower, loaded on first use (torch and open_clip are imported then, so
+    this module and the cache load without the ``models`` extra)."""
 
     def __init__(
         self,
@@ -149,11 +149,12 @@ class ClipEmbedder:
         self.weights = weights_key(pretrained)
         self.device = resolve_device(device)
         self.batch_size = batch_size
-        self._model: torch.nn.Module | None = None
-        self._preprocess = None
+        self._model: Any = None
+        self._preprocess: Any = None
 
     def _load(self) -> None:
         import open_clip
+        import torch
 
         require_weights(self.model_name, self.pretrained)
         with torch.random.fork_rng(devices=[]):
@@ -164,15 +165,16 @@ class ClipEmbedder:
         self._model = model.eval()
         self._preprocess = preprocess
 
-    @torch.inference_mode()
     def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
         """Unit-norm float32 embeddings of RGB images, shape ``(len(images), dim)``."""
+        import torch
+
         if self._model is None:
             self._load()
-        assert self._model is not None and self._preprocess is not None
-        batch = torch.stack([self._preprocess(image) for image in images]).to(self.device)
-        features = self._model.encode_image(batch, normalize=True)
-        return features.float().cpu().numpy()
+        with torch.inference_mode():
+            batch = torch.stack([self._preprocess(image) for image in images]).to(self.device)
+            features = self._model.encode_image(batch, normalize=True)
+            return features.float().cpu().numpy()
 
 
 class EmbeddingCache:

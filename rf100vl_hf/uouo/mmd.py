@@ -52,18 +52,12 @@ import torch
 
 from rf100vl_hf.devices import resolve_device
 from rf100vl_hf.progress import logger, progress_bar
-from rf100vl_hf.uouo.defaults import DEFAULT_SIGMA, ROUTES
+from rf100vl_hf.uouo.defaults import AGREEMENT_SAMPLE, DEFAULT_SIGMA, EXACT_LIMIT, MIN_AGREEMENT, check_route
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20
 MEANS_SIGMA_WARNING = 4.5
-EXACT_LIMIT = 2048
-"""Up to this many categories the ``auto`` route computes the exact C x C matrix."""
 CANDIDATES = 16
 """Mean-embedding candidates per category whose exact ranking ``auto`` checks."""
-AGREEMENT_SAMPLE = 256
-"""Anchors on which ``auto`` measures the mean-embedding route's agreement with exact MMD."""
-MIN_AGREEMENT = 0.95
-"""Fewest anchors (fraction) whose top 3 must agree for ``auto`` to keep the mean-embedding route."""
 
 
 def _device(device: str | None) -> torch.device:
@@ -263,20 +257,6 @@ def means_agreement(
                  for c in candidates[anchor]]
         agree += set(np.argsort(exact, kind="stable")[:k].tolist()) == set(range(k))
     return agree / len(anchors)
-
-
-def check_route(route: str) -> str:
-    """``route`` when it is one of :data:`ROUTES`; ``ValueError`` otherwise."""
-    if route not in ROUTES:
-        raise ValueError(f"unknown neighbour route {route!r}; one of {', '.join(ROUTES)}")
-    return route
-
-
-def resolve_route(route: str, num_categories: int) -> str:
-    """The route known before any embedding: ``route`` itself, or for ``auto`` ``exact`` up to
-    :data:`EXACT_LIMIT` categories and ``auto`` above (decided by measurement at build time)."""
-    check_route(route)
-    return "exact" if route == "auto" and num_categories <= EXACT_LIMIT else route
 
 
 class CategoryNeighbours:

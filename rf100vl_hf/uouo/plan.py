@@ -14,11 +14,14 @@ come before it, and the same generator then draws the mosaic's augmentations.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rf100vl_hf.uouo.defaults import MODES
-from rf100vl_hf.uouo.mmd import CategoryNeighbours
+
+if TYPE_CHECKING:  # computing neighbours needs torch; planning a mosaic only reads them
+    from rf100vl_hf.uouo.mmd import CategoryNeighbours
 
 __all__ = ["MODES", "MosaicPlan", "mosaic_rng", "plan_mosaic"]
 

@@ -13,6 +13,7 @@ import numpy as np
 from PIL import Image
 
 from pytest_rf100vl.adapters.base import ImageItem
+
 from tests.support.model_servers import Received
 
 TEST_KEY = "sk-test-6f1c0a9e-do-not-leak"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rf100vl.adapters.base import Adapter, Detections
 from rf100vl_hf.arguments import typed_option
+
+from pytest_rf100vl.adapters.base import Adapter, Detections
 
 
 class _Options(Adapter):

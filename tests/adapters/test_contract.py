@@ -17,6 +17,7 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import Adapter, Detections, DetectionTask, GroundingAnswer, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.registry import BUILTIN, create
+
 from tests.support.model_servers import Received, serve_gemini, serve_openai
 
 CLASSES = ["red square", "blue circle"]

@@ -14,6 +14,7 @@ from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.florence2 import GROUNDING, OPEN_VOCABULARY, Florence2Adapter
 from pytest_rf100vl.adapters.registry import create
+
 from tests.adapters.text_models import WIDE, check_end_to_end, image_item
 
 

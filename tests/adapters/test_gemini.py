@@ -19,6 +19,7 @@ from pytest_rf100vl.adapters.base import GroundingQuery
 from pytest_rf100vl.adapters.gemini import BOXES_SCHEMA, answer_of
 from pytest_rf100vl.adapters.registry import create
 from pytest_rf100vl.adapters.remote import RequestFailed
+
 from tests.adapters.served import KEY_VARIABLE, TEST_KEY, expected_pixels, items, stored_item, truth_answer
 from tests.adapters.test_openai import FEWSHOT, INSTRUCTED_BOTH, INSTRUCTED_CAT, INSTRUCTED_DOG, task
 from tests.support.model_servers import GARBAGE, HANG, TRUNCATED, StandInGemini, rate_limited, server_error

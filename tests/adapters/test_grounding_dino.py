@@ -9,6 +9,7 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
 from pytest_rf100vl.adapters.grounding_dino import build_captions, clean_description, clean_name, tiny_bert_tokenizer
+
 from tests.adapters.reference import (
     ON_DEVICE,
     assert_same_detections,

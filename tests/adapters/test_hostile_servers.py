@@ -20,6 +20,7 @@ import pytest
 from pytest_rf100vl.adapters.base import DetectionTask
 from pytest_rf100vl.adapters.registry import create
 from pytest_rf100vl.adapters.remote import RequestFailed
+
 from tests.adapters.served import stored_item
 from tests.support.deadline import within
 from tests.support.hostile_servers import HostileServer, serve_hostile

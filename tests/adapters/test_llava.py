@@ -16,6 +16,7 @@ from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery, ImageItem
 from pytest_rf100vl.adapters.llava import LlavaFamilyAdapter, expand2square
 from pytest_rf100vl.adapters.registry import create
+
 from tests.adapters.text_models import WIDE, check_end_to_end, image_item, script
 
 FAMILIES = ["llava", "llava-next", "llava-onevision"]

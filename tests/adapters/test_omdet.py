@@ -11,6 +11,7 @@ from PIL import Image
 from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboObjectDetectionOutput
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
+
 from tests.adapters.reference import (
     ON_DEVICE,
     assert_same_detections,

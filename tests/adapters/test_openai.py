@@ -26,6 +26,7 @@ from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, Groundin
 from pytest_rf100vl.adapters.registry import create
 from pytest_rf100vl.adapters.remote import RequestFailed
 from pytest_rf100vl.engine.answer_cache import key_for
+
 from tests.adapters.served import KEY_VARIABLE, SIZES, TEST_KEY, expected_pixels, items, stored_item, truth_answer
 from tests.support.model_servers import GARBAGE, HANG, TRUNCATED, StandInOpenAI, rate_limited, server_error
 
@@ -626,8 +627,9 @@ def test_a_plugin_run_scores_the_truth_it_was_told_and_writes_the_key_nowhere(
     import datasets  # noqa: F401
     import faster_coco_eval  # noqa: F401
 
-    import pytest_rf100vl.adapters.oracle  # noqa: F401
     import rf100vl_hf.metrics  # noqa: F401
+
+    import pytest_rf100vl.adapters.oracle  # noqa: F401
 
     warm = served(openai_server)
     warm.set_task(task())

@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from pytest_rf100vl.adapters import Detections, DetectionTask, ImageItem, create
+
 from tests.support.coco_reference import precision_ap, pycocotools_eval
 
 

@@ -11,6 +11,7 @@ from PIL import Image
 
 from pytest_rf100vl.adapters import DetectionTask, FewShotExample, GroundingQuery, ImageItem, create
 from pytest_rf100vl.adapters.owl import instruction_query
+
 from tests.adapters.reference import (
     ON_DEVICE,
     assert_same_detections,

@@ -11,6 +11,7 @@ from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
 from pytest_rf100vl.adapters.paligemma import PaliGemmaAdapter
 from pytest_rf100vl.adapters.registry import create
+
 from tests.adapters.text_models import WIDE, check_end_to_end, image_item, script
 
 

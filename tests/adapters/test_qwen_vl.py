@@ -7,15 +7,15 @@ import json
 
 import numpy as np
 import pytest
+from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from rf100vl_hf.uouo.prompts import box_prompt, quadrant_prompt
 
-from PIL import Image
-
 from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, GroundingQuery
-from pytest_rf100vl.adapters.registry import create
 from pytest_rf100vl.adapters.qwen_vl import QwenVLAdapter
+from pytest_rf100vl.adapters.registry import create
+
 from tests.adapters.text_models import WIDE, check_end_to_end, image_item, script
 
 SYSTEM = "You are a helpful assistant capable of object detection."

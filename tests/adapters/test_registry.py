@@ -24,8 +24,8 @@ from pytest_rf100vl.adapters import (
     parse_spec,
     registry,
 )
-from pytest_rf100vl import registry as registries
 from pytest_rf100vl.adapters.hf import HFDetector, build_once, checkpoint_revision
+from pytest_rf100vl.core import registry as registries
 
 DETECTORS = ["owlv2", "owlvit", "grounding-dino", "mm-grounding-dino", "omdet-turbo", "sam3"]
 

@@ -13,9 +13,10 @@ from PIL import Image
 from rf100vl_hf.boxes import sanitize_detections, xyxy_to_xywh
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics import BACKENDS, evaluate
-from tests.support.coco_reference import noisy_predictions, precision_ap, pycocotools_eval, synthetic_ground_truth
 
 from pytest_rf100vl.adapters import DetectionTask, ImageItem, create
+
+from tests.support.coco_reference import noisy_predictions, precision_ap, pycocotools_eval, synthetic_ground_truth
 
 # A raw export numbers classes from 1 (0 is the supercategory); ids need not be dense
 CATEGORY_IDS = (1, 2, 5)

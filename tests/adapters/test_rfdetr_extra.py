@@ -35,8 +35,9 @@ def test_a_checkpoint_that_is_no_size_and_no_file_is_refused_by_name(tmp_path: P
 def test_the_split_is_written_as_a_roboflow_coco_export_labelled_by_class_index(tmp_path: Path) -> None:
     from PIL import Image
 
-    from pytest_rf100vl.adapters.rfdetr_extra import write_coco_export
     from rf100vl_hf.training.samples import Sample
+
+    from pytest_rf100vl.adapters.rfdetr_extra import write_coco_export
 
     train = [Sample(Image.new("RGB", (200, 100)), np.array([[0.0, 0.0, 100.0, 50.0], [10.0, 10.0, 10.0, 20.0],
                                                             [20.0, 30.0, 60.0, 90.0]]), np.array([1, 0, 2]))]

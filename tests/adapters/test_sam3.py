@@ -11,6 +11,7 @@ from transformers import AutoProcessor, Sam3Model
 
 from pytest_rf100vl.adapters import DetectionTask, FewShotExample, ImageItem, create
 from pytest_rf100vl.adapters.sam3 import Sam3Adapter
+
 from tests.adapters.reference import ON_DEVICE, assert_same_detections, full_float32, on_device, to_device
 
 CLASSES = ["cat", "red fox", "dog"]

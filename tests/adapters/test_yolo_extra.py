@@ -42,8 +42,9 @@ def test_the_split_is_written_as_an_ultralytics_dataset_with_the_class_names_as_
     import numpy as np
     from PIL import Image
 
-    from pytest_rf100vl.adapters.yolo import write_dataset
     from rf100vl_hf.training.samples import Sample
+
+    from pytest_rf100vl.adapters.yolo import write_dataset
 
     yaml = pytest.importorskip("yaml", reason="PyYAML comes with the yolo extra")
     monkeypatch.chdir(tmp_path)

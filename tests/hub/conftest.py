@@ -31,14 +31,14 @@ class Exported:
 
 @pytest.fixture(scope="session")
 def sample_repo(sample_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rf100vl_hf.rf100vl.hub_card import export_rf100vl  # not at import: see the module docstring
+    from rf100vl_hf.hub.rf100vl_card import export_rf100vl  # not at import: see the module docstring
 
     return export_rf100vl(["sample"], tmp_path_factory.mktemp("hub-sample") / "repo", data_dir=sample_root)
 
 
 @pytest.fixture(scope="session")
 def real_repo(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rf100vl_hf.rf100vl.hub_card import export_rf100vl
+    from rf100vl_hf.hub.rf100vl_card import export_rf100vl
 
     return export_rf100vl(list(REAL), tmp_path_factory.mktemp("hub-real") / "repo", data_dir=shared_data)
 

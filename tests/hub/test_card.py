@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
+from string import Template
 
 import pytest
 import yaml
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub import read_card, write_card
-from rf100vl_hf.hub.card import StaleConfigWarning
+from rf100vl_hf.hub.card import StaleConfigWarning, name_repository, read_card, write_card
+from rf100vl_hf.hub.rf100vl_card import export_rf100vl, hub_license
 from rf100vl_hf.rf100vl.builder import CITATION
-from rf100vl_hf.rf100vl.hub_card import export_rf100vl, hub_license
 from rf100vl_hf.sample import INSTRUCTIONS
+
 from tests.hub.source import SPLIT_FOLDERS, classes, expected_rows
 
 
@@ -172,14 +174,10 @@ def test_the_generic_notes_name_no_class_of_any_dataset(real_repo):
     assert names and not [name for name in names if name.lower() in notes.lower()]
 
 
-@pytest.mark.parametrize("package", ["rf100vl_hf.rf100vl", "rf100vl_hf.uouo"])
-def test_a_push_names_its_repository_in_either_benchmarks_card(package, tmp_path):
-    from importlib import resources
-    from string import Template
-
-    from rf100vl_hf.hub.card import name_repository
-
-    template = Template(resources.files(package).joinpath("templates/card.md").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("card_name", ["rf100vl_card", "uouo_card"])
+def test_a_push_names_its_repository_in_either_benchmarks_card(card_name, tmp_path):
+    card = resources.files("rf100vl_hf.hub").joinpath(f"templates/{card_name}.md")
+    template = Template(card.read_text(encoding="utf-8"))
     (tmp_path / "README.md").write_text(template.safe_substitute(repo="ORG/NAME", example="x", fewshot_split="s"))
     assert name_repository(tmp_path, "me/data") and not name_repository(tmp_path, "me/data")
     text = (tmp_path / "README.md").read_text()

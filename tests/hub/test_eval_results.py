@@ -24,6 +24,7 @@ from rf100vl_hf.hub.eval_results import (
 )
 from rf100vl_hf.hub.eval_status import hub_status, status_lines
 from rf100vl_hf.hub.eval_yaml import UnregisteredFrameworkWarning, rf100vl_eval_yaml, uouo_eval_yaml, write_eval_yaml
+
 from tests.results import factory
 from tests.results.factory import detection_row, uouo_row, write_jsonl
 
@@ -71,7 +72,7 @@ def registered(hub_server, monkeypatch):
 
 
 def test_entries_are_the_datasets_and_the_covered_means_and_parse_back(tmp_path, monkeypatch):
-    from rf100vl_hf.rf100vl import catalog
+    from rf100vl_hf import catalog
 
     aerial = [entry.basename for entry in catalog.select(domain="Aerial")]
     for name in aerial:

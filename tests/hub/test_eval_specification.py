@@ -13,8 +13,8 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub import push_repository
 from rf100vl_hf.hub.eval_yaml import UnregisteredFrameworkWarning
+from rf100vl_hf.hub.push import push_repository
 from rf100vl_hf.hub.specification import FRAMEWORKS, eval_result_problems, eval_yaml_problems
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")
@@ -75,7 +75,7 @@ def test_an_unregistered_framework_is_accepted_but_lists_no_leaderboard_until_re
 
 def test_what_an_export_writes_now_is_accepted(hub_server, repo, monkeypatch):
     monkeypatch.setenv("RF100VL_EVAL_FRAMEWORK", "mmmu")  # any registered id: no warning
-    from rf100vl_hf.hub import read_card, write_card
+    from rf100vl_hf.hub.card import read_card, write_card
 
     write_card(repo, read_card(repo), {"license": "apache-2.0"}, "# sample")
     content = yaml.safe_load((repo / "eval.yaml").read_text())

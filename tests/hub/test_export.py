@@ -7,11 +7,12 @@ import shutil
 import datasets
 import pytest
 
-from rf100vl_hf.hub import read_card, write_config
-from rf100vl_hf.hub.export import STAGING_PREFIX
-from rf100vl_hf.rf100vl import hub_card
+from rf100vl_hf.hub import rf100vl_card as hub_card
+from rf100vl_hf.hub.card import read_card
+from rf100vl_hf.hub.export import STAGING_PREFIX, write_config
+from rf100vl_hf.hub.rf100vl_card import export_rf100vl
 from rf100vl_hf.rf100vl.builder import rf100vl_builder
-from rf100vl_hf.rf100vl.hub_card import export_rf100vl
+
 from tests.hub.source import expected_rows
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from rf100vl_hf.rf100vl.hub_card import datasets_on_disk
+from rf100vl_hf.hub.rf100vl_card import datasets_on_disk
 
 SCRIPT = Path(__file__).resolve().parents[2] / "loading_scripts" / "rf100vl.py"
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")

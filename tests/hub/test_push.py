@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.hub import HubAuthError, push_repository, write_card, write_config
+from rf100vl_hf.hub.auth import HubAuthError
+from rf100vl_hf.hub.card import write_card
+from rf100vl_hf.hub.export import write_config
+from rf100vl_hf.hub.push import push_repository
 from rf100vl_hf.rf100vl.builder import rf100vl_builder
-
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's LFS upload
 
@@ -85,7 +87,7 @@ def test_a_server_without_xet_gets_the_upload_through_lfs(small_repo, hub_server
     (500, "failed on its side: retry later"),
 ])
 def test_an_error_status_says_what_it_means(small_repo, hub_server, status, meaning):
-    from rf100vl_hf.hub.network import HubError
+    from rf100vl_hf.network import HubError
 
     hub_server.fail("commit", status)
     try:
@@ -97,7 +99,7 @@ def test_an_error_status_says_what_it_means(small_repo, hub_server, status, mean
 
 
 def test_every_status_has_words():
-    from rf100vl_hf.hub.network import meaning
+    from rf100vl_hf.network import meaning
 
     assert meaning(429) == "is limiting the request rate: wait a minute and retry"
     assert meaning(502) == "failed on its side: retry later" and meaning(418) == "refused the request"
@@ -113,7 +115,7 @@ def test_every_status_has_words():
 def test_errors_without_an_http_response_are_told_apart(raised, expected):
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    from rf100vl_hf.hub.network import HubError, bounded
+    from rf100vl_hf.network import HubError, bounded
 
     with pytest.raises(HubError if expected else PermissionError) as caught, bounded("http://hub", "pushing", 5):
         raise raised

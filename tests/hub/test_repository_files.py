@@ -13,10 +13,9 @@ import pytest
 import yaml
 
 from rf100vl_hf.errors import DataError
-
 from rf100vl_hf.hub.eval_yaml import rf100vl_eval_yaml
-from rf100vl_hf.hub.specification import EVAL_YAML, TASK, eval_yaml_problems
 from rf100vl_hf.hub.export import STAGING_PREFIX, staging_dir
+from rf100vl_hf.hub.specification import EVAL_YAML, TASK, eval_yaml_problems
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's upload
 
@@ -29,7 +28,7 @@ def test_the_export_declares_a_task_per_config_with_the_specifications_fields_on
 
 
 def test_a_full_repository_declares_the_means_each_on_a_config_it_has():
-    from rf100vl_hf.rf100vl import catalog
+    from rf100vl_hf import catalog
 
     names = [entry.basename for entry in catalog.select()]
     content = rf100vl_eval_yaml(names)

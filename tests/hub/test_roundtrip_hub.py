@@ -8,10 +8,10 @@ from pathlib import Path
 import datasets
 import pytest
 
-from rf100vl_hf.hub import push_repository
+from rf100vl_hf.hub.push import push_repository
 from rf100vl_hf.metadata import read_metadata
-from tests.hub.source import actual_rows, assert_derived_from_train, classes, expected_rows
 
+from tests.hub.source import actual_rows, assert_derived_from_train, classes, expected_rows
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's LFS upload
 

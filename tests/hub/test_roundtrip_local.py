@@ -7,6 +7,7 @@ import pytest
 
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.rf100vl.builder import load_rf100vl
+
 from tests.hub.source import actual_rows, assert_derived_from_train, classes, expected_rows
 
 

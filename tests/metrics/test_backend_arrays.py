@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rf100vl_hf.metrics import BACKENDS
-from rf100vl_hf.metrics.checks import check_ground_truth, check_results
+from rf100vl_hf.metrics.inputs import check_ground_truth, check_results
+
 from tests.support.coco_reference import noisy_predictions, pycocotools_eval, synthetic_ground_truth
 
 FASTER_TOLERANCE = 1e-12

@@ -10,6 +10,7 @@ import pytest
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics import BACKENDS, CocoScores, evaluate
+
 from tests.support.coco_reference import (
     noisy_predictions,
     perfect_predictions,

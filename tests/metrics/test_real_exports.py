@@ -12,6 +12,7 @@ import pytest
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.metrics import BACKENDS, coco_ground_truth, evaluate
 from rf100vl_hf.rf100vl.builder import load_rf100vl
+
 from tests.support.coco_reference import noisy_predictions, perfect_predictions, precision_ap, pycocotools_eval
 
 EXPORTS = ("microcontroller", "chess-pieces")

@@ -11,6 +11,7 @@ import pytest
 
 from rf100vl_hf.metrics import evaluate
 from rf100vl_hf.metrics.resample import IGNORED, MATCHED, UNMATCHED, match_images
+
 from tests.support.coco_reference import noisy_predictions, precision_ap, pycocotools_eval, synthetic_ground_truth
 
 N_IMAGES = 40

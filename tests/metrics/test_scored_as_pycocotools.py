@@ -12,6 +12,7 @@ import pytest
 
 from rf100vl_hf.boxes import MAX_DETECTIONS, sanitize_detections, xywh_to_xyxy, xyxy_to_xywh
 from rf100vl_hf.metrics import evaluate
+
 from tests.support.coco_reference import precision_ap, pycocotools_eval
 
 WIDTH, HEIGHT = 1000, 800

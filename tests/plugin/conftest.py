@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rf100vl_hf.sample import write_sample_export
+
 from tests.support.tiny_clip import tiny_clip  # noqa: F401  (a fixture)
 
 FAKE_ADAPTERS = Path(__file__).with_name("fake_adapters.py")

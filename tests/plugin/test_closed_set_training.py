@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rf100vl.adapters.registry import adapter_class, create
+
 from tests.plugin.helpers import link, results
 from tests.support.shapes_export import write_shapes_export
 

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_rf100vl import load_config
 from pytest_rf100vl.core.stash import CONFIG_KEY
+
 from tests.plugin.helpers import link, results
 
 RUN = """

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rf100vl_hf.results.rows import latest
+
 from tests.plugin.helpers import results
 from tests.rf100vl.test_fewshot_test_split import NAME, fsod_export
 
@@ -17,7 +18,7 @@ from tests.rf100vl.test_fewshot_test_split import NAME, fsod_export
 def test_pairs_on_the_fewshot_test_split_are_rows_of_their_own(
     pytester: pytest.Pytester, sample_root: Path, tmp_path: Path
 ) -> None:
-    from rf100vl_hf.results.pairs import row_split
+    from rf100vl_hf.results.predictions import row_split
 
     full, fsod = fsod_export(sample_root, tmp_path, {"circle": "Circle"})
     where = [f"--rf100vl-data-dir={full.parent}", f"--rf100vl-fewshot-dir={fsod.parent}"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rf100vl_hf.results.rows import latest
+
 from tests.plugin.helpers import link, results
 from tests.plugin.test_scores import jittered, pycocotools_ap
 
@@ -105,6 +106,7 @@ def test_a_limited_uouo_pair_asks_the_first_mosaics_only(fakes: pytest.Pytester,
 
 def test_limited_rows_are_never_reported_as_the_models_score_on_the_hub() -> None:
     from rf100vl_hf.hub.eval_results import UnofficialResultsError, eval_files
+
     from tests.results.factory import detection_row
 
     full, limited = detection_row("owlv2", "bees", 40.0), detection_row("owlv2", "actions", 90.0, limit=LIMIT)

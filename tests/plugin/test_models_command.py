@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from rf100vl_hf.cli import main
+
 from pytest_rf100vl.adapters import registry
 from pytest_rf100vl.commands.models import adapters
-from rf100vl_hf.cli import main
 
 THIRD_PARTY = {
     "third_adapter.py": '''

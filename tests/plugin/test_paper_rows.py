@@ -101,7 +101,7 @@ def test_the_paper_copy_is_arxiv_v1_and_says_so() -> None:
     import csv
     from importlib import resources
 
-    text = resources.files("rf100vl_hf.rf100vl").joinpath("data/paper_tables.csv").read_text("utf-8")
+    text = resources.files("rf100vl_hf").joinpath("data/paper_tables.csv").read_text("utf-8")
     assert {row["source"] for row in csv.DictReader(text.splitlines())} == {
         "RF100-VL paper: arXiv 2505.20612v1 (May 2025)"}
     assert paper_table("rf100vl_table2", "few-shot")["GroundingDINO (fine-tuned)"]["All"] == 33.3
@@ -116,7 +116,7 @@ def _rows(spec: str, checkpoint: str, datasets: list[tuple[str, str]], ap: float
 
 
 def test_the_leaderboard_checks_the_all_mean_only() -> None:
-    from rf100vl_hf.rf100vl import catalog
+    from rf100vl_hf import catalog
 
     from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED
     from pytest_rf100vl.kinds.rf100vl.checks import reference_checks

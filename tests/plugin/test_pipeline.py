@@ -19,6 +19,7 @@ from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, Ima
 from pytest_rf100vl.engine import batch_size
 from pytest_rf100vl.engine.pipeline import pipelines
 from pytest_rf100vl.engine.runner import LoopOptions, run_split
+
 from tests.plugin.test_concurrency import N, split
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rf100vl_hf.results.rows import latest
+
 from tests.plugin.helpers import link, results
 from tests.support.coco_reference import pycocotools_eval, summarize
 
@@ -84,7 +85,7 @@ def test_each_protocol_scores_as_pycocotools_scores_its_own_file(
     assert paper["ap"] > scripts["ap"]  # the cut at 100 drops true boxes
 
     # read back (results compare, draw): each row's file gives its AP again, at its own maxDets
-    from rf100vl_hf.results.pairs import row_matches, row_split
+    from rf100vl_hf.results.predictions import row_matches, row_split
 
     for row in (paper, scripts):
         split = row_split(row, data_dir)

@@ -13,6 +13,7 @@ import pytest
 
 from rf100vl_hf.hub.results_repo import push_results
 from rf100vl_hf.results import ap_table, read_results, render, select
+
 from tests.plugin.helpers import link, results
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rf100vl_hf.errors import UnknownNameError
-from pytest_rf100vl.registry import Registry
+
+from pytest_rf100vl.core.registry import Registry
 
 NAMES = [f"model-{letter}" for letter in "abcdefghijklmno"]  # more than any cut-off of a long list
 

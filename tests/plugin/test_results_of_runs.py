@@ -10,6 +10,7 @@ import pytest
 
 from rf100vl_hf.cli import main
 from rf100vl_hf.results.compare import compare
+
 from tests.plugin.helpers import link, results
 from tests.plugin.test_scores import jittered, pycocotools_ap
 

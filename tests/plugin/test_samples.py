@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_rf100vl.adapters.text_answers import LONG_TEXT, UNKNOWN_LABEL, shown_text
+
 from tests.plugin.helpers import results
 from tests.support.model_servers import Received, serve_openai
 

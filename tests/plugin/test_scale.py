@@ -16,6 +16,7 @@ from rf100vl_hf.results.rows import latest, read_results
 from pytest_rf100vl.core.config import ModelSpec
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.session.shard import shard
+
 from tests.plugin.helpers import link, results
 
 SCALE_ADAPTERS = Path(__file__).with_name("scale_adapters.py")

@@ -44,6 +44,7 @@ def _client_loaded() -> None:
 
     from pytest_rf100vl.adapters.base import DetectionTask
     from pytest_rf100vl.adapters.registry import create
+
     from tests.adapters.served import stored_item
 
     with serve_openai() as server:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rf100vl_hf.rf100vl import catalog
+from rf100vl_hf import catalog
+
 from tests.plugin.helpers import link, results
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.results.tables import ap_table
+
 from tests.plugin.helpers import results
 
 try:  # imported before any in-process run, which drops the modules it saw imported

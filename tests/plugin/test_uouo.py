@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rf100vl_hf.uouo.plan import MODES
+
 from pytest_rf100vl.kinds.uouo.kind import DATASETS as UOUO_DATASETS
+
 from tests.plugin.conftest import NUM_MOSAICS
 from tests.plugin.helpers import link, results
 

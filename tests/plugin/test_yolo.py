@@ -164,8 +164,9 @@ def test_what_ultralytics_cannot_do_is_refused_by_name(pytester: pytest.Pytester
 def test_the_federated_bce_drops_exactly_the_classes_an_image_does_not_annotate() -> None:
     import torch
 
-    from pytest_rf100vl.adapters.yolo import MaskedBCE, batch_labels
     from rf100vl_hf.training.federated import federated_mask
+
+    from pytest_rf100vl.adapters.yolo import MaskedBCE, batch_labels
 
     labels = batch_labels(torch.tensor([0.0, 0.0, 2.0]), torch.tensor([[1.0], [3.0], [0.0]]), images=3)
     assert labels == [[1, 3], [], [0]]

@@ -28,7 +28,7 @@ class Exported:
 def write_exports(data_dir: Path, names: tuple[str, ...] = DATASETS) -> dict[str, Exported]:
     """A sample export per dataset of ``names`` (each drawn with its own seed), prepared."""
     from rf100vl_hf.metadata import read_metadata
-    from rf100vl_hf.results.pairs import load_split
+    from rf100vl_hf.results.predictions import load_split
     from rf100vl_hf.sample import write_sample_export
 
     exported = {}

@@ -6,6 +6,7 @@ import pytest
 
 from rf100vl_hf.cli import main
 from rf100vl_hf.results import read_parquet
+
 from tests.results.factory import detection_row, uouo_row, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")  # huggingface_hub's upload

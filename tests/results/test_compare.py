@@ -14,6 +14,7 @@ import pytest
 from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results.compare import compare
+
 from tests.results.scored import DATASETS, TEST_IMAGES, write_exports, write_folder
 from tests.support.coco_reference import noisy_predictions
 

@@ -12,8 +12,9 @@ from PIL import Image
 
 from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.results.draw import COLOURS, GROUND_TRUTH, MIN_SIDE, UNMATCHED_COLOUR, draw, pair_of
 from rf100vl_hf.metrics.resample import MATCHED
+from rf100vl_hf.results.draw import COLOURS, GROUND_TRUTH, MIN_SIDE, UNMATCHED_COLOUR, draw, pair_of
+
 from tests.results.scored import write_exports, write_folder
 
 MATCHED_COLOUR = COLOURS[MATCHED]

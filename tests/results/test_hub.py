@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from rf100vl_hf.hub import results_repo
-from rf100vl_hf.hub.network import HubError
 from rf100vl_hf.hub.auth import HubAuthError
 from rf100vl_hf.hub.results_repo import push_results
+from rf100vl_hf.network import HubError
 from rf100vl_hf.results import ap_table, read_results, render, select
+
 from tests.results.factory import detection_row, uouo_row, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")

@@ -7,6 +7,7 @@ import pytest
 from rf100vl_hf.results import summary
 from rf100vl_hf.results.names import display_names, short_name
 from rf100vl_hf.results.tables import ap_table
+
 from tests.results.factory import detection_row
 
 

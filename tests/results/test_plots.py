@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from rf100vl_hf.results.plots import write_plots
+
 from tests.results.factory import detection_row
 
 PER_CLASS = "fish-market-ggjso"

@@ -9,6 +9,7 @@ import pytest
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results import IDENTITY, SelectionError, identity, latest, read_results, select
 from rf100vl_hf.results.rows import TornLineWarning
+
 from tests.results.factory import detection_row, write_jsonl
 
 

@@ -8,8 +8,20 @@ import io
 
 import pytest
 
-from rf100vl_hf.results import ap_table, leaderboard, per_class_tables, read_parquet, read_results, render, select
-from rf100vl_hf.results import summary, uouo_table, write_parquet, write_summary
+from rf100vl_hf.results import (
+    ap_table,
+    leaderboard,
+    per_class_tables,
+    read_parquet,
+    read_results,
+    render,
+    select,
+    summary,
+    uouo_table,
+    write_parquet,
+    write_summary,
+)
+
 from tests.results.factory import DATASETS, detection_row, uouo_row, write_jsonl
 
 

@@ -16,15 +16,17 @@ from typing import Any
 import datasets
 import pytest
 
-from pytest_rf100vl.kinds.rf100vl.split import split_parameters
+from rf100vl_hf import catalog
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import read_metadata
-from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.builder import ParameterError, load_rf100vl, remove_leftovers, rf100vl_builder
 from rf100vl_hf.rf100vl.instructions import parse_instructions
 from rf100vl_hf.rf100vl.reader import SPLIT_FOLDERS, read_export
 from rf100vl_hf.rf100vl.splits import FewShotWarning, fewshot
 from rf100vl_hf.sample import INSTRUCTIONS, SUPERCATEGORY
+
+from pytest_rf100vl.kinds.rf100vl.split import split_parameters
+
 from tests.rf100vl.exports import copy_export, edit, expected_rows, load, save
 
 SPLITS = ["train", "validation", "test", "fewshot_10", "semisup_10"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rf100vl_hf import catalog
 from rf100vl_hf.errors import UnknownNameError
-from rf100vl_hf.rf100vl import catalog
 
 PAPER_COUNTS = {
     "Aerial": 11,

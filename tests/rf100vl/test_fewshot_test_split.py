@@ -14,6 +14,7 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.rf100vl.builder import FewShotClassWarning, ParameterError, load_rf100vl, rf100vl_builder
 from rf100vl_hf.rf100vl.splits import FewShotWarning
+
 from tests.rf100vl.exports import copy_export, load, save
 
 NAME = "bottles"  # a custom export: no catalogue entry needed

@@ -29,6 +29,7 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.rf100vl.builder import rf100vl_builder
 from rf100vl_hf.rf100vl.reader import NotScorableWarning, RepairWarning
 from rf100vl_hf.rf100vl.sources import UnusableExportWarning, custom_exports
+
 from tests.rf100vl.exports import annotation_file, copy_export, edit, load
 from tests.support.deadline import within
 

@@ -15,6 +15,7 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.rf100vl.builder import load_rf100vl
 from rf100vl_hf.rf100vl.reader import REPAIRS, Export, RepairWarning, read_export
 from rf100vl_hf.sample import EXIF_INDEX, SIZE
+
 from tests.rf100vl.exports import annotation_file, copy_export, edit, load, save
 
 

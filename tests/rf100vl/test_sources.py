@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from rf100vl_hf import paths
+from rf100vl_hf import catalog, paths
 from rf100vl_hf.errors import DatasetNotFoundError, UnknownNameError
-from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.builder import load_rf100vl
 from rf100vl_hf.rf100vl.sources import custom_exports, locate
+
 from tests.rf100vl.exports import copy_export
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from rf100vl_hf.rf100vl.reader import Annotation, ImageRecord, read_export
 from rf100vl_hf.rf100vl.splits import FewShotWarning, fewshot, semisup
+
 from tests.rf100vl.exports import copy_export, edit, load
 
 

@@ -7,9 +7,7 @@ import pytest
 
 from rf100vl_hf.results.rows import latest
 from rf100vl_hf.results.tables import ap_table, over_seeds
-from rf100vl_hf.training.recipe import Recipe, regime_of
-
-from rf100vl_hf.training.recipe import parse_seeds
+from rf100vl_hf.training.recipe import Recipe, parse_seeds, regime_of
 
 
 def test_overrides_are_typed_and_unknown_or_bad_ones_are_refused() -> None:

@@ -17,6 +17,7 @@ import torch
 from rf100vl_hf.training.loop import load_weights, train
 from rf100vl_hf.training.recipe import Recipe
 from rf100vl_hf.training.store import CheckpointWarning, TrainedStore, TrainingError, file_sha256
+
 from tests.training.test_loop import SAMPLES, _model, _step
 
 RECIPE = Recipe("r", epochs=3, batch_size=3, learning_rate=0.05)

@@ -8,10 +8,10 @@ from pathlib import Path
 import datasets
 import pytest
 
-from rf100vl_hf.hub import push_repository
+from rf100vl_hf.hub.push import push_repository
+from rf100vl_hf.hub.uouo_card import card_licence, export_uouo
 from rf100vl_hf.metadata import read_metadata
 from rf100vl_hf.uouo.builder import load_uouo
-from rf100vl_hf.uouo.hub_card import card_licence, export_uouo
 from rf100vl_hf.uouo.prompts import QUADRANT_PROMPT
 
 SCRIPT = Path(__file__).resolve().parents[2] / "loading_scripts" / "uouo.py"

@@ -15,9 +15,9 @@ import pytest
 from PIL import Image
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.uouo.sample import CATEGORIES, IMAGES_PER_CATEGORY, write_sample_source
 from rf100vl_hf.uouo.defaults import DEFAULT_ALPHA_THRESHOLD
 from rf100vl_hf.uouo.licence import Licence
+from rf100vl_hf.uouo.sample import CATEGORIES, IMAGES_PER_CATEGORY, write_sample_source
 from rf100vl_hf.uouo.sources import (
     MIN_ALPHA_PIXELS,
     MIN_ALPHA_SIDE,
@@ -27,6 +27,7 @@ from rf100vl_hf.uouo.sources import (
     cutout_crop,
     read_source,
 )
+
 from tests.support.deadline import within
 
 

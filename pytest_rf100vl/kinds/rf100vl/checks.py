@@ -9,16 +9,19 @@ import math
 import statistics
 from typing import Any
 
-from pytest_rf100vl.kinds.rf100vl.reference import paper_row, reference_source, reference_table, table_of
-from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
+from rf100vl_hf import catalog
+from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS
 from rf100vl_hf.metrics import ALL
+from rf100vl_hf.protocols import PAPER, protocol_of
+from rf100vl_hf.results.tables import over_seeds
 
-from pytest_rf100vl.core.metrics import Rule, rule_targets, threshold_for
+from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
+from pytest_rf100vl.core.minimums import Rule, rule_targets, threshold_for
+from pytest_rf100vl.kinds.rf100vl.reference import paper_row, reference_source, reference_table, table_of
 
 
 def is_mean_target(target: str) -> bool:
     """Whether a thresholds target is a mean (a domain, ``custom`` or ``All``) rather than a dataset."""
-    from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
 
     return target == ALL or target in DOMAINS or target == CUSTOM_DOMAIN
 
@@ -31,7 +34,6 @@ def mean_targets(rules: list[Rule], spec: str) -> list[str]:
 def scored_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """Spec -> dataset -> row, for rows with a defined AP (a mean over an undefined one is
     undefined); a model fine-tuned with several seeds has their mean."""
-    from rf100vl_hf.results.tables import over_seeds
 
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for row in over_seeds(rows):
@@ -90,8 +92,6 @@ def reference_checks(
     ``methods`` maps other models to rows of that section. A table without a domain's column
     (the leaderboard has ``All`` only) checks ``All`` alone. Rows scored under another
     protocol than the paper's are reported not checked: the tables hold that protocol's numbers."""
-    from rf100vl_hf.protocols import PAPER, protocol_of
-    from rf100vl_hf.rf100vl import catalog
 
     checks = [MeanCheck(spec, ALL, NOT_CHECKED, f"scored under the {name} protocol; the {reference} table holds "
                                                  "results of the paper's protocol")

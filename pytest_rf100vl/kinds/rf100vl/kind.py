@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rf100vl_hf import paths
+from rf100vl_hf import catalog, paths
 from rf100vl_hf.errors import Rf100vlError, UnknownNameError
-from rf100vl_hf.rf100vl import catalog
+from rf100vl_hf.results.summary import rf100vl_sections
 
-from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
 from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
@@ -101,8 +101,6 @@ class Rf100vlKind(BenchmarkKind):
         return detection_scores(answers, split)
 
     def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
-        from rf100vl_hf.results.summary import rf100vl_sections
-
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
 
         checks = threshold_checks(rules, rows)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from rf100vl_hf.catalog import SUBSETS
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
-from rf100vl_hf.rf100vl.catalog import SUBSETS
 from rf100vl_hf.rf100vl.request import (
     FEWSHOT_CLASS_MATCHES,
     FEWSHOT_STRATEGIES,
@@ -21,7 +21,7 @@ from rf100vl_hf.rf100vl.request import (
 )
 
 from pytest_rf100vl.core.options import option
-from pytest_rf100vl.kinds.rf100vl.protocols import adapter_defaults
+from pytest_rf100vl.kinds.rf100vl.adapter_defaults import adapter_defaults
 
 REFERENCES = ("paper", "leaderboard")
 
@@ -106,7 +106,7 @@ class DetectionOptions:
         return PROTOCOLS[self.protocol]
 
     def adapter_defaults(self) -> dict[str, dict[str, str]]:
-        """Adapter name -> the options the protocol gives it by default (``kinds/rf100vl/protocols.py``);
+        """Adapter name -> the options the protocol gives it by default (``kinds/rf100vl/adapter_defaults.py``);
         ``--rf100vl-adapter-option`` overrides them."""
         return adapter_defaults(self.protocol)
 

@@ -3,7 +3,7 @@ the run's data regime (``--rf100vl-train``): a fine-tuned model never meets a ze
 
 - ``paper`` (the default): the RF100-VL paper's Table 2 (all 100 datasets, zero-shot and
   few-shot), Table 7 (semi- and fully supervised) and Table 3 (RF20-VL), per domain and
-  ``All``, shipped in ``rf100vl_hf/rf100vl/data/paper_tables.csv``. They are copied from the
+  ``All``, shipped in ``rf100vl_hf/data/paper_tables.csv``. They are copied from the
   paper's first arXiv version, 2505.20612v1 (May 2025; every row's ``source`` says so). That
   version is told apart by its numbers: Table 2 gives GroundingDINO (fine-tuned) 33.3 and
   Table 7 LW-DETRs 58.0 and LW-DETRm 59.4, the numbers the roboflow/rf-detr README quoted
@@ -14,7 +14,7 @@ the run's data regime (``--rf100vl-train``): a fine-tuned model never meets a ze
 - ``leaderboard``: newer published results on RF100-VL, ``All`` only (no per-domain means):
   the roboflow/rf-detr README's RF100-VL AP50:95 column (RF-DETR, D-FINE, LW-DETR, YOLO26,
   YOLO11, all fully supervised) and the SAM 3 paper's Table 36 (SAM 3 and Grounding DINO),
-  shipped in ``rf100vl_hf/rf100vl/data/leaderboard.csv`` with each row's source and version.
+  shipped in ``rf100vl_hf/data/leaderboard.csv`` with each row's source and version.
   RF100-VL only: a run over RF20-VL has no leaderboard row.
 
 A model is matched to a row of the section by :data:`PAPER_METHODS` or
@@ -174,7 +174,7 @@ METHODS = {"paper": PAPER_METHODS, LEADERBOARD: LEADERBOARD_METHODS}
 
 
 def _csv_rows(name: str) -> list[dict[str, str]]:
-    text = resources.files("rf100vl_hf.rf100vl").joinpath(f"data/{name}").read_text("utf-8")
+    text = resources.files("rf100vl_hf").joinpath(f"data/{name}").read_text("utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 

@@ -20,7 +20,7 @@ from pytest_rf100vl.kinds.rf100vl.tasks import detection_task, ground_truth, pro
 if TYPE_CHECKING:
     import datasets
 
-    from pytest_rf100vl.core.training import TrainingPlan
+    from pytest_rf100vl.core.training_plan import TrainingPlan
 
 
 def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:

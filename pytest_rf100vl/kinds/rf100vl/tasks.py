@@ -14,7 +14,7 @@ import numpy as np
 from rf100vl_hf.boxes import xywh_to_xyxy
 from rf100vl_hf.images import open_rgb
 
-from pytest_rf100vl.adapters.base import DetectionTask, Detections, FewShotExample
+from pytest_rf100vl.adapters.base import Detections, DetectionTask, FewShotExample
 
 if TYPE_CHECKING:
     import datasets

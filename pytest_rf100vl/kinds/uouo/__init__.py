@@ -1,2 +1,2 @@
-"""UOUO grounding: the kind (:mod:`.kind`), the questions (:mod:`.tasks`), a pair end to end
-(:mod:`.evaluate`) and its row (:mod:`.rows`). Its summary tables are the results library's."""
+"""UOUO grounding: the kind (:mod:`.kind`), its options (:mod:`.options`), the questions
+(:mod:`.tasks`) and the score (:mod:`.scores`). Its summary tables are the results library's."""

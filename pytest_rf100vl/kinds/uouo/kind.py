@@ -10,9 +10,11 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from rf100vl_hf.results.schema import MosaicData
+from rf100vl_hf.results.summary import uouo_sections
 from rf100vl_hf.uouo.defaults import DEFAULT_NUM_MOSAICS, default_num_proc
 
-from pytest_rf100vl.core.metrics import Metric, Rule
+from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
 from pytest_rf100vl.kinds.uouo.options import GroundingOptions
 
@@ -53,7 +55,6 @@ class UouoKind(BenchmarkKind):
         from datasets.exceptions import DatasetGenerationError
 
         from rf100vl_hf.metadata import read_metadata
-        from rf100vl_hf.results.schema import MosaicData
         from rf100vl_hf.uouo.builder import load_uouo
         from rf100vl_hf.uouo.embeddings import ClipWeightsError
 
@@ -90,6 +91,4 @@ class UouoKind(BenchmarkKind):
         return grounding_scores(answers, split)
 
     def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
-        from rf100vl_hf.results.summary import uouo_sections
-
         return Report(uouo_sections(rows))

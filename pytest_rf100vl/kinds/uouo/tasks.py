@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytest_rf100vl.adapters.base import DetectionTask, Detections, GroundingQuery
+from pytest_rf100vl.adapters.base import Detections, DetectionTask, GroundingQuery
 
 if TYPE_CHECKING:
     import datasets

@@ -10,8 +10,7 @@ from functools import reduce
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from rf100vl_hf.errors import UnknownNameError
-from rf100vl_hf.rf100vl.catalog import closest
+from rf100vl_hf.errors import UnknownNameError, closest, needs_extra
 
 T = TypeVar("T")
 
@@ -49,7 +48,8 @@ class Registry(Generic[T]):
         if name not in table:
             raise self.unknown(name, sorted(table))
         module, _, attr = table[name].partition(":")
-        cls = reduce(getattr, attr.split("."), importlib.import_module(module))
+        with needs_extra(f"{self.what} {name!r}"):
+            cls = reduce(getattr, attr.split("."), importlib.import_module(module))
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
             raise RegistryError(
                 f"{self.what} {name!r} points at {table[name]}, which is not a subclass of {self.base.__name__}"

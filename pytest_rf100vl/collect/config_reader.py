@@ -8,7 +8,6 @@ has the plugin installed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 

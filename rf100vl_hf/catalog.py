@@ -7,12 +7,11 @@ Domains use the paper's seven names; the ``rf100vl`` package's own names (``Flor
 from __future__ import annotations
 
 import csv
-import difflib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from rf100vl_hf.errors import UnknownNameError
+from rf100vl_hf.errors import unknown
 
 DOMAINS: tuple[str, ...] = (
     "Aerial",
@@ -53,7 +52,7 @@ class CatalogEntry:
 @cache
 def entries() -> tuple[CatalogEntry, ...]:
     """All 100 datasets in catalogue order."""
-    text = resources.files("rf100vl_hf.rf100vl").joinpath("data/rf100vl_datasets.csv").read_text("utf-8")
+    text = resources.files("rf100vl_hf").joinpath("data/rf100vl_datasets.csv").read_text("utf-8")
     return tuple(
         CatalogEntry(
             basename=row["basename"],
@@ -71,20 +70,6 @@ def entries() -> tuple[CatalogEntry, ...]:
 @cache
 def _by_name() -> dict[str, CatalogEntry]:
     return {e.basename: e for e in entries()}
-
-
-def closest(name: str, candidates: list[str], n: int = 5) -> list[str]:
-    """The candidates that look most like ``name``, for 'did you mean' messages."""
-    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
-
-
-def unknown(kind: str, name: str, candidates: list[str]) -> UnknownNameError:
-    """An error for an unknown ``name`` that lists the closest known ones."""
-    near = closest(name, candidates)
-    hint = f"; closest: {', '.join(near)}" if near else f"; known: {', '.join(candidates[:10])}" + (
-        ", ..." if len(candidates) > 10 else ""
-    )
-    return UnknownNameError(f"unknown {kind} {name!r}{hint}")
 
 
 def get(name: str) -> CatalogEntry:

@@ -2,7 +2,7 @@
 
 The card states the whole spec (this package's own: no official UOUO code or data is
 public), the two prompts, the metrics and the paper's Table 1. Its prose lives in
-``templates/card.md`` and ``templates/spec.md`` (``string.Template`` placeholders); what it
+``templates/uouo_card.md`` and ``templates/uouo_spec.md`` (``string.Template`` placeholders); what it
 says about each config comes from the config's metadata (see :mod:`rf100vl_hf.metadata`),
 so configs exported earlier into the same folder are kept and listed. The licence is the
 source's own (:mod:`.licence`), never a fixed value: ``unknown`` with a note when the
@@ -24,14 +24,16 @@ from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo import compose
 from rf100vl_hf.uouo.builder import CITATION, HOMEPAGE, uouo_builder
 from rf100vl_hf.uouo.defaults import (
+    AGREEMENT_SAMPLE,
     DEFAULT_ALPHA_THRESHOLD,
     DEFAULT_CLIP_MODEL,
     DEFAULT_CLIP_PRETRAINED,
     DEFAULT_SIGMA,
+    EXACT_LIMIT,
+    MIN_AGREEMENT,
     MODES,
 )
 from rf100vl_hf.uouo.licence import UNKNOWN
-from rf100vl_hf.uouo.mmd import AGREEMENT_SAMPLE, EXACT_LIMIT, MIN_AGREEMENT
 from rf100vl_hf.uouo.prompts import BOX_PROMPT, QUADRANT_PROMPT, QUADRANTS
 from rf100vl_hf.uouo.sources import MIN_ALPHA_PIXELS, MIN_ALPHA_SIDE
 
@@ -41,7 +43,7 @@ MIXED = "other"
 
 
 def _template(name: str) -> Template:
-    return Template((resources.files("rf100vl_hf.uouo") / "templates" / name).read_text(encoding="utf-8"))
+    return Template((resources.files("rf100vl_hf.hub") / "templates" / f"uouo_{name}").read_text(encoding="utf-8"))
 
 
 def _source_licences(rows: list[tuple[ConfigExport, dict[str, Any]]]) -> dict[str, dict[str, str]]:
@@ -90,7 +92,7 @@ def card_data(configs: list[ConfigExport], licence_fields: dict[str, Any]) -> di
 
 def table1() -> str:
     """The paper's Table 1 (mIoU and quadrant accuracy on hard and random mosaics) as markdown."""
-    text = (resources.files("rf100vl_hf") / "rf100vl" / "data" / "uouo_table1.csv").read_text(encoding="utf-8")
+    text = (resources.files("rf100vl_hf") / "data" / "uouo_table1.csv").read_text(encoding="utf-8")
     rows = [[r["model"], r["mIoU_mmd"], r["mIoU_rand"], r["acc_mmd"], r["acc_rand"]]
             for r in csv.DictReader(text.splitlines())]
     header = ["model", "mIoU (mmd)", "mIoU (random)", "accuracy (mmd)", "accuracy (random)"]

@@ -4,7 +4,7 @@ Everything the card says about a dataset comes from the config's metadata (carri
 ``description``, see :mod:`rf100vl_hf.metadata`), so a card can be rewritten for configs
 exported earlier: :func:`export_rf100vl` into an existing folder rebuilds the named
 configs, keeps the others and lists them all. The card's prose is the template
-``templates/card.md``; its ``license`` is each dataset's own (see :func:`hub_license`).
+``templates/rf100vl_card.md``; its ``license`` is each dataset's own (see :func:`hub_license`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from rf100vl_hf import paths
+from rf100vl_hf import catalog, paths
+from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS
 from rf100vl_hf.errors import DatasetNotFoundError
 from rf100vl_hf.hub.card import CARD_FILE, config_metadata, read_card, write_card
 from rf100vl_hf.hub.export import ConfigExport, staged_repository, write_config
 from rf100vl_hf.licences import hub_id
 from rf100vl_hf.markdown import table
 from rf100vl_hf.progress import logger, progress_bar
-from rf100vl_hf.rf100vl import catalog
 from rf100vl_hf.rf100vl.builder import CITATION, rf100vl_builder
-from rf100vl_hf.rf100vl.catalog import CUSTOM_DOMAIN, DOMAINS
 from rf100vl_hf.rf100vl.sources import custom_exports, locate
 
 PRETTY_NAME = "RF100-VL"
@@ -126,7 +125,7 @@ def _instructions(config: ConfigExport, meta: dict[str, Any]) -> str:
 
 @cache
 def _template() -> Template:
-    return Template(resources.files("rf100vl_hf.rf100vl").joinpath("templates/card.md").read_text("utf-8"))
+    return Template(resources.files("rf100vl_hf.hub").joinpath("templates/rf100vl_card.md").read_text("utf-8"))
 
 
 def card_body(configs: list[ConfigExport], card: Path, repo_id: str | None = None) -> str:

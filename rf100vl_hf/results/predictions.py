@@ -18,7 +18,7 @@ from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import ImageMatches
 from rf100vl_hf.protocols import PROTOCOLS, protocol_of
-from rf100vl_hf.results.rows import LIMIT
+from rf100vl_hf.results.rows import LIMIT, read_jsonl, results_file, select
 
 AP_TOLERANCE = 1e-6
 """How far (AP points) the AP recomputed from a predictions file may be from its row's."""
@@ -38,7 +38,6 @@ class Split:
 def located_rows(folder: Path) -> tuple[Path, list[dict[str, Any]]]:
     """The results folder of ``folder`` (a folder, or its ``results.jsonl``) and its RF100-VL
     rows, the latest of each identity."""
-    from rf100vl_hf.results.rows import read_jsonl, results_file, select
 
     path = results_file(Path(folder))
     return path.parent, [row for row in select(read_jsonl(path)) if row.get("benchmark") == "rf100vl"]

@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
-from rf100vl_hf import paths
+from rf100vl_hf import catalog, paths
 from rf100vl_hf.arguments import (
     DIRECTORY,
     FOLDER,
@@ -28,8 +28,15 @@ from rf100vl_hf.arguments import (
     REPO_ID,
 )
 from rf100vl_hf.controls import one_line, visible
-from rf100vl_hf.errors import DatasetNotFoundError, Rf100vlError
-from rf100vl_hf.rf100vl.request import FEWSHOT_CLASS_MATCHES, FEWSHOT_STRATEGIES, TEST_SOURCES
+from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra
+from rf100vl_hf.rf100vl.request import (
+    FEWSHOT_CLASS_MATCHES,
+    FEWSHOT_STRATEGIES,
+    SPLIT_PARAMETERS,
+    TEST_SOURCES,
+    DatasetRequest,
+    SplitParameters,
+)
 from rf100vl_hf.uouo.defaults import (
     DEFAULT_ALPHA_THRESHOLD,
     DEFAULT_CLIP_MODEL,
@@ -103,7 +110,6 @@ def _add_data_dirs(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rf100vl_hf.rf100vl import catalog
     from rf100vl_hf.rf100vl.sources import custom_exports
 
     data_dir = args.data_dir or paths.default_data_dir()
@@ -120,7 +126,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from rf100vl_hf.rf100vl import catalog
     from rf100vl_hf.rf100vl.builder import rf100vl_builder
 
     if catalog.contains(args.name):
@@ -150,7 +155,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from rf100vl_hf.rf100vl.builder import builder_of
-    from rf100vl_hf.rf100vl.request import SPLIT_PARAMETERS, DatasetRequest, SplitParameters
 
     params = {key: getattr(args, key) for key in SPLIT_PARAMETERS if getattr(args, key) is not None}
     request = DatasetRequest(args.data_dir, args.fewshot_dir, args.cache_dir, args.verify_images,
@@ -171,7 +175,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from rf100vl_hf.rf100vl.hub_card import datasets_on_disk, export_rf100vl
+    from rf100vl_hf.hub.rf100vl_card import datasets_on_disk, export_rf100vl
 
     names = args.datasets or datasets_on_disk(args.data_dir)
     if not names:
@@ -209,7 +213,7 @@ def _hub_call(repo_id: str) -> Iterator[None]:
 
 
 def _push(path: Path, repo_id: str, **options: Any) -> None:
-    from rf100vl_hf.hub import push_repository
+    from rf100vl_hf.hub.push import push_repository
 
     with _hub_call(repo_id):
         url = push_repository(path, repo_id, **options)
@@ -310,7 +314,7 @@ def cmd_uouo_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_uouo_export(args: argparse.Namespace) -> int:
-    from rf100vl_hf.uouo.hub_card import export_uouo
+    from rf100vl_hf.hub.uouo_card import export_uouo
 
     with _clip_remedies():
         out = export_uouo(
@@ -464,7 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sample)
 
     _add_uouo_commands(sub)
-    from rf100vl_hf.results.cli import add_draw_parser, add_parser as add_results_parser
+
+    from rf100vl_hf.cli.results import add_draw_parser
+    from rf100vl_hf.cli.results import add_parser as add_results_parser
 
     add_results_parser(sub)
     add_draw_parser(sub)
@@ -479,7 +485,8 @@ COMMANDS_GROUP = "rf100vl.commands"
 
 def _add_installed_commands(sub: argparse._SubParsersAction) -> None:
     """Each installed command's ``add_parser(subparsers)``; one that clashes with a command or
-    fails to load is left out with a warning, so the other commands keep working."""
+    fails to load is left out with a warning, so the other commands keep working, and one whose
+    extra is not installed (the plugin's ``models`` on a base install) says which to install."""
     from importlib.metadata import entry_points
 
     for point in entry_points(group=COMMANDS_GROUP):
@@ -489,10 +496,22 @@ def _add_installed_commands(sub: argparse._SubParsersAction) -> None:
                   "command; left out", file=sys.stderr)
             continue
         try:
-            point.load()(sub)
+            with needs_extra(f"the {point.name!r} command"):
+                point.load()(sub)
+        except MissingExtraError as missing:  # listed, and running it says what to install
+            sub.add_parser(point.name, help=f"(not installed) {missing}").set_defaults(func=_unavailable(missing))
         except Exception as exc:  # another package's bug must not break every command
             print(f"rf100vl-hf: warning: command {point.name!r} of entry point {point.value}{package} could not be "
                   f"added ({type(exc).__name__}: {_one_line(exc)}); left out", file=sys.stderr)
+
+
+def _unavailable(missing: MissingExtraError) -> Any:
+    """The function of a command whose extra is not installed: it stops with what to install."""
+
+    def run(args: argparse.Namespace) -> int:
+        raise missing
+
+    return run
 
 
 def _one_line(exc: BaseException) -> str:

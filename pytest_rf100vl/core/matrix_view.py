@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pytest_rf100vl.core.config import RunConfig
-from pytest_rf100vl.core.metrics import Rule
+from pytest_rf100vl.core.minimums import Rule
 from pytest_rf100vl.core.pairs import Pair
 
 
