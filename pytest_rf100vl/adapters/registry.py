@@ -119,23 +119,11 @@ def adapter_class(name: str) -> type[Adapter]:
     return ADAPTERS.load(name)
 
 
-def create(
-    spec: str,
-    device: str = "cpu",
-    dtype: str = "float32",
-    device_map: str | None = None,
-    attention: str | None = None,
-    compile: bool = False,
-    **options: Any,
-) -> Adapter:
-    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``.
-    For a transformers model: ``device_map="auto"`` spreads it over every visible device,
-    ``attention`` names its attention implementation (``None``: transformers' choice, SDPA
-    where the model has it) and ``compile`` runs its forward through ``torch.compile``; other
-    adapters refuse a device map and run as they are (their rows record no attention and no
-    compilation)."""
+def create(spec: str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:
+    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``,
+    with ``options`` as :func:`build` takes them."""
     name, checkpoint = parse_spec(spec)
-    return build(adapter_class(name), checkpoint, device, dtype, device_map, attention, compile, **options)
+    return build(adapter_class(name), checkpoint, device, dtype, **options)
 
 
 def build(
@@ -148,7 +136,12 @@ def build(
     compile: bool = False,
     **options: Any,
 ) -> Adapter:
-    """:func:`create` for a class already resolved (the session resolves each model's once)."""
+    """An adapter of a class already resolved (the session resolves each model's once). For a
+    transformers model: ``device_map="auto"`` spreads it over every visible device,
+    ``attention`` names its attention implementation (``None``: transformers' choice, SDPA
+    where the model has it) and ``compile`` runs its forward through ``torch.compile``; other
+    adapters refuse a device map and run as they are (their rows record no attention and no
+    compilation); other ``options`` are the adapter's own."""
     if not cls.transformers_model:
         if device_map is not None:
             raise ValueError(f"adapter {cls.name!r} runs no transformers model, so it cannot take a device map")
