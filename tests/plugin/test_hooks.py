@@ -85,9 +85,9 @@ def test_the_row_hook_hears_each_row_once_it_is_written_and_a_failure_is_a_warni
     first = run_oracle(pytester)
     again = run_oracle(pytester)  # the finished row is reused: the hook hears of it too
     for result in (first, again):
-        result.assert_outcomes(passed=1, warnings=1)
-        result.stdout.fnmatch_lines(["*HookWarning: pytest_rf100vl_row_written of *: ConnectionError: tracker "
-                                     "unreachable*"])
+        result.assert_outcomes(passed=1)  # other warnings depend on what the outer run imported first
+        hook_warnings = [line for line in result.outlines if "HookWarning: pytest_rf100vl_row_written of" in line]
+        assert len(hook_warnings) == 1 and hook_warnings[0].endswith("ConnectionError: tracker unreachable")
     heard = [json.loads(line) for line in told.read_text().splitlines()]
     assert [entry["row"] for entry in heard] == results(pytester.path / ".rf100vl" / "results")
     assert [entry["in_file"] for entry in heard] == [1, 2] and heard[1]["row"]["reused_from"]
