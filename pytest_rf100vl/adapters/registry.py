@@ -70,7 +70,7 @@ BUILTIN: dict[str, Listing] = {
     "omdet-turbo": Listing("pytest_rf100vl.adapters.omdet:OmDetTurboAdapter", "omlab/omdet-turbo-swin-tiny-hf"),
     "sam3": Listing("pytest_rf100vl.adapters.sam3:Sam3Adapter", "facebook/sam3", prompt_modes=("names", "fewshot")),
     "yolo": Listing("pytest_rf100vl.adapters.yolo:YoloAdapter", "yolov8n.pt", tasks=("rf100vl",)),
-    "rfdetr": Listing("pytest_rf100vl.adapters.rfdetr_extra:RfDetrAdapter", "nano", tasks=("rf100vl",)),
+    "rfdetr": Listing("pytest_rf100vl.adapters.rfdetr_extra:RfDetrPackageAdapter", "nano", tasks=("rf100vl",)),
     "florence-2": Listing("pytest_rf100vl.adapters.florence2:Florence2Adapter", "florence-community/Florence-2-base"),
     "qwen2.5-vl": Listing("pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter", "Qwen/Qwen2.5-VL-3B-Instruct",
                           prompt_modes=PROMPT_MODES),

@@ -135,7 +135,7 @@ def _accelerator(device: str) -> dict[str, Any]:
     return {"accelerator": kind, "devices": 1}
 
 
-class RfDetrAdapter(Adapter):
+class RfDetrPackageAdapter(Adapter):
     """RF-DETR through ``rfdetr``; default checkpoint ``nano`` (Roboflow's COCO RF-DETR Nano)."""
 
     name = "rfdetr"

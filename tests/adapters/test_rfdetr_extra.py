@@ -14,22 +14,22 @@ import pytest
 
 
 def test_an_rfdetr_model_without_the_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_rf100vl.adapters.rfdetr_extra import RfDetrAdapter
+    from pytest_rf100vl.adapters.rfdetr_extra import RfDetrPackageAdapter
 
     monkeypatch.setitem(sys.modules, "rfdetr", None)  # as if it were not installed
     with pytest.raises(ImportError, match=r"needs Roboflow's rfdetr package, an optional extra: "
                                           r"pip install 'rf100vl-hf\[rfdetr\]'"):
-        RfDetrAdapter("tiny")
+        RfDetrPackageAdapter("tiny")
 
 
 def test_a_checkpoint_that_is_no_size_and_no_file_is_refused_by_name(tmp_path: Path) -> None:
-    from pytest_rf100vl.adapters.rfdetr_extra import RfDetrAdapter
+    from pytest_rf100vl.adapters.rfdetr_extra import RfDetrPackageAdapter
 
     with pytest.raises(ValueError, match=r"rfdetr checkpoint 'huge' is neither a size \(nano, small, medium, large\), "
                                          r"'tiny', nor a checkpoint file"):
-        RfDetrAdapter("huge")
+        RfDetrPackageAdapter("huge")
     with pytest.raises(ValueError, match="predicts in float32 only, not bfloat16: pass --rf100vl-dtype float32"):
-        RfDetrAdapter("tiny", dtype="bfloat16")
+        RfDetrPackageAdapter("tiny", dtype="bfloat16")
 
 
 def test_the_split_is_written_as_a_roboflow_coco_export_labelled_by_class_index(tmp_path: Path) -> None:

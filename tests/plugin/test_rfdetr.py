@@ -30,9 +30,9 @@ ARGS = ["--rf100vl-model", "rfdetr:tiny", "--rf100vl-dataset", "shapes", "--rf10
 COUNT_FITS = """
 from pathlib import Path
 
-from pytest_rf100vl.adapters.rfdetr_extra import RfDetrAdapter
+from pytest_rf100vl.adapters.rfdetr_extra import RfDetrPackageAdapter
 
-fit = RfDetrAdapter.fit
+fit = RfDetrPackageAdapter.fit
 
 
 def counted(self, *args):
@@ -41,7 +41,7 @@ def counted(self, *args):
     return fit(self, *args)
 
 
-RfDetrAdapter.fit = counted
+RfDetrPackageAdapter.fit = counted
 """
 
 
