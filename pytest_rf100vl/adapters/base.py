@@ -188,6 +188,11 @@ class Adapter(ABC):
     default_recipes: ClassVar[dict[str, str]] = {}
     """The recipe each regime (``few-shot``, ``semi-supervised``, ``fully-supervised``) uses
     unless ``--rf100vl-recipe`` names another."""
+    recipe_fields: ClassVar[frozenset[str] | None] = None
+    """The recipe fields :meth:`fit` uses, when it trains with another library's trainer (``None``:
+    every field, the project's own loop). Setting any other with ``--rf100vl-train-option`` is
+    refused, so that a row never records a hyper-parameter nothing applied; ``seed`` and the
+    recipe's ``extra`` keys are always the adapter's own."""
     training_libraries: ClassVar[tuple[str, ...]] = ("torch", "transformers")
     """The packages :meth:`fit` trains with: their versions key the trained weights, so an
     upgrade trains again rather than reusing weights another version made."""

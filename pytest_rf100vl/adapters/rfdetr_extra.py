@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from rf100vl_hf.training.recipe import Recipe
+from rf100vl_hf.training.recipe import BASIC_FIELDS, Recipe
 from rf100vl_hf.training.store import FitRecord, file_sha256
 
 from pytest_rf100vl.adapters.base import (
@@ -58,7 +58,7 @@ from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
-    from rf100vl_hf.training.store import FitRecord, TrainedStore
+    from rf100vl_hf.training.store import TrainedStore
 
 SIZES = {"nano": "RFDETRNano", "small": "RFDETRSmall", "medium": "RFDETRMedium", "large": "RFDETRLarge"}
 """Checkpoint words -> rfdetr's classes; each loads Roboflow's COCO checkpoint of that size."""
@@ -148,6 +148,7 @@ class RfDetrPackageAdapter(Adapter):
     }
     default_recipes: ClassVar[dict[str, str]] = dict.fromkeys(
         ("few-shot", "semi-supervised", "fully-supervised"), "rfdetr")
+    recipe_fields: ClassVar[frozenset[str] | None] = BASIC_FIELDS
     training_libraries: ClassVar[tuple[str, ...]] = ("torch", "transformers", "rfdetr")
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):

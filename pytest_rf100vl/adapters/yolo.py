@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from rf100vl_hf.training.recipe import Recipe
+from rf100vl_hf.training.recipe import BASIC_FIELDS, Recipe
 from rf100vl_hf.training.store import FitRecord, TrainingError, file_sha256
 
 from pytest_rf100vl.adapters.base import (
@@ -63,7 +63,7 @@ from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.samples import Sample
-    from rf100vl_hf.training.store import FitRecord, TrainedStore
+    from rf100vl_hf.training.store import TrainedStore
 
 TINY26 = "tiny26"
 TINY_YAMLS = {TINY: "yolov8n.yaml", TINY26: "yolo26n.yaml"}
@@ -157,6 +157,7 @@ class YoloAdapter(Adapter):
     }
     default_recipes: ClassVar[dict[str, str]] = dict.fromkeys(
         ("few-shot", "semi-supervised", "fully-supervised"), "ultralytics")
+    recipe_fields: ClassVar[frozenset[str] | None] = BASIC_FIELDS
     training_libraries: ClassVar[tuple[str, ...]] = ("torch", "ultralytics")
     fresh_head = False
     """Whether the head was made for the task (random) rather than loaded."""

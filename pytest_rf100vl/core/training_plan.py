@@ -35,4 +35,11 @@ def plan(adapter: Any, split: str, recipe_name: str | None, options: dict[str, s
         raise ValueError(f"adapter {adapter.name!r} has no recipe {name!r} for the {regime} regime "
                          f"(recipes: {', '.join(adapter.recipes)}; choose one with --rf100vl-recipe)")
     recipe = adapter.recipes[name].with_options(options)
+    used = adapter.recipe_fields
+    unused = sorted(key for key in options if used is not None and key not in used
+                    and key != "seed" and key not in recipe.extra)
+    if unused:
+        uses = sorted({*used, *recipe.extra})
+        raise ValueError(f"adapter {adapter.name!r} trains with its own library's trainer, which has no "
+                         f"{', '.join(unused)} (its recipe {name!r} sets: {', '.join(uses)})")
     return TrainingPlan(split, replace(recipe, seed=recipe.seed if seed is None else seed))

@@ -74,7 +74,7 @@ def box_ious(gt: GroundTruth, results: Results, max_dets: int) -> list[list[Any]
     gt_order = np.argsort(gt_pair, kind="stable")
     gt_pairs, gt_start, gt_count = np.unique(gt_pair[gt_order], return_index=True, return_counts=True)
     det_order = np.lexsort((-results.scores, det_pair))  # stable: input order breaks ties
-    det_pairs, det_start, det_count = np.unique(det_pair[det_order], return_index=True, return_counts=True)
+    _, det_start, det_count = np.unique(det_pair[det_order], return_index=True, return_counts=True)
     rank = np.arange(len(det_order)) - np.repeat(det_start, det_count)
     place = np.minimum(np.searchsorted(gt_pairs, det_pair[det_order]), len(gt_pairs) - 1)
     kept = (rank < max_dets) & (gt_pairs[place] == det_pair[det_order])

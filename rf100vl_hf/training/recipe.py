@@ -20,6 +20,10 @@ REGIMES = {None: "zero-shot", "fewshot_10": "few-shot", "semisup_10": "semi-supe
 OFF_BY_DEFAULT = frozenset({"backbone_learning_rate", "warmup_steps", "ema_decay", "ema_warmup", "flip", "min_scale",
                             "max_scale", "single_scale_epochs"})
 """Recipe fields whose default is "not done": rows and store keys name them only when set."""
+BASIC_FIELDS = frozenset({"epochs", "batch_size", "learning_rate", "weight_decay", "max_grad_norm", "federated",
+                          "mixed_precision", "grad_accumulation"})
+"""The hyper-parameters any trainer takes; the others (:data:`OFF_BY_DEFAULT`) are the project's
+own loop's, which another library's trainer does not have."""
 
 
 def regime_of(train_split: str | None) -> str:

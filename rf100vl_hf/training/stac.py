@@ -19,7 +19,7 @@ from rf100vl_hf.training.store import TrainedStore
 if TYPE_CHECKING:
     from rf100vl_hf.training.recipe import Recipe
     from rf100vl_hf.training.samples import Sample, Samples
-    from rf100vl_hf.training.store import FitRecord, TrainedStore
+    from rf100vl_hf.training.store import FitRecord
 
 Predictions = Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
 """Image id -> ``xyxy`` boxes ``(N, 4)``, scores ``(N,)``, class indices ``(N,)``."""

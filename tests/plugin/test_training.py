@@ -200,3 +200,22 @@ def test_a_train_split_with_no_box_is_a_clear_error_of_its_pair(pytester: pytest
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*boxless: the train split has no box to learn from (8 images without annotations)*"])
     assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("module, adapter", [("yolo", "YoloAdapter"), ("rfdetr_extra", "RfDetrPackageAdapter")])
+def test_a_hyperparameter_another_librarys_trainer_has_not_is_refused_rather_than_recorded(module: str,
+                                                                                          adapter: str) -> None:
+    import importlib
+
+    from pytest_rf100vl.adapters.rt_detr import RTDetrV2Adapter
+    from pytest_rf100vl.core.training_plan import plan
+
+    cls = getattr(importlib.import_module(f"pytest_rf100vl.adapters.{module}"), adapter)
+    with pytest.raises(ValueError, match=rf"adapter '{cls.name}' trains with its own library's trainer, which has "
+                                         r"no flip, warmup_steps \(its recipe '\w+' sets: batch_size, "):
+        plan(cls, "train", None, {"flip": "0.5", "warmup_steps": "3", "epochs": "2"}, 0)
+    own_key, own_value = next(iter(cls.recipes[cls.default_recipes["fully-supervised"]].extra.items()))
+    kept = plan(cls, "train", None, {"epochs": "2", "seed": "4", own_key: str(own_value)}, None)
+    assert (kept.recipe.epochs, kept.recipe.seed, kept.recipe.extra[own_key]) == (2, 4, own_value)
+    flipped = plan(RTDetrV2Adapter, "train", None, {"flip": "0.5", "warmup_steps": "3"}, 0)  # the project's own loop
+    assert flipped.recipe.hyperparameters()["flip"] == 0.5 and flipped.recipe.warmup_steps == 3
