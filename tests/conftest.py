@@ -55,6 +55,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(config.stash[_SESSION_CACHE], ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _inner_runs_outside_xdist(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run inside a test is a plain pytest run even when this suite runs under ``pytest -n``:
+    xdist's worker variables would tell pytest-benchmark and the plugin otherwise."""
+    if "pytester" in request.fixturenames:
+        for name in [name for name in os.environ if name.startswith("PYTEST_XDIST_")]:
+            monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _heavy_modules_loaded_once() -> None:
     """Import, once and before any in-process pytest run, what such runs load and what cannot
