@@ -25,3 +25,9 @@ def prompt_key(adapter: Adapter, query: GroundingQuery | None,
     if adapter.task is None:
         raise RuntimeError(f"adapter {adapter.name!r}: set_task must be called before answer_key_parts")
     return ("rf100vl", f"{len(adapter.task.classes)} classes", *adapter.task.classes, *prompt_texts(None))
+
+
+def no_prompt(query: GroundingQuery | None) -> tuple[str, ...]:
+    """The prompt texts of a closed-set detector: none, as the classes (in the key's class list)
+    and the weights say it all. ``prompt_key(adapter, query, no_prompt)`` is its key."""
+    return ()

@@ -28,7 +28,6 @@ fit resumes from it.
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import json
 import math
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from rf100vl_hf.training.recipe import BASIC_FIELDS, Recipe
-from rf100vl_hf.training.store import FitRecord, file_sha256
+from rf100vl_hf.training.store import FitRecord, epoch_log, file_sha256
 
 from pytest_rf100vl.adapters.base import (
     TINY,
@@ -53,7 +52,7 @@ from pytest_rf100vl.adapters.base import (
     ImageItem,
     TrainingData,
 )
-from pytest_rf100vl.adapters.keyed import prompt_key
+from pytest_rf100vl.adapters.keyed import no_prompt, prompt_key
 from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
@@ -199,10 +198,7 @@ class RfDetrPackageAdapter(Adapter):
         return self.checkpoint == TINY or (self.head_classes is not None and self.trained_weights is None)
 
     def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
-        return prompt_key(self, query, self.prompt_texts)
-
-    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
-        return ()  # closed-set: the classes (in the key's class list) and the weights say it all
+        return prompt_key(self, query, no_prompt)
 
     def set_task(self, task: DetectionTask) -> None:
         super().set_task(task)
@@ -318,22 +314,14 @@ def epoch_keeper() -> type:
     return EpochKeeper
 
 
-def _rows(path: Path) -> list[dict[str, float]]:
-    """rfdetr's per-epoch log (PyTorch Lightning's ``metrics.csv``), as numbers; empty cells left out."""
-    if not path.is_file():
-        return []
-    with open(path, encoding="utf-8") as handle:
-        return [{key: float(value) for key, value in row.items() if value.strip()} for row in csv.DictReader(handle)]
-
-
 def _history(path: Path) -> list[dict[str, float]]:
     """Each epoch's mean training losses (``loss``: the total rfdetr optimises)."""
     return [{key.removeprefix("train/"): value for key, value in row.items() if key.startswith("train/loss")}
-            for row in _rows(path) if "train/loss" in row]
+            for row in epoch_log(path) if "train/loss" in row]
 
 
 def _best_validation_map(path: Path) -> float | None:
     """The best mAP50:95 on validation of any epoch's regular or EMA weights, in percent: the
     weights rfdetr keeps as ``checkpoint_best_total.pth``."""
-    values = [row[key] for row in _rows(path) for key in ("val/mAP_50_95", "val/ema_mAP_50_95") if key in row]
+    values = [row[key] for row in epoch_log(path) for key in ("val/mAP_50_95", "val/ema_mAP_50_95") if key in row]
     return 100 * max(values) if values else None

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from rf100vl_hf.training.recipe import BASIC_FIELDS, Recipe
-from rf100vl_hf.training.store import FitRecord, TrainingError, file_sha256
+from rf100vl_hf.training.store import FitRecord, TrainingError, epoch_log, file_sha256
 
 from pytest_rf100vl.adapters.base import (
     TINY,
@@ -58,7 +58,7 @@ from pytest_rf100vl.adapters.base import (
     ImageItem,
     TrainingData,
 )
-from pytest_rf100vl.adapters.keyed import prompt_key
+from pytest_rf100vl.adapters.keyed import no_prompt, prompt_key
 from pytest_rf100vl.adapters.registry import listed
 
 if TYPE_CHECKING:
@@ -195,10 +195,7 @@ class YoloAdapter(Adapter):
         return self.checkpoint in TINY_YAMLS or (self.fresh_head and self.trained_weights is None)
 
     def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...]:
-        return prompt_key(self, query, self.prompt_texts)
-
-    def prompt_texts(self, query: GroundingQuery | None) -> tuple[str, ...]:
-        return ()  # no prompt: the classes (in the key's class list) and the weights say it all
+        return prompt_key(self, query, no_prompt)
 
     def set_task(self, task: DetectionTask) -> None:
         super().set_task(task)
@@ -294,7 +291,7 @@ class YoloAdapter(Adapter):
         elapsed = time.perf_counter() - started
         with store.atomic(store.weights.name) as path:
             shutil.copyfile(model.trainer.last, path)
-        history = _history(run / "results.csv")
+        history = epoch_log(run / "results.csv")
         self.model = YOLO(str(store.weights))
         validation = self.model.val(data=str(yaml), split="val", imgsz=self.options["imgsz"], nms=self.nms,
                                     device=self.device, workers=0, plots=False, verbose=False)
@@ -378,15 +375,6 @@ def federated_trainer() -> type:
             return batch
 
     return FederatedTrainer
-
-
-def _history(path: Path) -> list[dict[str, float]]:
-    """Ultralytics' per-epoch log (``results.csv``), as numbers."""
-    import csv
-
-    with open(path, encoding="utf-8") as handle:
-        return [{key.strip(): float(value) for key, value in row.items() if value.strip()}
-                for row in csv.DictReader(handle)]
 
 
 def _losses(row: dict[str, float]) -> dict[str, float]:

@@ -114,17 +114,21 @@ class Rf100vlConfig(datasets.BuilderConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        SplitParameters(**{name: getattr(self, name) for name in SPLIT_PARAMETERS})  # checks each, names the bad one
+        self.split_parameters()  # checks each, names the bad one
         if self.verify_images not in VERIFY_IMAGES:
             raise ParameterError(f"verify_images must be 'header' or 'full', not {self.verify_images!r}")
 
+    def split_parameters(self) -> SplitParameters:
+        """This config's split parameters, checked."""
+        return SplitParameters(**{name: getattr(self, name) for name in SPLIT_PARAMETERS})
+
     @property
     def fewshot_split(self) -> str:
-        return f"fewshot_{self.fewshot_k}"
+        return self.split_parameters().fewshot_split
 
     @property
     def semisup_split(self) -> str:
-        return f"semisup_{round(self.semisup_fraction * 100)}"
+        return self.split_parameters().semisup_split
 
     def create_config_id(self, config_kwargs: dict, custom_features: datasets.Features | None = None) -> str:
         """The config name, suffixed with the split parameters that are not the defaults.
@@ -133,8 +137,7 @@ class Rf100vlConfig(datasets.BuilderConfig):
         cache folder's hash is the exports' content fingerprint, so they are left out: a
         build of the default parameters is what the bare ``load_dataset`` call finds.
         """
-        changed = {k: getattr(self, k) for k, default in SPLIT_PARAMETERS.items() if getattr(self, k) != default}
-        return super().create_config_id(changed, custom_features)
+        return super().create_config_id(self.split_parameters().changed(), custom_features)
 
 
 def features(classes: list[str]) -> datasets.Features:

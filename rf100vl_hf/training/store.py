@@ -18,6 +18,7 @@ removing the temporary files a killed run left. A checkpoint that cannot be resu
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import json
 import os
@@ -57,6 +58,17 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def epoch_log(path: Path) -> list[dict[str, float]]:
+    """A training library's per-epoch CSV log (ultralytics' ``results.csv``, PyTorch Lightning's
+    ``metrics.csv``) as numbers, header names stripped and empty cells left out; none when the
+    file is absent (no epoch ended)."""
+    if not path.is_file():
+        return []
+    with open(path, encoding="utf-8", newline="") as handle:
+        return [{key.strip(): float(value) for key, value in row.items() if value.strip()}
+                for row in csv.DictReader(handle)]
 
 
 @dataclass
