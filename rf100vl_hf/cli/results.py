@@ -318,6 +318,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``results`` and its sub-commands on the ``rf100vl-hf`` parser."""
+    from rf100vl_hf.arguments import REPO_ID
     from rf100vl_hf.results.tables import FORMATS, METRICS
 
     formatter = argparse.RawDescriptionHelpFormatter
@@ -362,8 +363,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = commands.add_parser("eval-results", help="write and push .eval_results/*.yaml of one model",
                             description=EVAL_HELP, formatter_class=formatter)
     _folders(p)
-    p.add_argument("--model-repo", metavar="ORG/MODEL", help="the model repository to push to")
-    p.add_argument("--benchmark", required=True, metavar="ORG/DATASET", help="the benchmark dataset (with eval.yaml)")
+    p.add_argument("--model-repo", type=REPO_ID, metavar="ORG/MODEL", help="the model repository to push to")
+    p.add_argument("--benchmark", required=True, type=REPO_ID, metavar="ORG/DATASET",
+                   help="the benchmark dataset (with eval.yaml)")
     p.add_argument("--benchmark-revision", metavar="SHA", help="the benchmark dataset's commit the scores are for")
     p.add_argument("--source", metavar="ORG/NAME", help="the results dataset repository (or a URL) the scores come from")
     p.add_argument("--model", metavar="SPEC", help="the model of the rows to report (needed when they hold several)")
@@ -381,8 +383,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("hub-status", help="what the Hub lists for a model, its pull requests with scores, "
                             "and the benchmark's leaderboard", description=HUB_STATUS_HELP, formatter_class=formatter)
-    p.add_argument("--model-repo", required=True, metavar="ORG/MODEL", help="the model repository")
-    p.add_argument("--dataset", action="append", dest="datasets", metavar="ORG/DATASET",
+    p.add_argument("--model-repo", required=True, type=REPO_ID, metavar="ORG/MODEL", help="the model repository")
+    p.add_argument("--dataset", action="append", dest="datasets", type=REPO_ID, metavar="ORG/DATASET",
                    help="a benchmark whose leaderboard to show (repeatable; default: those the entries name)")
     _hub_options(p, "a token (default: the logged-in one or $HF_TOKEN; none is needed for public repositories)")
     p.set_defaults(func=cmd_hub_status)

@@ -5,8 +5,12 @@ The model's entries come from ``GET /api/models/{repo}?expand=evalResults``, the
 ``HfApi.model_info(expand=["evalResults"])``, read here as the Hub answers it: ``model_info``
 keeps the parsed entries only and drops the file each came from, its pull request and the
 files the Hub refused (with why), which are what this read-back is for. The entries are
-parsed with huggingface_hub's own ``parse_eval_result_entries``. Leaderboards come from
-``HfApi.get_dataset_leaderboard``.
+parsed with huggingface_hub's own ``parse_eval_result_entries``; an answer of another shape
+(an HTML page, a JSON list, ``evalResults`` that is no list of objects) is a one-line
+:class:`~rf100vl_hf.network.HubError`. Leaderboards come from ``HfApi.get_dataset_leaderboard``.
+
+Every text the Hub sent (notes, file names, why a file was refused) is printed with the
+characters that act on a terminal written as escapes (:mod:`rf100vl_hf.controls`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.controls import visible
 from rf100vl_hf.hub.eval_yaml import EVAL_FILE
 from rf100vl_hf.hub.pull_requests import EvalPullRequest, eval_pull_requests
 from rf100vl_hf.hub.specification import FRAMEWORKS_DATE, framework_registered
-from rf100vl_hf.network import answered, bounded, status_of
+from rf100vl_hf.network import HubError, answered, bounded, status_of
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,12 @@ def listed_results(api: Any, repo_id: str, token: str | None, seconds: float) ->
     from huggingface_hub import parse_eval_result_entries
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-    response = get_session().get(f"{api.endpoint}/api/models/{repo_id}", params={"expand": "evalResults"},
-                                 headers=build_hf_headers(token=token), timeout=seconds)
+    route = f"{api.endpoint}/api/models/{repo_id}"
+    response = get_session().get(route, params={"expand": "evalResults"}, headers=build_hf_headers(token=token),
+                                 timeout=seconds)
     hf_raise_for_status(response)
     entries, refused = [], {}
-    for item in response.json().get("evalResults") or []:
+    for item in _eval_results(response, repo_id, route):
         if "error" in item:
             refused[str(item.get("filename"))] = str(item["error"])
             continue
@@ -96,6 +102,24 @@ def listed_results(api: Any, repo_id: str, token: str | None, seconds: float) ->
         entries.append(ListedEntry(str(item.get("filename")), entry.dataset_id, entry.task_id, entry.value,
                                    item.get("pullRequest"), entry.notes))
     return entries, refused
+
+
+def _eval_results(response: Any, repo_id: str, route: str) -> list[dict[str, Any]]:
+    """The ``evalResults`` of the model route's answer; a :class:`HubError` naming the route
+    when the answer is not a JSON object whose ``evalResults`` (if any) is a list of objects."""
+    try:
+        answer = response.json()
+    except ValueError:
+        shape = f"{(response.headers.get('content-type') or 'no content type').split(';')[0]} that is not JSON"
+    else:
+        items = (answer.get("evalResults") or []) if isinstance(answer, dict) else None
+        if isinstance(items, list) and all(isinstance(item, dict) for item in items):
+            return items
+        shape = (f"a JSON {type(answer).__name__}" if items is None
+                 else "evalResults holding non-objects" if isinstance(items, list)
+                 else f"evalResults of type {type(items).__name__}")
+    raise HubError(f"reading what the Hub lists for {repo_id}: {route} answered {shape}, not a model's evaluation "
+                   "results")
 
 
 def _pull_request_tasks(api: Any, repo_id: str, pr: EvalPullRequest, token: str | None) -> dict[str, list[str]]:
@@ -193,4 +217,4 @@ def status_lines(status: HubStatus) -> list[str]:
         lines += [f"  {(r.task_id + ': ') if r.task_id else ''}{r.rank}. {r.model_id} {r.value}"
                   + (f" (pull request #{r.pull_request})" if r.pull_request else "")
                   + (f"  notes: {r.notes}" if r.notes else "") for r in board.rows]
-    return lines
+    return [visible(line) for line in lines]

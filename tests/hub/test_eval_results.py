@@ -294,3 +294,45 @@ def test_a_checked_file_names_what_breaks_the_specification(tmp_path):
     with pytest.raises(Exception, match=r"bad.yaml: entries: breaks the Hub's specification: \[0\]\.dataset\.subset: "
                                         r"not a field of the specification.*\[0\]\.value: must be a number"):
         check_eval_file(path)
+
+
+# ---------------------------------------------------------------- the Hub's answers read back with care
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (b"<!doctype html><html><body>Hugging Face is down for maintenance</body></html>", "text/html"),
+    (b"[1, 2, 3]", "application/json"),
+    (b'{"evalResults": 5}', "application/json"),
+    (b'{"evalResults": ["a", "b"]}', "application/json"),
+], ids=["html", "list", "number", "strings"])
+def test_hub_status_says_in_one_line_that_an_answer_is_not_a_models_results(hub_server, bench_repo, capsys,
+                                                                          body, content_type):
+    hub_server.answer("repo_info", body, content_type)
+    try:
+        assert main(["results", "hub-status", "--model-repo", "org/owl", "--token", hub_server.token]) == 2
+    finally:
+        hub_server.clear_faults()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"rf100vl-hf: error: reading what the Hub lists for org/owl: {hub_server.url}/api/models/"
+                          "org/owl answered ") and err.rstrip().endswith("not a model's evaluation results")
+
+
+def test_a_model_repository_holding_an_escape_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as ended:
+        main(["results", "hub-status", "--model-repo", "org/o\x1b[2Jwl"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.count("\n") == 1 and "\x1b" not in err
+    assert "--model-repo: expected a Hub repository id ORG/NAME" in err and "'org/o\\x1b[2Jwl'" in err
+
+
+def test_escapes_in_the_hubs_answer_are_shown_not_obeyed(hub_server, bench_repo, registered, monkeypatch, capsys):
+    entry = {"dataset": {"id": bench_repo, "task_id": "bees"}, "value": 40.0, "notes": "fine\x1b]0;pwned\x07\nline"}
+    monkeypatch.setattr(hub_server, "eval_results", lambda repo: [
+        {"filename": ".eval_results/a.yaml", "data": entry},
+        {"filename": ".eval_results/\x1b[2Jb.yaml", "error": "bad \x1b[31mred\x9b"}])
+    assert main(["results", "hub-status", "--model-repo", "org/owl", "--dataset", bench_repo]) == 0
+    out = capsys.readouterr().out
+    assert not set(out) & {"\x1b", "\x07", "\x9b"}
+    assert "notes: fine\\x1b]0;pwned\\x07\\x0aline" in out
+    assert "refused by the Hub: .eval_results/\\x1b[2Jb.yaml: bad \\x1b[31mred\\x9b" in out

@@ -36,7 +36,8 @@ and ``datasets``. This server speaks the part of the Hub's HTTP API those client
 
 Faults can be injected, so tests can prove that clients fail clearly and in bounded time:
 :meth:`StandInHub.fail` answers an endpoint (by route name, e.g. ``"commit"``) with an
-error status, :meth:`StandInHub.hang` makes it accept the request and never answer, and
+error status, :meth:`StandInHub.answer` with a body of the test's own (HTML, JSON of the
+wrong shape), :meth:`StandInHub.hang` makes it accept the request and never answer, and
 ``with hub.down():`` closes the port for the duration of the block.
 
 Errors carry the ``X-Error-Code`` headers the client maps to its exceptions
@@ -208,6 +209,7 @@ class StandInHub:
         self.frameworks: set[str] = set(_specification().FRAMEWORKS)
         self.lock = threading.RLock()
         self.faults: dict[str, int] = {}  # route -> the status it answers
+        self.answers: dict[str, tuple[bytes, str]] = {}  # route -> the body (and its type) it answers
         self.hanging: set[str] = set()
         self.connections: set[Any] = set()  # open client sockets, closed when the server goes down
         self._release = threading.Event()
@@ -255,6 +257,11 @@ class StandInHub:
         with self.lock:
             self.faults[route] = status
 
+    def answer(self, route: str, body: bytes, content_type: str = "application/json") -> None:
+        """Answer requests to ``route`` with 200 and ``body`` until :meth:`clear_faults`."""
+        with self.lock:
+            self.answers[route] = (body, content_type)
+
     def hang(self, route: str) -> None:
         """Accept requests to ``route`` and never answer them (until :meth:`clear_faults` or stop)."""
         with self.lock:
@@ -263,6 +270,7 @@ class StandInHub:
     def clear_faults(self) -> None:
         with self.lock:
             self.faults.clear()
+            self.answers.clear()
             self.hanging.clear()
         self._release.set()
         self._release = threading.Event()
@@ -531,6 +539,10 @@ class _Handler(BaseHTTPRequestHandler):
                     status = self.hub.injected(name)
                     if status is not None:
                         raise HubError(status, f"injected fault: {self.command} {url.path} answers {status}")
+                    if name in self.hub.answers:
+                        body, content_type = self.hub.answers[name]
+                        self._send(200, body, content_type=content_type)
+                        return
                     getattr(self, "do_" + name)(**{k: unquote(v) if v else v for k, v in match.groupdict().items()})
                     return
             raise HubError(404, f"the stand-in Hub does not serve {self.command} {url.path}")
