@@ -10,8 +10,9 @@ is read. Ordinary text never needs them, so:
   or a file name of an export or a cut-out source holds none at all, a README (and so the
   annotator instructions) none but tab and line break;
 - text that reaches a terminal, markdown, LaTeX or csv by another route (results rows read
-  back from files, metadata read back from a card, a path in an error) has each such
-  character written as its escape, ``\\x1b`` or ``\\u202e``, as ``repr`` shows it.
+  back from files, metadata read back from a card, a path in an error, a model's reply) has
+  each such character written as its escape, ``\\x1b`` or ``\\u202e``, as ``repr`` shows it,
+  and so has a lone surrogate (``\\ud800``: JSON may hold one, UTF-8 cannot write it).
 
 A card's YAML header needs neither: its writer escapes every control character, and the
 names it carries were checked where they entered.
@@ -23,8 +24,14 @@ import re
 import unicodedata
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_ACTING = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
-_ACTING_IN_TEXT = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")  # tab and line feed are text
+_CONTROLS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_CONTROLS_IN_TEXT = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"  # tab and line feed are text
+_SURROGATES = "\ud800-\udfff"
+_ACTING = re.compile(f"[{_CONTROLS}{_BIDI}]")
+_ACTING_IN_TEXT = re.compile(f"[{_CONTROLS_IN_TEXT}{_BIDI}]")
+_SHOWN = {False: re.compile(f"[{_CONTROLS}{_BIDI}{_SURROGATES}]"),
+          True: re.compile(f"[{_CONTROLS_IN_TEXT}{_BIDI}{_SURROGATES}]")}
+"""What :func:`visible` escapes (by ``multiline``): the acting characters, and lone surrogates."""
 _NAMES = {"\x00": "NUL", "\x1b": "ESC", "\x7f": "DEL", "\x9b": "CSI", "\r": "carriage return"}
 
 
@@ -54,9 +61,9 @@ def control_problem(text: str, multiline: bool = False) -> str | None:
 
 
 def visible(text: str, multiline: bool = False) -> str:
-    """``text`` with each character that acts instead of printing written as its escape
-    (``multiline`` keeps tabs and line breaks)."""
-    return _pattern(multiline).sub(lambda match: _escape(match.group()), text)
+    """``text`` with each character that acts instead of printing, and each lone surrogate,
+    written as its escape (``multiline`` keeps tabs and line breaks)."""
+    return _SHOWN[multiline].sub(lambda match: _escape(match.group()), text)
 
 
 def one_line(value: object) -> str:

@@ -58,6 +58,7 @@ def test_visible_writes_each_acting_character_as_its_escape() -> None:
     assert shown.startswith("\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\x00\\x9b31m\\x7f\\u202e\\u2067\\u200f\\u2028|")
     assert visible(HOSTILE, multiline=True).endswith("|\n\n")
     assert visible(shown) == shown  # escaping twice changes nothing
+    assert visible("a\ud800b\udfff", multiline=True) == "a\\ud800b\\udfff"  # a lone surrogate cannot be written
 
 
 def _rows() -> list[dict]:

@@ -32,7 +32,7 @@ once (:attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency`).
 Every answer also carries its transcript (:attr:`Detections.transcript`,
 :attr:`GroundingAnswer.transcript`), made in one place, :meth:`ChatAdapter.exchange`: per
 question, the texts sent (a text over :data:`LONG_TEXT` characters as its sha256), the reply as
-written, its frame, and each box read from it (as written, in pixels, the class it went to, or
+written (its first :data:`LONG_REPLY` characters, with ``reply_cut`` saying so: :func:`kept_reply`), its frame, and each box read from it (as written, in pixels, the class it went to, or
 why it was dropped). The plugin writes them to the samples log (``--rf100vl-log-samples``).
 """
 
@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from rf100vl_hf.progress import progress_bar
+from rf100vl_hf.redact import scrub
 
 from pytest_rf100vl.adapters.base import (
     TINY,
@@ -75,6 +76,9 @@ LONG_TEXT = 2000
 """A text sent that is longer than this many characters (few-shot turns, long annotator
 instructions) appears in a transcript as ``sha256:<hex digest of its UTF-8 bytes>``: every image
 of a task is sent the same texts, and the samples log repeats them on each of its lines."""
+LONG_REPLY = 65_536
+"""Characters of a reply a transcript keeps: a reply of 500 boxes per class fits; a model that
+runs on for megabytes would make the samples log and the answer cache as large."""
 UNKNOWN_LABEL = "label matches no class"
 """Why a box read from a reply was dropped, in its transcript."""
 
@@ -82,6 +86,16 @@ UNKNOWN_LABEL = "label matches no class"
 def shown_text(text: str) -> str:
     """A text sent as a transcript gives it: as sent, or its sha256 when over :data:`LONG_TEXT`."""
     return text if len(text) <= LONG_TEXT else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def kept_reply(text: str) -> dict[str, Any]:
+    """A reply as a transcript keeps it: ``reply``, its first :data:`LONG_REPLY` characters, and
+    when it is longer ``reply_cut``, ``{"kept": LONG_REPLY, "of": its length}``. It is scrubbed
+    before it is cut, so a cut never leaves part of a secret the scrubber would not know."""
+    text = scrub(text)
+    if len(text) <= LONG_REPLY:
+        return {"reply": text}
+    return {"reply": text[:LONG_REPLY], "reply_cut": {"kept": LONG_REPLY, "of": len(text)}}
 
 
 class ReadBox(NamedTuple):
@@ -334,7 +348,7 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
                 if index is None:
                     record["dropped"] = UNKNOWN_LABEL
             boxes.append(record)
-        return {"sent": [shown_text(text) for text in question_texts(prompt)], "reply": reply.text,
+        return {"sent": [shown_text(text) for text in question_texts(prompt)], **kept_reply(reply.text),
                 "frame": [float(v) for v in reply.frame], "boxes": boxes, "unreadable_boxes": rejected}
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
@@ -394,7 +408,7 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
                 quadrant = parse_quadrant(raw["quadrant"], query.quadrant_prompt)
                 transcript.append({"question": "quadrant",
                                    "sent": [shown_text(text) for text in question_texts(quadrant_prompts[i])],
-                                   "reply": raw["quadrant"], "quadrant": quadrant})
+                                   **kept_reply(raw["quadrant"]), "quadrant": quadrant})
             self.tally.add(no_box=int(best is None), **({"no_quadrant": int(quadrant is None)}
                                                         if i in quadrant_replies else {}))
             box = None if best is None else read[best].pixels

@@ -11,6 +11,9 @@ With ``replies`` (``rf100vl-hf draw --replies``), a pair run with ``--rf100vl-lo
 shows what its model wrote: each picture's caption quotes the start of each raw reply, and
 ``<dataset>-<image id>.reply.txt`` beside it holds the image's whole line of the samples log,
 laid out to read (texts sent, replies, the boxes read and why any was dropped or repaired).
+A reply is the model's text, whatever it holds: both show a control character (an ANSI
+escape, a NUL) and a lone surrogate as its escape (:func:`rf100vl_hf.controls.visible`), so
+the file is neither obeyed by a terminal nor unwritable, and the caption draws no box glyphs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import IGNORED, MATCHED
 from rf100vl_hf.progress import progress_bar
@@ -110,7 +114,9 @@ def reply_text(line: dict[str, Any]) -> str:
     if transcript is None and not line.get("error"):
         out.append("(no transcript: the answer was cached before transcripts were kept)")
     for number, question in enumerate(transcript or [], start=1):
-        out += ["", f"--- question {number}", "sent:", *(f"  {text}" for text in question["sent"]), "reply:",
+        cut = question.get("reply_cut")
+        said = f"reply (its first {cut['kept']} of {cut['of']} characters):" if cut else "reply:"
+        out += ["", f"--- question {number}", "sent:", *(f"  {text}" for text in question["sent"]), said,
                 *(f"  {text}" for text in question["reply"].splitlines() or [""])]
         boxes = question.get("boxes", [])
         unreadable = question.get("unreadable_boxes", 0)
@@ -122,20 +128,19 @@ def reply_text(line: dict[str, Any]) -> str:
     repairs = {name: count for name, count in (line.get("repairs") or {}).items() if count}
     out += ["", f"detections scored: {len(line.get('detections', []))}"
             + (f"; repaired: {', '.join(f'{name} {count}' for name, count in repairs.items())}" if repairs else "")]
-    return "\n".join(out) + "\n"
+    return visible("\n".join(out), multiline=True) + "\n"
 
 
 def _quoted(line: dict[str, Any] | None) -> list[str]:
     """Caption lines quoting the start of each reply of an image's samples line."""
     if line is None:
         return ["no line of the samples log for this image"]
-    replies = [question["reply"] for question in line.get("transcript") or []]
-    quoted = [f"reply {number}: {' '.join(reply.split())[:QUOTED_REPLY]}"
-              + ("..." if len(' '.join(reply.split())) > QUOTED_REPLY else "")
+    replies = [one_line(question["reply"]) for question in line.get("transcript") or []]
+    quoted = [f"reply {number}: {reply[:QUOTED_REPLY]}" + ("..." if len(reply) > QUOTED_REPLY else "")
               for number, reply in enumerate(replies[:QUOTED_REPLIES], start=1)]
     if len(replies) > QUOTED_REPLIES:
         quoted.append(f"and {len(replies) - QUOTED_REPLIES} more replies")
-    return quoted or ["no reply" + (f": {line['error']}" if line.get("error") else " kept for this image")]
+    return quoted or ["no reply" + (f": {one_line(line['error'])}" if line.get("error") else " kept for this image")]
 
 
 def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), min_score: float = MIN_SCORE,

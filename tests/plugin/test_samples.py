@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_rf100vl.adapters.text_answers import LONG_TEXT, UNKNOWN_LABEL, shown_text
+from pytest_rf100vl.adapters.text_answers import LONG_REPLY, LONG_TEXT, UNKNOWN_LABEL, shown_text
 
 from tests.plugin.helpers import results
 from tests.support.model_servers import Received, serve_openai
 
 KEY = "sk-samples-91c3f0-never-written"
 KEY_VARIABLE = "RF100VL_SAMPLES_TEST_KEY"
+SCRUBBED_REPLY = LONG_REPLY - 10 + 100 - len(KEY) + 2 * len("***")
+"""The length of :func:`scripted`'s reply with its two keys masked."""
 RUN = ("--rf100vl-model", "openai:stand-in-vl", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
        "--benchmark-disable", "-p", "no:cacheprovider", f"--rf100vl-adapter-option=openai.api_key_env={KEY_VARIABLE}",
        "--rf100vl-adapter-option=openai.coordinates=pixels")
@@ -42,7 +44,8 @@ def sample() -> tuple[list[int], list[str]]:
 def scripted(classes: list[str]) -> Any:
     """The stand-in's answer to every image (pixel coordinates of the image sent): a box of the
     first class, one of a label that is no class, one reaching past the image's right edge, one
-    whose coordinate cannot be read, all after prose that repeats the key."""
+    whose coordinate cannot be read, all after prose that repeats the key, and then more text than
+    the samples log keeps (ending with the key, so a cut through it must not leave a part of it)."""
 
     def answer(received: Received) -> str:
         width, height = received.image.size
@@ -50,7 +53,8 @@ def scripted(classes: list[str]) -> Any:
                  {"bbox_2d": [3, 3, 9, 9], "label": "unicorn"},
                  {"bbox_2d": [width // 2, 1, width + 40, height // 3], "label": classes[-1]},
                  {"bbox_2d": [1, "NaN", 5, 5], "label": classes[0]}]
-        return f"My key is {KEY}, and here they are: {json.dumps(boxes)}"
+        said = f"My key is {KEY}, and here they are: {json.dumps(boxes)} "
+        return said + "." * (LONG_REPLY - len(said) - 10) + KEY + "." * 100
 
     return answer
 
@@ -95,6 +99,8 @@ def test_a_served_run_logs_one_line_per_image_without_the_key_and_the_cache_keep
         assert line["from_cache"] is False and line["error"] is None
         (question,) = line["transcript"]
         assert question["reply"].startswith("My key is ***, and here they are: [")
+        assert len(question["reply"]) == LONG_REPLY and question["reply"].count("***") == 2
+        assert question["reply_cut"] == {"kept": LONG_REPLY, "of": SCRUBBED_REPLY}
         assert question["sent"][-1] in questions and len(question["sent"][-1]) <= LONG_TEXT
         assert question["unreadable_boxes"] == 1
         read = question["boxes"]
@@ -131,6 +137,7 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
         name = f"sample-{line['image_id']}"
         text = (out / "replies" / f"{name}.reply.txt").read_text(encoding="utf-8")
         assert line["transcript"][0]["reply"] in text and "My key is ***" in text
+        assert f"reply (its first {LONG_REPLY} of {SCRUBBED_REPLY} characters):" in text
         assert f"'unicorn' written [3.0, 3.0, 9.0, 9.0], pixels [3.0, 3.0, 9.0, 9.0] dropped: {UNKNOWN_LABEL}" in text
         assert "boxes read: 3 (1 more could not be read)" in text
         assert "detections scored: 2; repaired: clipped 1" in text

@@ -138,3 +138,32 @@ def test_an_empty_results_folder_is_an_error_naming_it(world, tmp_path, capsys) 
     code = main(["draw", str(tmp_path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--data-dir",
                  str(world["data"])])
     assert code == 2 and "--dataset: 0 rows of bees (RF100-VL rows found: none)" in capsys.readouterr().err
+
+
+def test_replies_holding_escapes_nul_and_a_lone_surrogate_are_drawn_and_shown_as_text(world, tmp_path, capsys) -> None:
+    """A model may write anything: every image is drawn, the ``.reply.txt`` and the caption show
+    an ESC, a NUL and a lone surrogate as their escapes (neither obeyed nor drawn as a box)."""
+    import shutil
+
+    from rf100vl_hf.results.draw import _quoted
+
+    file = tmp_path / "test.json"
+    shutil.copy(world["root"] / "run" / "predictions" / "owlv2" / "bees" / "test.json", file)
+    replies = ["fine \ud800 lone\x00nul", "\x1b[31mred\x1b[0m\x1b]0;title\x07", "plain [1, 2, 3, 4]"]
+    ids = [image["id"] for image in world["truth"]["images"][:3]]
+    lines = [{"image_id": i, "file_name": f"{i}.jpg", "from_cache": False, "error": None, "repairs": {},
+              "detections": [], "transcript": [{"sent": ["find \x1b[2Jbees"], "reply": reply, "frame": [1.0, 1.0],
+                                                "boxes": [], "unreadable_boxes": 0}]}
+             for i, reply in zip(ids, replies)]
+    (tmp_path / "test.samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "drawn"
+    assert main(["draw", str(file), "--dataset", "bees", "--out", str(out), "--images", "3", "--replies",
+                 "--data-dir", str(world["data"])]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"bees-{i}.{kind}" for i in ids for kind in ("png", "reply.txt"))
+    texts = [(out / f"bees-{i}.reply.txt").read_text(encoding="utf-8") for i in ids]
+    assert "  fine \\ud800 lone\\x00nul" in texts[0]
+    assert "  \\x1b[31mred\\x1b[0m\\x1b]0;title\\x07" in texts[1] and "  find \\x1b[2Jbees" in texts[1]
+    assert not any(set(text) & {"\x00", "\x1b", "\x07"} for text in texts)
+    caption = " ".join(_quoted(lines[0]) + _quoted(lines[1]))
+    assert "reply 1: fine \\ud800 lone\\x00nul" in caption and "reply 1: \\x1b[31mred" in caption
+    assert not set(caption) & {"\x00", "\x1b", "\x07", "\ud800"}
