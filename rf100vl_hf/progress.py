@@ -3,7 +3,9 @@
 The library logs through the ``rf100vl_hf`` logger and draws bars with huggingface_hub's
 tqdm, so ``HF_HUB_DISABLE_PROGRESS_BARS=1`` silences them as it silences the Hub's own.
 A caller that shows progress its own way (the pytest plugin's live line, where captured
-stderr would hide a bar) follows every bar drawn inside ``with follow(callback):``.
+stderr would hide a bar) follows every bar drawn inside ``with follow(callback):``, told how
+deep each bar is: a bar drawn while another is open (a chat model's bar over the classes it
+asks about, inside the bar over a pair's images) is depth 1, and is no new step of the outer one.
 """
 
 from __future__ import annotations
@@ -12,20 +14,29 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 logger = logging.getLogger("rf100vl_hf")
 
-Follower = Callable[[str, float, float | None], None]
-"""``callback(description, done, total)``, called as a bar advances (``total`` may be unknown)."""
+Follower = Callable[[str, float, float | None, int], None]
+"""``callback(description, done, total, depth)``, called as a bar advances (``total`` may be
+unknown; ``depth``: how many followed bars were open when this one started)."""
 
-_FOLLOWER: contextvars.ContextVar[Follower | None] = contextvars.ContextVar("rf100vl_progress", default=None)
+
+@dataclass
+class _Following:
+    callback: Follower
+    open: list[Any] = field(default_factory=list)  # the followed bars not yet closed, outermost first
+
+
+_FOLLOWER: contextvars.ContextVar[_Following | None] = contextvars.ContextVar("rf100vl_progress", default=None)
 
 
 @contextlib.contextmanager
 def follow(callback: Follower) -> Iterator[None]:
     """Call ``callback`` as every progress bar drawn inside the block advances."""
-    token = _FOLLOWER.set(callback)
+    token = _FOLLOWER.set(_Following(callback))
     try:
         yield
     finally:
@@ -36,8 +47,8 @@ def progress_bar(*args: Any, **kwargs: Any) -> Any:
     """A huggingface_hub tqdm bar (``tqdm``'s arguments) that also reports to the follower, if any."""
     from huggingface_hub.utils import tqdm
 
-    follower = _FOLLOWER.get()
-    if follower is None:
+    following = _FOLLOWER.get()
+    if following is None:
         return tqdm(*args, **kwargs)
 
     # A disabled tqdm (``disable=True``, HF_HUB_DISABLE_PROGRESS_BARS) counts nothing and has
@@ -46,20 +57,33 @@ def progress_bar(*args: Any, **kwargs: Any) -> Any:
 
     class Followed(tqdm):  # type: ignore[misc, valid-type]
         followed: float = 0
+        depth: int = 0
 
         def __init__(self, *args: Any, **kwargs: Any):
             super().__init__(*args, **kwargs)
-            follower(description, 0, self.total)  # the step starts now (its rate counts from here)
+            self.depth = len(following.open)
+            following.open.append(self)
+            following.callback(description, 0, self.total, self.depth)  # the step starts now (its rate counts from here)
 
         def update(self, n: float | None = 1) -> bool | None:
             shown = super().update(n)
             self.followed += 1 if n is None else n
-            follower(description, self.followed, self.total)
+            following.callback(description, self.followed, self.total, self.depth)
             return shown
 
         def __iter__(self) -> Iterator[Any]:
-            for done, item in enumerate(super().__iter__(), start=1):
-                yield item
-                follower(description, done, self.total)
+            try:
+                for done, item in enumerate(super().__iter__(), start=1):
+                    yield item
+                    following.callback(description, done, self.total, self.depth)
+            finally:  # a disabled bar is not closed by tqdm at the end of its iterable
+                self._leave()
+
+        def close(self) -> None:
+            self._leave()
+            super().close()
+
+        def _leave(self) -> None:
+            following.open[:] = [bar for bar in following.open if bar is not self]  # tqdm's == compares positions
 
     return Followed(*args, **kwargs)

@@ -6,7 +6,10 @@ would be hidden. While a pair's test runs, this plugin object follows every prog
 the library and the inference loop draw (:func:`rf100vl_hf.progress.follow`) and shows one
 line per step through pytest's terminal reporter, with what is done, the rate and the time
 left; on a terminal the line updates in place, elsewhere (CI logs, pipes) a line is printed
-at most every :data:`PLAIN_INTERVAL_S` seconds and when the step ends. INFO lines of the
+at most every :data:`PLAIN_INTERVAL_S` seconds and when the step ends. A bar inside the step's
+bar (a chat model's bar over the classes it asks about each image) is no step of its own: on a
+terminal it is shown after the step's line, and it never restarts the step's rate or prints a
+line when it ends. INFO lines of the
 ``rf100vl_hf`` logger (prepare and mosaic builds starting and finishing) are shown live too.
 """
 
@@ -41,6 +44,7 @@ class Step:
     started: float
     done: float = 0
     shown: float | None = None  # when its line was last written (or, for plain lines, first seen)
+    inner: str = ""  # the bar inside it, as "DESC: DONE/TOTAL", while it runs
 
     def rate(self, now: float) -> float | None:
         elapsed = now - self.started
@@ -58,7 +62,8 @@ class Step:
         if self.finished:
             return f"{self.description}: {count} in {_duration(now - self.started)}" + (f" ({per_s})" if per_s else "")
         left = f", ETA {_duration((self.total - self.done) / rate)}" if rate and self.total is not None else ""
-        return f"{self.description}: {count}" + (f" ({per_s}{left})" if per_s else "")
+        return f"{self.description}: {count}" + (f" ({per_s}{left})" if per_s else "") + (
+            f"; {self.inner}" if self.inner else "")
 
 
 def _number(value: float) -> str:
@@ -137,10 +142,20 @@ class LiveProgress:
             logger.setLevel(level)
 
     # -- following ------------------------------------------------------------------
-    def advance(self, description: str, done: float, total: float | None) -> None:
-        """The follower of every progress bar: start, update or end the current step's line."""
+    def advance(self, description: str, done: float, total: float | None, depth: int = 0) -> None:
+        """The follower of every progress bar: start, update or end the current step's line
+        (a bar inside another, ``depth`` > 0, only updates what is shown after it)."""
         now = self.clock()
         step = self.step
+        if depth:
+            if step is not None:
+                finished = total is not None and done >= total
+                step.inner = "" if finished else f"{description}: {_number(done)}" + (
+                    "" if total is None else f"/{_number(total)}")
+                if self.tty and (step.shown is None or now - step.shown >= TTY_INTERVAL_S):
+                    self.show(step.line(now))
+                    step.shown = now
+            return
         if step is None or step.description != description or done < step.done or step.finished:
             self.end_step()
             step = self.step = Step(description or "working", total, now)

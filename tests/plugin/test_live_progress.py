@@ -104,3 +104,31 @@ def test_a_terminal_line_updates_in_place_and_a_log_line_does_not_overwrite_it()
         "rf100vl: uouo-mmd: composing 8 mosaics in 2 process(es)",
         "rf100vl: embedding cut-outs: 10/10 in 2.5 s (4.0/s)",
     ]
+
+
+def _chat_model_on(images: int, live: LiveProgress, now: list[float], classes: int = 5, seconds: float = 0.4) -> None:
+    """What a chat model's pair draws: a bar over the images and, inside it, one over the classes
+    asked about each image (``seconds`` each)."""
+    from rf100vl_hf.progress import follow, progress_bar
+
+    with follow(live.advance), progress_bar(total=images, desc="qwen on bees", disable=True) as bar:
+        for _ in range(images):
+            for _ in progress_bar(range(classes), desc="qwen classes", disable=True):
+                now[0] += seconds
+            bar.update(1)
+
+
+def test_a_bar_inside_a_bar_keeps_the_outer_rate_and_prints_no_line_per_image() -> None:
+    live, reporter, now = _live(tty=False)
+    _chat_model_on(4, live, now)  # 2 s per image
+    assert reporter.lines == ["rf100vl: qwen on bees: 3/4 (0.5/s, ETA 2.0 s)",
+                              "rf100vl: qwen on bees: 4/4 in 8.0 s (0.5/s)"]
+
+
+def test_on_a_terminal_the_inner_bar_is_shown_after_the_outer_one() -> None:
+    live, reporter, now = _live(tty=True)
+    seen: list[str] = []
+    live.show = lambda line: seen.append(line)  # type: ignore[method-assign]
+    _chat_model_on(2, live, now, classes=3, seconds=1.0)
+    assert "qwen on bees: 1/2 (0.2/s, ETA 5.0 s); qwen classes: 2/3" in seen  # 5 s in: 3 s, then 2 of 3 classes
+    assert not [line for line in reporter.lines if "classes" in line]
