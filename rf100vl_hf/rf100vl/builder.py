@@ -487,7 +487,9 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                     for name, c in per_class.items()
                 },
             },
-            "license": next((v for v in (_readme_field(t, "License") for t in readmes) if v), None),
+            "license": next((v for v in (_readme_field(t, "License") for t in readmes) if v), None)
+            or "; ".join(dict.fromkeys(name for source in (self.fewshot_export, export) if source
+                                       for name in source.licenses)) or None,
             "homepage": next((v for v in (_homepage(t) for t in readmes) if v), None),
             "repairs": {split: dict(s.repairs) for split, s in export.splits.items()},
             "zero_area_boxes": {split: s.zero_area_boxes for split, s in export.splits.items()},

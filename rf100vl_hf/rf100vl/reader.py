@@ -140,6 +140,7 @@ class Export:
     readme_dataset: str | None
     readme_roboflow: str | None
     fingerprint: str  # xxh3-128 over every byte the export is made of
+    licenses: list[str] = field(default_factory=list)  # the names the annotation files' ``licenses`` state
 
     @property
     def name(self) -> str:
@@ -226,6 +227,25 @@ def _parse_categories(path: Path, data: dict, repairs: Counter) -> list[Category
             raise DataError(path, f"{where}.name", f"{shown(name)} {problem}")
         categories.append(Category(cid, name, cat.get("supercategory")))
     return categories
+
+
+def _licenses(path: Path, data: dict) -> list[str]:
+    """The licence names an annotation file states in COCO's ``licenses`` (entries with no name,
+    or an empty one, are skipped: they state nothing)."""
+    listed = data.get("licenses") or []
+    if not isinstance(listed, list):
+        raise DataError(path, "licenses", f"expected a list, found {shown(listed)}")
+    names = []
+    for i, raw in enumerate(listed):
+        name = _object(path, f"licenses[{i}]", raw).get("name")
+        if name is not None and not isinstance(name, str):
+            raise DataError(path, f"licenses[{i}].name", f"expected a string, found {shown(name)}")
+        problem = text_problem(name) if name else None
+        if problem:
+            raise DataError(path, f"licenses[{i}].name", f"{shown(name)} {problem}")
+        if name and name.strip():
+            names.append(name.strip())
+    return names
 
 
 def decide_classes(path: Path, categories: list[Category]) -> tuple[list[Category], str, str | None]:
@@ -672,6 +692,8 @@ def read_export(
         ", ".join(f"{name} {len(s.images)} images, {sum(len(i.annotations) for i in s.images)} boxes"
                   for name, s in read.items()),
     )
+    licenses = [name for split in wanted
+                for name in _licenses(root / SPLIT_FOLDERS[split] / ANNOTATIONS_FILE, parsed[split].data)]
     return Export(
         root=root,
         classes=[c.name for c in classes],
@@ -682,4 +704,5 @@ def read_export(
         readme_dataset=readme_dataset,
         readme_roboflow=readme_roboflow,
         fingerprint=hasher.hexdigest(),
+        licenses=list(dict.fromkeys(licenses)),
     )

@@ -514,3 +514,23 @@ def test_an_incomplete_folder_of_a_dead_build_is_removed_and_a_living_ones_kept(
     assert living.is_dir() and not dead.exists()
     living.rename(build.parent / ".removed-by-hand")
     assert len(_bare_test_split(cache)) == len(load(root, "test")["images"])
+
+
+def test_a_licence_stated_only_in_the_coco_json_is_the_datasets_and_its_cards(sample_root: Path, tmp_path: Path) -> None:
+    """An export without a README (as some exports come) keeps the licence its annotation files state."""
+    from rf100vl_hf.hub.rf100vl_card import hub_license
+
+    export = copy_export(sample_root / "sample", tmp_path / "data" / "bare", link_images=True)
+    for readme in export.glob("README*"):
+        readme.unlink()
+    stated = [{"id": 1, "url": "https://creativecommons.org/publicdomain/zero/1.0/", "name": "Public Domain"}]
+    edit(export, lambda data: data.update(licenses=stated), folders=("train", "valid", "test"))
+    meta = rf100vl_builder("bare", tmp_path / "data", progress=False).metadata
+    assert meta["license"] == "Public Domain"
+    assert hub_license(meta["license"]) == ("other", "public-domain", None)
+    edit(export, lambda data: data.update(licenses=[{"id": 1, "name": "CC BY 4.0"}, {"id": 2, "name": "MIT"}]),
+         folders=("train", "valid", "test"))
+    assert rf100vl_builder("bare", tmp_path / "data", progress=False).metadata["license"] == "CC BY 4.0; MIT"
+    edit(export, lambda data: data.update(licenses=[{"id": 1, "name": "MIT\x1b[2J"}]), folders=("train", "valid", "test"))
+    with pytest.raises(DataError, match=r"_annotations\.coco\.json: licenses\[0\]\.name: .MIT\\x1b\[2J. contains \\x1b"):
+        rf100vl_builder("bare", tmp_path / "data", progress=False)
