@@ -8,6 +8,7 @@ has the plugin installed.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +53,29 @@ def _ini(config: pytest.Config, option: Option) -> Any:
 
 def read_config(config: pytest.Config) -> RunConfig:
     """This session's configuration: each option from the command line, else the
-    ``--rf100vl-config`` file, else the ini file, else its default."""
+    ``--rf100vl-config`` file, else the ini file, else its default (the config's ``origins``
+    say which file set a value)."""
     kind_sections, metrics = option_sections()
     path = CONFIG_OPTION.parse(_command_line(config, CONFIG_OPTION) or _ini(config, CONFIG_OPTION))
     from_file = read_file(path, kind_sections, metrics) if path is not None else {}
+    origins: dict[tuple[str, str], str] = {}
+    in_file = f"{path.name} " if path is not None else ""
+    ini = config.inipath.name if config.inipath else "the ini file"
 
     def lookup(section: str, attribute: str, option: Option) -> Any:
-        for given in (_command_line(config, option), from_file.get((section, attribute)), _ini(config, option)):
+        given = _command_line(config, option)
+        if given is not None:
+            return given
+        for given, origin in ((from_file.get((section, attribute)), f"{in_file}{section}.{attribute}"),
+                              (_ini(config, option), f"{ini} {option.dest}")):
             if given is not None:
+                origins[(section, attribute)] = origin
                 return given
         if option.kind == "path" and option.default is not None:  # a default folder is where pytest was started
             return config.invocation_params.dir / option.default
         return None
 
-    return build_config(lookup, kind_sections, metrics)
+    return dataclasses.replace(build_config(lookup, kind_sections, metrics), origins=origins)
 
 
 def load_config(path: str | Path) -> RunConfig:

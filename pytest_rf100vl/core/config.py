@@ -264,6 +264,13 @@ class RunConfig:
     """Each metric's minimum set by its ``--KIND-min-METRIC`` option."""
     kinds: Mapping[str, Any] = field(default_factory=dict)
     """Benchmark kind name -> its own options section (``BenchmarkKind.options``)."""
+    origins: Mapping[tuple[str, str], str] = field(default_factory=dict, compare=False)
+    """``(section, field)`` -> where a value not given on the command line was set (``run.yaml
+    minimums.ap``, ``pytest.ini rf100vl_min_ap``): what a row credits for a minimum."""
+
+    def minimum_source(self, metric: Metric) -> str:
+        """Where ``metric``'s minimum was set: its option, or the file that set it."""
+        return self.origins.get((MINIMUMS, metric.name)) or minimum_option(metric).flag
 
     @property
     def active(self) -> bool:

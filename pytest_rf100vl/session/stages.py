@@ -66,7 +66,7 @@ def thresholds(pair: Pair, kind: BenchmarkKind, session: "MatrixView") -> dict[s
     found = {}
     for metric in kind.metrics:
         minimum = session.config.minimums.get(metric)
-        default = None if minimum is None else Threshold(minimum, f"--{metric.kind}-min-{metric.name}")
+        default = None if minimum is None else Threshold(minimum, session.config.minimum_source(metric))
         threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
         if threshold is not None:
             found[metric.name] = threshold

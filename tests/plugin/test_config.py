@@ -42,12 +42,19 @@ def test_a_config_file_runs_the_matrix_and_the_command_line_wins_over_it(
     pytester.runpytest_inprocess(f"--rf100vl-config={run_file}", "--benchmark-disable").assert_outcomes(passed=1)
     (row,) = results(pytester.path / "from-file")  # relative paths are the file's folder's
     assert (row["spec"], row["dataset"], row["batch_size"], row["min_ap"]) == ("oracle", "sample", 2, 50)
+    assert row["threshold_source"] == "run.yaml minimums.ap"  # the minimum is credited to the file, not the option
+    assert "passed (>= 50, run.yaml minimums.ap)" in (pytester.path / "from-file" / "summary.md").read_text("utf-8")
 
     pytester.runpytest_inprocess(f"--rf100vl-config={run_file}", "--rf100vl-batch-size=3",
                                  f"--rf100vl-results={pytester.path / 'from-cli'}", "--benchmark-disable",
                                  "--rf100vl-rerun").assert_outcomes(passed=1)
     (row,) = results(pytester.path / "from-cli")
     assert (row["batch_size"], row["min_ap"]) == (3, 50)
+    pytester.makeini("[pytest]\nrf100vl_min_ap = 40\n")
+    pytester.runpytest_inprocess(f"--rf100vl-config={run_file}", f"--rf100vl-results={pytester.path / 'options'}",
+                                 "--rf100vl-min-ap=30", "--benchmark-disable").assert_outcomes(passed=1)
+    (row,) = results(pytester.path / "options")
+    assert (row["min_ap"], row["threshold_source"]) == (30, "--rf100vl-min-ap")
 
 
 @pytest.mark.parametrize(("text", "message"), [
