@@ -10,8 +10,9 @@ Layout of the dataset repository:
 - ``predictions/<run id>/...``: prediction files, when pushed with them.
 
 Pushing appends and merges: the rows on the Hub are read at the commit the push starts from,
-merged with the new rows (the latest row per identity wins; nothing else is dropped), and
-the commit is made against that parent commit. When someone else committed in between, the
+merged with the new rows (the latest row per identity wins; nothing else is dropped; the
+rows in the order they were measured, so the card and the tables are the same whichever push
+lands last), and the commit is made against that parent commit. When someone else committed in between, the
 Hub refuses it (412 or 409); the push then reads again, merges again and retries, a bounded
 number of times. Two pushes racing each other therefore keep the rows of both.
 """
@@ -30,7 +31,7 @@ from rf100vl_hf.progress import logger
 from rf100vl_hf.protocols import PAPER
 from rf100vl_hf.results.folder import read_parquet, write_parquet
 from rf100vl_hf.results.plots import write_plots
-from rf100vl_hf.results.rows import latest, read_jsonl, results_file, select
+from rf100vl_hf.results.rows import in_time_order, latest, read_jsonl, results_file, select
 from rf100vl_hf.results.summary import provenance
 from rf100vl_hf.results.tables import (
     SMOKE_NOTE,
@@ -229,7 +230,7 @@ def push_results(
             with xet_or_lfs(api.endpoint, repo_id, REPO_TYPE, token):
                 for attempt in range(1, max_attempts + 1):
                     head = api.repo_info(repo_id, repo_type=REPO_TYPE, token=token, timeout=seconds).sha
-                    merged = latest(remote_rows(api, repo_id, head, token) + rows)
+                    merged = in_time_order(latest(remote_rows(api, repo_id, head, token) + rows))
                     with tempfile.TemporaryDirectory(prefix="rf100vl-results-") as staging:
                         files = write_results_repo(Path(staging), repo_id, merged)
                         operations = [CommitOperationAdd(path, str(Path(staging) / path)) for path in files]

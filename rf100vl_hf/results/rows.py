@@ -159,6 +159,13 @@ def latest(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [with_measured_throughput(rows[index], rows) for index in sorted(best.values())]
 
 
+def in_time_order(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` in the order they were measured (by timestamp; rows of one time keep their order):
+    the same list whichever source was read first, as a repository merged from racing pushes
+    must be."""
+    return sorted(rows, key=_when)
+
+
 def _hashable(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in values)
 

@@ -69,6 +69,20 @@ def test_two_machines_pushed_give_one_repository_with_the_union(hub_server, tmp_
     assert "![heatmap](plots/heatmap.png)" in card
 
 
+def test_the_repository_is_the_same_whichever_machine_pushes_last(hub_server, tmp_path):
+    """Two machines' pushes land in either order (they race): the rows and the card come out the
+    same, the models in the order they were measured; a machine pushing its rows again moves nothing."""
+    a = machine(tmp_path, "a", "owlv2", {"bees": 40.0})
+    b = machine(tmp_path, "b", "gdino", {"bees": 20.0}, day=2)
+    for repo, order in (("org/a-last", (a, b, a)), ("org/b-last", (b, a, b))):
+        for folder in order:
+            push_results([folder], repo, token=hub_server.token)
+    cards = [hub_server.files(repo)["README.md"].decode() for repo in ("org/a-last", "org/b-last")]
+    assert "| Dataset | Domain | owlv2 | gdino |" in cards[0]
+    assert cards[0].replace("org/a-last", "REPO") == cards[1].replace("org/b-last", "REPO")
+    assert [r["spec"] for r in loaded("org/a-last")] == [r["spec"] for r in loaded("org/b-last")] == ["owlv2", "gdino"]
+
+
 def test_a_later_row_replaces_its_identity_and_nothing_else_goes(hub_server, tmp_path):
     push_results([machine(tmp_path, "a", "owlv2", {"bees": 40.0, "actions": 30.0})], "org/merge", token=hub_server.token)
     push_results([machine(tmp_path, "b", "owlv2", {"bees": 45.0}, day=3)], "org/merge", token=hub_server.token)
