@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.controls import visible
 from rf100vl_hf.hub.results_repo import push_results
 
 
@@ -29,6 +30,6 @@ def push_session(folder: Path, rows: list[dict[str, Any]], repo_id: str, run_id:
     try:
         pushed = push_results(rows, repo_id)
     except Exception as exc:  # whatever failed, the session's results stand: say so and how to retry
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        reason = visible((str(exc).splitlines() or [type(exc).__name__])[0])  # a Hub's message may hold escapes
         return True, f"pushing results to {repo_id} failed: {reason}; retry with: {retry_command(folder, repo_id, run_id)}"
     return False, f"pushed {len(rows)} row(s) to {repo_id}, which now holds {pushed.rows} ({pushed.commit_url})"

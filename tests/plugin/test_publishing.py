@@ -139,3 +139,15 @@ def test_results_summary_over_two_sessions_equals_one_session_that_ran_both(
     assert main(["results", "summary", *map(str, split), "--out", str(merged)]) == 0
     assert tables(merged) == tables(both)
     assert "| **All** | mean | 90.3 | 0.0 |" in tables(both)
+
+
+def test_a_failed_push_shows_the_hubs_escapes_as_text(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pytest_rf100vl.session import publish
+    from rf100vl_hf.network import HubError
+
+    def refused(*args, **kwargs):
+        raise HubError("pushing results to org/x: http://hub answered 400: bad \x1b[2J\x1b]0;owned\x07 row\nmore")
+
+    monkeypatch.setattr(publish, "push_results", refused)
+    failed, line = publish.push_session(tmp_path, [{"dataset": "bees"}], "org/x", "run-1")
+    assert failed and "answered 400: bad \\x1b[2J\\x1b]0;owned\\x07 row; retry with: rf100vl-hf results push" in line
