@@ -93,9 +93,7 @@ class MatrixSession:
         chosen = self.config.loop.cache
         if chosen is None:
             return Path(self.config.report.results) / "answers"
-        if chosen.strip().lower() == "off":
-            return None
-        return self.pytest_config.invocation_params.dir / Path(chosen).expanduser()
+        return None if chosen == "off" else Path(chosen)  # resolved where it was given (a file's folder...)
 
     def _check_adapter_options(self) -> None:
         """An option a model's adapter does not declare, or a value it refuses, is a usage error
