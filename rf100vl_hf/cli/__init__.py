@@ -29,6 +29,7 @@ from rf100vl_hf.arguments import (
 )
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra, os_error_line
+from rf100vl_hf.redact import scrub
 from rf100vl_hf.rf100vl.request import (
     FEWSHOT_CLASS_MATCHES,
     FEWSHOT_STRATEGIES,
@@ -524,7 +525,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     """A warning as one line on stderr, ``rf100vl-hf: warning: ...``, without Python's source
     path and code line; another library's warning says its kind."""
     kind = "" if category.__module__.startswith("rf100vl_hf") else f"{category.__name__}: "
-    print(f"rf100vl-hf: warning: {kind}{one_line(message)}", file=file or sys.stderr)
+    print(f"rf100vl-hf: warning: {kind}{one_line(scrub(str(message)))}", file=file or sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -540,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc)
     except OSError as exc:
         message = os_error_line(exc)
-    print(f"rf100vl-hf: error: {visible(message, multiline=True)}", file=sys.stderr)  # a path may hold an escape
+    print(f"rf100vl-hf: error: {visible(scrub(message), multiline=True)}", file=sys.stderr)  # a path may hold an escape
     return USAGE_ERROR
 
 

@@ -158,3 +158,24 @@ def test_a_key_given_as_api_key_env_is_written_nowhere(pytester: pytest.Pytester
     output = run.stdout.str() + run.stderr.str()
     assert "must name an environment variable" in output
     assert given not in output + written(pytester.path / ".rf100vl")
+
+
+HUB_TOKEN = "hf_plugin_SeCrEt_9911"
+HUB_ECHO = """
+import os
+
+
+def pytest_rf100vl_result_row(config, pair, row):
+    return {"hub_said": "401 for " + os.environ["HF_TOKEN"]}  # as a model download's error may repeat it
+"""
+
+
+def test_the_hub_token_is_written_nowhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session knows HF_TOKEN from its start, whether or not it pushes anything."""
+    monkeypatch.setenv("HF_TOKEN", HUB_TOKEN)
+    pytester.makeconftest(HUB_ECHO)
+    run = pytester.runpytest_inprocess("--rf100vl-model", "oracle", *RUN[2:])
+    run.assert_outcomes(passed=1)
+    (row,) = rows(pytester)
+    assert row["hub_said"] == "401 for ***"
+    assert HUB_TOKEN not in written(pytester.path / ".rf100vl") + run.stdout.str() + run.stderr.str()
