@@ -94,7 +94,7 @@ class ModelSpec:
 def _shard(value: str) -> tuple[int, int]:
     part, slash, count = value.partition("/")
     if not (slash and part.strip().isdigit() and count.strip().isdigit() and 1 <= int(part) <= int(count)):
-        raise ValueError(f"expected I/N with 1 <= I <= N, e.g. 1/4, got {value!r}")
+        raise ValueError(f"expected I/N with 1 <= I <= N, e.g. 1/4, got {shown(value)}")
     return int(part), int(count)
 
 
@@ -105,7 +105,7 @@ def _batch_size(value: str) -> int | str:
     try:
         size = int(text)
     except ValueError:
-        raise ValueError(f"expected a number of images or {AUTO_BATCH}, got {value!r}") from None
+        raise ValueError(f"expected a number of images or {AUTO_BATCH}, got {shown(value)}") from None
     if size < 1:
         raise ValueError(f"must be at least 1 (or {AUTO_BATCH}), got {size}")
     return size
@@ -113,7 +113,7 @@ def _batch_size(value: str) -> int | str:
 
 def _repo_id(value: str) -> str:
     if value.count("/") != 1 or not all(part.strip() for part in value.split("/")):
-        raise ValueError(f"expected a Hub repository id ORG/NAME, got {value!r}")
+        raise ValueError(f"expected a Hub repository id ORG/NAME, got {shown(value)}")
     return value
 
 
@@ -137,6 +137,19 @@ def _train_split(value: str) -> str:
     return value
 
 
+def _adapter_option_items(values: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+    """An option check: ``[NAME.]KEY=VALUE`` items (a NAME is checked against the run's models
+    by :func:`build_config`)."""
+    parsed = []
+    for value in values:
+        target, sep, text = value.partition("=")
+        adapter, _, key = target.strip().rpartition(".")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"expected [NAME.]KEY=VALUE, got {shown(value)}")
+        parsed.append(AdapterOption(adapter or None, key, text.strip()))
+    return tuple(parsed)
+
+
 @dataclass(frozen=True)
 class MatrixConfig:
     """What runs: every model on every dataset, or a part of that matrix."""
@@ -148,7 +161,8 @@ class MatrixConfig:
         split=True)
     adapter_options: tuple[AdapterOption, ...] = option(
         "adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter NAME "
-        "only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE")
+        "only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE",
+        check=_adapter_option_items)
     shard: tuple[int, int] | None = option(
         "shard", "str", "run part I of N of the matrix (size-balanced, the same on every machine), e.g. 1/4", "I/N",
         check=_shard, show=lambda value: f"{value[0]}/{value[1]}")
@@ -353,22 +367,16 @@ def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Seq
     return config
 
 
-def _adapter_options(values: tuple[str, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
-    """``[NAME.]KEY=VALUE`` items; a NAME must be the adapter name of a model of the run."""
+def _adapter_options(given: tuple[AdapterOption, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+    """The adapter options, each NAME the adapter name of a model of the run."""
     names = {text.partition(":")[0].strip() for text in models}
-    parsed = []
-    for value in values:
-        target, sep, text = value.partition("=")
-        adapter, _, key = target.strip().rpartition(".")
-        if not sep or not key.isidentifier():
-            raise pytest.UsageError(f"--rf100vl-adapter-option: expected [NAME.]KEY=VALUE, got {value!r}")
-        if adapter and adapter not in names:
+    for item in given:
+        if item.adapter and item.adapter not in names:
             raise pytest.UsageError(
-                f"--rf100vl-adapter-option {value!r}: no model named {adapter!r} in this run "
+                f"--rf100vl-adapter-option {shown(str(item))}: no model named {shown(item.adapter)} in this run "
                 f"(models: {', '.join(sorted(names)) or 'none'})"
             )
-        parsed.append(AdapterOption(adapter or None, key, text.strip()))
-    return tuple(parsed)
+    return given
 
 
 def all_options(kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> tuple[Option, ...]:

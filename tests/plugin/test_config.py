@@ -129,6 +129,8 @@ def refused(path: Path) -> str:
     (ALIAS_BOMB, "holds more than 10000 values once its aliases are expanded"),
     ("matrix: {model: [oracle], dataset: 5, limit: true}", "--rf100vl-limit: expected a number, got True"),
     ("matrix: {model: true}", "--rf100vl-model: expected text or a list of text, got True"),
+    ("matrix: {shard: " + "9" * 100_000 + "x}", "--rf100vl-shard: expected I/N with 1 <= I <= N, e.g. 1/4, got '999*"),
+    ("matrix: {model: [oracle], adapter-option: [" + "o" * 100_000 + "]}", "expected [NAME.]KEY=VALUE, got 'ooo*"),
     ("matrix: {model: [oracle], dataset: {sample: 1}}", "--rf100vl-dataset: expected a list, got a mapping"),
     ("matrix: {model: [oracle, [a, b]]}", "--rf100vl-model: expected text items, got ['a', 'b']"),
     ("report: {results: [a, b]}", "--rf100vl-results: expected text, got ['a', 'b']"),
