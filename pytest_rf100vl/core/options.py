@@ -102,8 +102,9 @@ class Option:
         return value
 
     def relative_to(self, folder: Path, raw: Any) -> Any:
-        """A raw ``path`` value given in a file of ``folder``: relative to that folder (another
-        kind's value, a keyword, empty or other than text: as given, for :meth:`parse`)."""
+        """A raw ``path`` value resolved against ``folder`` (where pytest started, or the folder
+        of the config or ini file that gave it); another kind's value, a keyword, empty text or
+        a value other than text as given, for :meth:`parse` to take or refuse."""
         if self.kind != "path" or not isinstance(raw, str) or not raw.strip() or _keyword(self, raw) is not None:
             return raw
         return folder / Path(raw).expanduser()
