@@ -60,7 +60,8 @@ def forms(secret: str) -> set[str]:
     given = {secret, secret.strip(), secret.strip().strip("'\"").strip()}
     found: set[str] = set()
     for text in given:
-        coded = [encode(text.encode()).decode() for encode in (base64.b64encode, base64.urlsafe_b64encode)]
+        coded = [encode(text.encode()).decode() for encode in (base64.b64encode, base64.urlsafe_b64encode)
+                 if len(text) >= MIN_SECRET_LENGTH]  # a short secret's base64 is no less common a word
         for form in (text, unquote(text), quote(text, safe=""), quote(text), quote_plus(text),
                      json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1], repr(text)[1:-1],
                      *coded, *(code.rstrip("=") for code in coded)):
