@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from rf100vl_hf.errors import os_error_line
 from rf100vl_hf.redact import public_value, scrub
 
 from pytest_rf100vl import hookspec
@@ -45,6 +46,8 @@ SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
 EMPTY_KEY = pytest.StashKey[str]()
 """Why no pair ran, when none did (the run then exits 5 unless ``--rf100vl-allow-empty``)."""
+LOST_KEY = pytest.StashKey[str]()
+"""The results file that could not be written (a full disk), as one line."""
 NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
 """Lines for the terminal summary after the results: (is a warning, text)."""
 
@@ -166,13 +169,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     text = summary(rows, reports, state.missing, state.errors, state.left_out)
     text = scrub(text + resume.interruption(unfinished, session.exitstatus == pytest.ExitCode.INTERRUPTED))
-    state.writer.finish(rows, text)
+    lost = _write_results(state.writer, rows, text)
+    if lost and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     config.stash[SUMMARY_KEY] = text
     notes = [(True, warning) for warning in listeners.results_written(config, state.writer.folder, rows)]
     repo_id = state.config.report.push_results
     if repo_id:
         notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
     config.stash[NOTES_KEY] = [(warning, scrub(line)) for warning, line in notes]
+    if lost:
+        config.stash[LOST_KEY] = scrub(lost)
     failed = sum(check.status == FAILED for check in checks)
     config.stash[MEAN_FAILURES_KEY] = failed
     if failed and session.exitstatus == pytest.ExitCode.OK:
@@ -180,6 +187,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not rows and session.exitstatus == pytest.ExitCode.OK and not state.config.report.allow_empty:
         config.stash[EMPTY_KEY] = _why_empty(state)
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _write_results(writer: Any, rows: list[dict[str, Any]], text: str) -> str | None:
+    """Write results.parquet and summary.md; what could not be written (a full disk) as one
+    line naming the file, else ``None``: the rows are in results.jsonl whatever happens here."""
+    try:
+        writer.finish(rows, text)
+    except OSError as exc:
+        return f"{os_error_line(exc)}; every row is in {writer.jsonl} (exit status 1)"
+    return None
 
 
 def _why_empty(state: Any) -> str:
@@ -202,6 +219,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_line(f"results: {config.stash[SESSION_KEY].writer.folder}")
     for warning, line in config.stash[NOTES_KEY]:
         terminalreporter.write_line(f"rf100vl: {'warning: ' if warning else ''}{line}", yellow=warning)
+    if LOST_KEY in config.stash:
+        terminalreporter.write_line(f"rf100vl: error: {config.stash[LOST_KEY]}", red=True, bold=True)
     if EMPTY_KEY in config.stash:
         terminalreporter.write_line(
             f"rf100vl: {config.stash[EMPTY_KEY]}: exit status 5 (--rf100vl-allow-empty accepts an empty run)",

@@ -21,6 +21,15 @@ def shown(value: object) -> str:
     return _SHOWN.repr(value)
 
 
+def os_error_line(exc: OSError) -> str:
+    """An OSError as one line, ``<path>: <reason>`` (missing, unreadable, not a folder, disk
+    full); its message alone when it names no file."""
+    if exc.filename is None:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    target = f" -> {exc.filename2}" if exc.filename2 else ""
+    return f"{exc.filename}{target}: {exc.strerror or ' '.join(str(exc).split())}"
+
+
 class Rf100vlError(Exception):
     """Base class of every error this package raises on purpose."""
 

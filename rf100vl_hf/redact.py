@@ -9,9 +9,10 @@ label. So every text the plugin writes passes :func:`scrub`, and the process's o
 
 - a secret is masked in every form it may be written in: as given, stripped of white space
   and quotes (``$(cat keyfile)`` may keep a trailing newline), percent-encoded and decoded
-  (a URL carries it either way), as JSON and ``repr`` escape it; forms shorter than
-  :data:`MIN_SECRET_LENGTH` characters are not matched as bare text (they would mask
-  ordinary words);
+  (a URL carries it either way: any of its characters encoded, ``%2D`` for ``-`` too, as a
+  server echoes the form it was sent), in base64 (standard and URL-safe, padded or not), as
+  JSON and ``repr`` escape it; forms shorter than :data:`MIN_SECRET_LENGTH` characters are
+  not matched as bare text (they would mask ordinary words);
 - a URL's credentials (:meth:`Scrubber.remember_url`): its password (its user name when it
   has no password: a token in the user's place), ``user:password`` and its base64 (the
   ``Authorization: Basic`` header a client sends for them), and the value of every query
@@ -54,15 +55,30 @@ _AUTHORIZATION = re.compile(r"(?i)(?P<lead>\bbearer\s+|\bauthorization[\"']?\s*[
 
 
 def forms(secret: str) -> set[str]:
-    """Every way ``secret`` may be written where it leaks (see the module docstring)."""
+    """Every way ``secret`` may be written where it leaks as a fixed text (see the module
+    docstring; :func:`percent_encoded` matches the rest)."""
     given = {secret, secret.strip(), secret.strip().strip("'\"").strip()}
     found: set[str] = set()
     for text in given:
+        coded = [encode(text.encode()).decode() for encode in (base64.b64encode, base64.urlsafe_b64encode)
+                 if len(text) >= MIN_SECRET_LENGTH]  # a short secret's base64 is no less common a word
         for form in (text, unquote(text), quote(text, safe=""), quote(text), quote_plus(text),
-                     json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1], repr(text)[1:-1]):
+                     json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1], repr(text)[1:-1],
+                     *coded, *(code.rstrip("=") for code in coded)):
             if len(form) >= MIN_SECRET_LENGTH:
                 found.add(form)
     return found
+
+
+def percent_encoded(secret: str) -> re.Pattern[str]:
+    """``secret`` with any of its characters percent-encoded or not (hex digits in either
+    case, ``+`` for a space): a client may encode more than it must, and a server echoes it."""
+    def either(char: str) -> str:
+        hexes = "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
+        encoded = "".join(f"[{c}{c.lower()}]" if c.isalpha() else re.escape(c) for c in hexes)
+        return f"(?:{re.escape(char)}|{encoded}{'|[+]' if char == ' ' else ''})"
+
+    return re.compile("".join(either(char) for char in secret))
 
 
 def url_secrets(url: str) -> list[str]:
@@ -97,15 +113,21 @@ class Scrubber:
 
     def __init__(self) -> None:
         self._forms: tuple[str, ...] = ()
+        self._encoded: dict[str, re.Pattern[str]] = {}
         self._lock = threading.Lock()
 
     def remember(self, *secrets: str | None) -> None:
-        """Mask these secrets, in every form (:func:`forms`), from now on (``None`` and empty: nothing)."""
+        """Mask these secrets, in every form (:func:`forms`, :func:`percent_encoded`), from now
+        on (``None`` and empty: nothing)."""
         new = {form for secret in secrets if secret for form in forms(secret)}
-        if not new - set(self._forms):
+        plain = {unquote(text) for secret in secrets if secret
+                 for text in (secret.strip(), secret.strip().strip("'\"").strip())
+                 if len(text) >= MIN_SECRET_LENGTH} - set(self._encoded)
+        if not new - set(self._forms) and not plain:
             return
         with self._lock:
             self._forms = tuple(sorted(set(self._forms) | new, key=len, reverse=True))  # longest first
+            self._encoded = {**self._encoded, **{text: percent_encoded(text) for text in plain}}
 
     def remember_url(self, url: str) -> None:
         """Mask the credentials ``url`` carries (:func:`url_secrets`)."""
@@ -116,6 +138,9 @@ class Scrubber:
         for form in self._forms:
             if form in text:
                 text = text.replace(form, MASK)
+        if "%" in text:
+            for pattern in self._encoded.values():
+                text = pattern.sub(MASK, text)
         if "://" in text:
             text = _USERINFO.sub(_mask_userinfo, text)
         if "=" in text:

@@ -78,13 +78,18 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def read_file(path: Path, field: str = "file") -> bytes:
+def read_file(path: Path, field: str = "file", limit: int | None = None) -> bytes:
     """The bytes of the regular file at ``path`` (links followed), or a :class:`DataError` at
-    ``path``/``field`` saying what it is instead: a folder, a FIFO, a device, or unreadable."""
+    ``path``/``field`` saying what it is instead: a folder, a FIFO, a device, unreadable, or
+    (``limit``) larger than ``limit`` bytes, found by reading one byte past it."""
     refuse_special(path, path, field)
     if path.is_dir():
         raise DataError(path, field, "is a directory, not a file")
     try:
-        return path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(-1 if limit is None else limit + 1)
     except OSError as exc:
         raise DataError(path, field, f"cannot be read ({exc.strerror or exc})") from None
+    if limit is not None and len(data) > limit:
+        raise DataError(path, field, f"is larger than {limit:,} bytes, more than it may hold")
+    return data

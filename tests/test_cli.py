@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -253,3 +255,18 @@ def test_help_and_prepare_import_no_model_library(sample_root: Path, tmp_path: P
     assert _imports_of(["--help"], tmp_path) == {"code": 0, "heavy": [], "datasets": False}
     prepare = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path / "cache")]
     assert _imports_of(prepare, tmp_path) == {"code": 0, "heavy": [], "datasets": True}
+
+
+def test_a_full_disk_under_the_arrow_cache_is_one_line_naming_the_folder(
+    sample_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datasets.arrow_writer import ArrowWriter
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as Arrow raises it: no file named
+
+    monkeypatch.setattr(ArrowWriter, "write_table", full)
+    cache = tmp_path / "cache"
+    assert main(["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(cache)]) == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rf100vl-hf:")]
+    assert line.startswith(f"rf100vl-hf: error: {cache}{os.sep}") and line.endswith(": No space left on device"), line

@@ -49,6 +49,21 @@ def test_a_secret_is_masked_in_every_form_it_is_written_in() -> None:
     assert scrubber.scrub("nothing secret here") == "nothing secret here"
 
 
+@pytest.mark.parametrize("written", [
+    "qk%2Dlive%2D7788",  # each '-' encoded, though it need not be (a server echoes the form it was sent)
+    "%71%6b-live-7788",  # any character, hex in either case
+    "qk-live%2d7788",
+    "cWstbGl2ZS03Nzg4",  # base64
+])
+def test_a_secret_is_masked_percent_encoded_any_way_and_in_base64(written: str) -> None:
+    from rf100vl_hf.redact import Scrubber
+
+    scrubber = Scrubber()
+    scrubber.remember("qk-live-7788")
+    assert scrubber.scrub(f"400: bad request ?k={written}&page=2") == "400: bad request ?k=***&page=2"
+    assert scrubber.scrub("7788 live, 100% qk") == "7788 live, 100% qk"
+
+
 def test_a_urls_credentials_and_key_parameters_are_masked_wherever_the_url_is() -> None:
     import base64
 

@@ -31,7 +31,8 @@ def add_options(parser: pytest.Parser, options: tuple[Option, ...]) -> None:
             group.addoption(option.flag, action="store_true", default=None, dest=option.dest, help=option.help)
         else:
             group.addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
-        ini_type = {"list": "linelist", "path": "paths", "flag": "bool"}.get(option.kind, "string")
+        ini_type = {"list": "linelist", "path": "string" if option.keywords else "paths", "flag": "bool"}.get(
+            option.kind, "string")
         ini_default = {"string": "", "bool": False}.get(ini_type, [])
         parser.addini(option.dest, option.help, type=ini_type, default=ini_default)
 
@@ -39,13 +40,14 @@ def add_options(parser: pytest.Parser, options: tuple[Option, ...]) -> None:
 def _command_line(config: pytest.Config, option: Option) -> Any:
     """The command-line value (paths resolved against where pytest was started), else ``None``."""
     value = config.getoption(option.dest)
-    if value is not None and option.kind == "path":
-        return config.invocation_params.dir / Path(value).expanduser()
-    return value
+    return option.relative_to(config.invocation_params.dir, value) if value is not None else None
 
 
 def _ini(config: pytest.Config, option: Option) -> Any:
+    """The ini file's value (paths resolved against the ini file's folder), else ``None``."""
     value = config.getini(option.dest)
+    if option.kind == "path" and option.keywords:  # read as text, so that a keyword stays one
+        return option.relative_to(config.inipath.parent if config.inipath else config.rootpath, value or None)
     if option.kind == "path":
         return value[0] if value else None
     return value or None

@@ -22,6 +22,7 @@ The command line wins over the file, and the file over the ini file.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,10 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.constants import DTYPES
+from rf100vl_hf.controls import one_line
 from rf100vl_hf.devices import DEVICE_HELP, check_device_name
+from rf100vl_hf.errors import DataError, shown
+from rf100vl_hf.safepaths import read_file as safe_read
 from rf100vl_hf.training.recipe import parse_key_values, parse_seeds, regime_of
 
 from pytest_rf100vl.core.minimums import Metric
@@ -90,7 +94,7 @@ class ModelSpec:
 def _shard(value: str) -> tuple[int, int]:
     part, slash, count = value.partition("/")
     if not (slash and part.strip().isdigit() and count.strip().isdigit() and 1 <= int(part) <= int(count)):
-        raise ValueError(f"expected I/N with 1 <= I <= N, e.g. 1/4, got {value!r}")
+        raise ValueError(f"expected I/N with 1 <= I <= N, e.g. 1/4, got {shown(value)}")
     return int(part), int(count)
 
 
@@ -101,7 +105,7 @@ def _batch_size(value: str) -> int | str:
     try:
         size = int(text)
     except ValueError:
-        raise ValueError(f"expected a number of images or {AUTO_BATCH}, got {value!r}") from None
+        raise ValueError(f"expected a number of images or {AUTO_BATCH}, got {shown(value)}") from None
     if size < 1:
         raise ValueError(f"must be at least 1 (or {AUTO_BATCH}), got {size}")
     return size
@@ -109,7 +113,15 @@ def _batch_size(value: str) -> int | str:
 
 def _repo_id(value: str) -> str:
     if value.count("/") != 1 or not all(part.strip() for part in value.split("/")):
-        raise ValueError(f"expected a Hub repository id ORG/NAME, got {value!r}")
+        raise ValueError(f"expected a Hub repository id ORG/NAME, got {shown(value)}")
+    return value
+
+
+def _folder(value: Path) -> Path:
+    """An option check: a folder to write in (made when missing), refused when a file or a
+    device (``/dev/null``) stands in its place, before any pair runs."""
+    if value.exists() and not value.is_dir():
+        raise ValueError(f"{value} is a file, not a folder")
     return value
 
 
@@ -125,6 +137,19 @@ def _train_split(value: str) -> str:
     return value
 
 
+def _adapter_option_items(values: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+    """An option check: ``[NAME.]KEY=VALUE`` items (a NAME is checked against the run's models
+    by :func:`build_config`)."""
+    parsed = []
+    for value in values:
+        target, sep, text = value.partition("=")
+        adapter, _, key = target.strip().rpartition(".")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"expected [NAME.]KEY=VALUE, got {shown(value)}")
+        parsed.append(AdapterOption(adapter or None, key, text.strip()))
+    return tuple(parsed)
+
+
 @dataclass(frozen=True)
 class MatrixConfig:
     """What runs: every model on every dataset, or a part of that matrix."""
@@ -136,7 +161,8 @@ class MatrixConfig:
         split=True)
     adapter_options: tuple[AdapterOption, ...] = option(
         "adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter NAME "
-        "only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE")
+        "only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE",
+        check=_adapter_option_items)
     shard: tuple[int, int] | None = option(
         "shard", "str", "run part I of N of the matrix (size-balanced, the same on every machine), e.g. 1/4", "I/N",
         check=_shard, show=lambda value: f"{value[0]}/{value[1]}")
@@ -167,8 +193,8 @@ class LoopConfig:
     device_map: str | None = option(
         "device-map", "str", "spread each transformers model over every visible device with accelerate's device "
         "map: auto (for models larger than one GPU; recorded in each row)", "auto", choices=("auto",))
-    cache: str | None = option("cache", "str", "answer cache folder, or 'off' (default: <results>/answers)",
-                               "DIR|off")
+    cache: Path | str | None = option("cache", "path", "answer cache folder, or 'off' (default: <results>/answers)",
+                                      "DIR|off", keywords=("off",))
     warmup_batches: int = option("warmup-batches", "int", "model calls timed apart from the throughput (default: 2)",
                                  "N", default=2, minimum=1)
     min_time: float = option(
@@ -205,7 +231,7 @@ class ReportConfig:
     """Where the results go, and what fails a run."""
 
     results: Path = option("results", "path", f"folder of results files (default: {DEFAULT_RESULTS})", "DIR",
-                           default=DEFAULT_RESULTS)
+                           default=DEFAULT_RESULTS, check=_folder)
     thresholds: Path | None = option(
         "thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain or All), "
         "min_accuracy or min_miou (target: uouo-random or uouo-mmd) columns", "FILE")
@@ -348,22 +374,16 @@ def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Seq
     return config
 
 
-def _adapter_options(values: tuple[str, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
-    """``[NAME.]KEY=VALUE`` items; a NAME must be the adapter name of a model of the run."""
+def _adapter_options(given: tuple[AdapterOption, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+    """The adapter options, each NAME the adapter name of a model of the run."""
     names = {text.partition(":")[0].strip() for text in models}
-    parsed = []
-    for value in values:
-        target, sep, text = value.partition("=")
-        adapter, _, key = target.strip().rpartition(".")
-        if not sep or not key.isidentifier():
-            raise pytest.UsageError(f"--rf100vl-adapter-option: expected [NAME.]KEY=VALUE, got {value!r}")
-        if adapter and adapter not in names:
+    for item in given:
+        if item.adapter and item.adapter not in names:
             raise pytest.UsageError(
-                f"--rf100vl-adapter-option {value!r}: no model named {adapter!r} in this run "
+                f"--rf100vl-adapter-option {shown(str(item))}: no model named {shown(item.adapter)} in this run "
                 f"(models: {', '.join(sorted(names)) or 'none'})"
             )
-        parsed.append(AdapterOption(adapter or None, key, text.strip()))
-    return tuple(parsed)
+    return given
 
 
 def all_options(kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> tuple[Option, ...]:
@@ -373,37 +393,103 @@ def all_options(kind_sections: Mapping[str, type], metrics: Sequence[Metric]) ->
             *(minimum_option(metric) for metric in metrics))
 
 
-def read_file(path: Path, kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> dict[tuple[str, str], Any]:
-    """A config file's values by (section, field): keys are the options' names (``batch-size``
-    or ``batch_size``), paths relative to the file's folder. An unknown section or key, or a
-    file that is no YAML mapping, is a usage error naming the file and the key."""
+MAX_FILE_BYTES = 2**20
+"""The largest ``--rf100vl-config`` file read (a run's options take a few hundred bytes)."""
+MAX_FILE_VALUES = 10_000
+"""The most values a ``--rf100vl-config`` file may hold once its YAML aliases are expanded: an
+alias bomb of a few hundred bytes expands to hundreds of millions."""
+
+
+@functools.cache
+def _loader() -> type:
+    """PyYAML's safe loader, stricter: a key given twice in a mapping is an error rather than
+    the last one winning, ``1:30`` is text rather than YAML 1.1's base-60 number 90, and a
+    document that holds more than :data:`MAX_FILE_VALUES` values with its aliases expanded
+    (or an alias inside itself) is refused before anything is built from it."""
     import yaml
 
+    class ConfigLoader(yaml.SafeLoader):
+        def compose_document(self) -> Any:
+            document = super().compose_document()
+            _bound_values(document, yaml.SequenceNode, yaml.MappingNode)
+            return document
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise ValueError(f"duplicate key {shown(key.value)} (line {key.start_mark.line + 1})")
+                    seen.add(key.value)
+            return super().construct_mapping(node, deep=deep)
+
+        def construct_base_60(self, node: Any) -> Any:
+            built = {"tag:yaml.org,2002:int": yaml.SafeLoader.construct_yaml_int,
+                     "tag:yaml.org,2002:float": yaml.SafeLoader.construct_yaml_float}[node.tag]
+            return self.construct_scalar(node) if ":" in node.value else built(self, node)
+
+    for tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        ConfigLoader.add_constructor(tag, ConfigLoader.construct_base_60)
+    return ConfigLoader
+
+
+def _bound_values(document: Any, *containers: type) -> None:
+    """Count the values of a composed YAML document, an alias as often as it is used; a
+    ``ValueError`` past :data:`MAX_FILE_VALUES` (so a cycle of aliases ends too)."""
+    count, stack = 0, [document]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_FILE_VALUES:
+            raise ValueError(f"holds more than {MAX_FILE_VALUES} values once its aliases are expanded")
+        if isinstance(node, containers):
+            stack.extend(item for entry in node.value for item in (entry if isinstance(entry, tuple) else (entry,)))
+
+
+def read_file(path: Path, kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> dict[tuple[str, str], Any]:
+    """A config file's values by (section, field): keys are the options' names (``batch-size``
+    or ``batch_size``, not both), paths relative to the file's folder. Only a regular file of
+    at most :data:`MAX_FILE_BYTES` is read (not a FIFO, nor ``/dev/zero``), by a strict YAML
+    loader (:func:`_loader`). An unknown section or key, a bad value, or a file that is no
+    YAML mapping, is a one-line usage error naming the file and the key."""
+    import yaml
+
+    where = f"{CONFIG_OPTION.flag} {path}"
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: cannot read it: {exc}") from None
+        text = safe_read(Path(path), limit=MAX_FILE_BYTES).decode("utf-8")
+        loaded = yaml.load(text, Loader=_loader())  # noqa: S506 (a safe loader: _loader)
+    except DataError as exc:
+        raise pytest.UsageError(f"{where}: {exc.reason}") from None
+    except (UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise pytest.UsageError(f"{where}: cannot read it: {one_line(exc)}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: expected a mapping of sections, got "
-                                f"{type(loaded).__name__}")
+        raise pytest.UsageError(f"{where}: expected a mapping of sections, got {type(loaded).__name__}")
     known = {**{name: dict(fields_with_options(cls)) for name, cls in {**SECTIONS, **kind_sections}.items()},
              MINIMUMS: {metric.name: minimum_option(metric) for metric in metrics}}
     values: dict[tuple[str, str], Any] = {}
+    given_as: dict[tuple[str, str], str] = {}
     for section, entries in loaded.items():
         if section not in known:
-            raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: unknown section {section!r} "
-                                    f"(sections: {', '.join(known)})")
+            raise pytest.UsageError(f"{where}: unknown section {shown(section)} (sections: {', '.join(known)})")
         if not isinstance(entries, dict):
-            raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: section {section!r} must be a mapping")
+            raise pytest.UsageError(f"{where}: section {shown(section)} must be a mapping")
         by_name = {**{o.name: a for a, o in known[section].items()}, **{a: a for a in known[section]}}
         for key, value in entries.items():
             attribute = by_name.get(str(key)) or by_name.get(str(key).replace("_", "-"))
             if attribute is None:
-                raise pytest.UsageError(f"{CONFIG_OPTION.flag} {path}: unknown key {section}.{key} "
+                named = key if isinstance(key, str) and len(key) <= 80 else shown(key)
+                raise pytest.UsageError(f"{where}: unknown key {section}.{named} "
                                         f"(keys: {', '.join(o.name for o in known[section].values())})")
-            if known[section][attribute].kind == "path" and value is not None:
-                value = Path(path).parent / Path(str(value)).expanduser()
-            values[(section, attribute)] = value
+            if (section, attribute) in values:
+                raise pytest.UsageError(f"{where}: {section}.{attribute} is given twice "
+                                        f"(as {given_as[(section, attribute)]} and {key})")
+            declared = known[section][attribute]
+            value = declared.relative_to(Path(path).parent, value)
+            try:
+                declared.parse(value)
+            except pytest.UsageError as exc:
+                raise pytest.UsageError(f"{where}: {section}.{key}: {exc}") from None
+            values[(section, attribute)], given_as[(section, attribute)] = value, str(key)
     return values

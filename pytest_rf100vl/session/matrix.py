@@ -93,16 +93,17 @@ class MatrixSession:
         chosen = self.config.loop.cache
         if chosen is None:
             return Path(self.config.report.results) / "answers"
-        if chosen.strip().lower() == "off":
-            return None
-        return self.pytest_config.invocation_params.dir / Path(chosen).expanduser()
+        return None if chosen == "off" else Path(chosen)  # resolved where it was given (a file's folder...)
 
     def _check_adapter_options(self) -> None:
         """An option a model's adapter does not declare, or a value it refuses, is a usage error
         now, before any model loads; and the secrets the options hold or lead to are told to
-        the session's scrubber before anything is printed (:mod:`rf100vl_hf.redact`). Adapters
-        the registry does not know (made by a hook) or that declare no options are checked
-        when they are built."""
+        the session's scrubber before anything is printed (:mod:`rf100vl_hf.redact`), as is the
+        Hub token a download or a push sends. Adapters the registry does not know (made by a
+        hook) or that declare no options are checked when they are built."""
+        from rf100vl_hf.hub.auth import known_token
+
+        known_token()
         for spec in self.config.matrix.models:
             options = spec.option_values
             redact.remember_all(secret for value in options.values() if isinstance(value, str)

@@ -21,31 +21,34 @@ settings from its environment (``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_EN
 
 Everything logged passes the session's scrubber: rows come scrubbed from the hook, the tables
 and figures are made from scrubbed rows, the files were written scrubbed, the run's settings
-are recorded as the rows record options (URLs without credentials). A tracker that fails (not
+are recorded as the rows record options (URLs without credentials), and so is the command line
+W&B records of the process. A tracker that fails (not
 logged in, server down) logs nothing more; the session goes on, the results folder keeps
 everything, and the summary ends with a warning line saying what failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
 from rf100vl_hf import redact
-from rf100vl_hf.redact import public_value, scrub, scrubbed
+from rf100vl_hf.redact import public_argument, public_value, scrub, scrubbed
 from rf100vl_hf.results.folder import PARQUET, SUMMARY
 from rf100vl_hf.results.plots import write_plots
 from rf100vl_hf.results.tables import summary_tables
@@ -124,6 +127,19 @@ def _results_files(folder: Path) -> list[Path]:
     return [path for path in (folder / SUMMARY, folder / PARQUET) if path.is_file()]
 
 
+@contextlib.contextmanager
+def _public_command_line() -> Iterator[None]:
+    """``sys.argv`` as rows record the command line (:func:`~rf100vl_hf.redact.public_argument`
+    of each word) while W&B starts its run: W&B writes the process's arguments, which it reads
+    from ``sys.argv`` and no setting overrides, into the run's metadata."""
+    kept = sys.argv
+    sys.argv = [*kept[:1], *(public_argument(word) for word in kept[1:])]
+    try:
+        yield
+    finally:
+        sys.argv = kept
+
+
 class WandbTracker(Tracker):
     """A Weights & Biases run in project ``target`` (``WANDB_MODE=offline`` keeps it on disk)."""
 
@@ -136,8 +152,9 @@ class WandbTracker(Tracker):
         import wandb
 
         self.wandb = wandb
-        self.run = wandb.init(project=self.target, name=run_name, config=settings, reinit="create_new",
-                              settings=wandb.Settings(console="off", save_code=False, silent=True))
+        with _public_command_line():
+            self.run = wandb.init(project=self.target, name=run_name, config=settings, reinit="create_new",
+                                  settings=wandb.Settings(console="off", save_code=False, silent=True))
         self.rows = wandb.Table(columns=[*ROW_FIELDS, "row"], log_mode="INCREMENTAL", allow_mixed_types=True)
         self.steps = 0
 

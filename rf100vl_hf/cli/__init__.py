@@ -28,7 +28,8 @@ from rf100vl_hf.arguments import (
     REPO_ID,
 )
 from rf100vl_hf.controls import one_line, visible
-from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra
+from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra, os_error_line
+from rf100vl_hf.redact import scrub
 from rf100vl_hf.rf100vl.request import (
     FEWSHOT_CLASS_MATCHES,
     FEWSHOT_STRATEGIES,
@@ -519,20 +520,12 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _os_error(exc: OSError) -> str:
-    """An OSError as '<path>: <reason>' (user paths: missing, unreadable, not a folder, disk full)."""
-    if exc.filename is None:
-        return _one_line(exc)
-    target = f" -> {exc.filename2}" if exc.filename2 else ""
-    return f"{exc.filename}{target}: {exc.strerror or _one_line(exc)}"
-
-
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
     """A warning as one line on stderr, ``rf100vl-hf: warning: ...``, without Python's source
     path and code line; another library's warning says its kind."""
     kind = "" if category.__module__.startswith("rf100vl_hf") else f"{category.__name__}: "
-    print(f"rf100vl-hf: warning: {kind}{one_line(message)}", file=file or sys.stderr)
+    print(f"rf100vl-hf: warning: {kind}{one_line(scrub(str(message)))}", file=file or sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -547,8 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Rf100vlError as exc:
         message = str(exc)
     except OSError as exc:
-        message = _os_error(exc)
-    print(f"rf100vl-hf: error: {visible(message, multiline=True)}", file=sys.stderr)  # a path may hold an escape
+        message = os_error_line(exc)
+    print(f"rf100vl-hf: error: {visible(scrub(message), multiline=True)}", file=sys.stderr)  # a path may hold an escape
     return USAGE_ERROR
 
 

@@ -13,6 +13,7 @@ from huggingface_hub.utils import get_token
 
 from rf100vl_hf.errors import Rf100vlError
 from rf100vl_hf.network import status_of
+from rf100vl_hf.redact import remember
 
 _LOGIN_HINT = "log in with `hf auth login`, set HF_TOKEN, or pass a token with write access"
 
@@ -21,9 +22,18 @@ class HubAuthError(Rf100vlError, PermissionError):
     """No token, a token the Hub rejects, or one that may not write to the repository."""
 
 
+def known_token(token: str | None = None) -> str | None:
+    """The token a Hub call sends: ``token``, else ``HF_TOKEN`` or the logged-in one; told to
+    the process's scrubber first (:mod:`rf100vl_hf.redact`), so that an error that repeats it,
+    in any form, shows ``***``."""
+    token = token or get_token()
+    remember(token)
+    return token
+
+
 def check_token(api: HfApi, token: str | None) -> str:
     """The token to push with, checked against the Hub before anything is uploaded."""
-    token = token or get_token()
+    token = known_token(token)
     if not token:
         raise HubAuthError(f"not logged in to {api.endpoint}: {_LOGIN_HINT}")
     try:

@@ -170,11 +170,11 @@ def hub_status(model_repo: str, datasets: Sequence[str] = (), token: str | None 
     """What the Hub lists for ``model_repo``, its open pull requests with scores, and the
     leaderboards of ``datasets`` (default: every benchmark the model's entries name)."""
     from huggingface_hub import HfApi
-    from huggingface_hub.utils import get_token
 
+    from rf100vl_hf.hub.auth import known_token
 
     api = HfApi()
-    token = token or get_token()
+    token = known_token(token)
     with bounded(api.endpoint, f"reading what the Hub lists for {model_repo}", timeout) as seconds:
         entries, refused = listed_results(api, model_repo, token, seconds)
         pulls = [PullRequestScores(pr, _pull_request_tasks(api, model_repo, pr, token))

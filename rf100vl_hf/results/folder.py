@@ -97,11 +97,20 @@ class ResultsWriter:
             os.fsync(handle.fileno())
 
     def finish(self, rows: list[dict[str, Any]], summary: str) -> None:
-        """Write this run's ``results.parquet`` (as ``rf100vl-hf results summary`` writes it) and ``summary.md``."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        if rows:
-            write_parquet(scrubbed(rows), self.folder / PARQUET)
-        (self.folder / SUMMARY).write_text(scrub(summary), encoding="utf-8")
+        """Write this run's ``results.parquet`` (as ``rf100vl-hf results summary`` writes it) and
+        ``summary.md``; each is tried when the other cannot be written (a full disk), then the
+        first failure is raised, an OSError naming its file (``results.jsonl`` is untouched)."""
+        failures: list[OSError] = []
+        writes = [lambda: write_parquet(scrubbed(rows), self.folder / PARQUET)] if rows else []
+        writes.append(lambda: (self.folder / SUMMARY).write_text(scrub(summary), encoding="utf-8"))
+        for write in writes:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                write()
+            except OSError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
 
 def _arrow_table(rows: Sequence[dict[str, Any]]) -> Any:
@@ -141,7 +150,11 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    pq.write_table(_arrow_table(rows), partial)
+    try:
+        pq.write_table(_arrow_table(rows), partial)
+    except OSError as exc:  # Arrow names no file (a full disk): this one could not be written
+        partial.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or " ".join(str(exc).split()), str(path)) from exc
     partial.replace(path)
     return path
 

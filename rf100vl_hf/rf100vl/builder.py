@@ -521,11 +521,17 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                 logger.info("preparing %s: reading the export and writing the Arrow cache", self.source.name)
                 started = time.perf_counter()
                 try:
-                    super().download_and_prepare(str(staging), *args, **kwargs)
-                except DatasetGenerationError as exc:  # datasets wraps what failed while writing
-                    if isinstance(exc.__cause__, (Rf100vlError, OSError)):
-                        raise exc.__cause__ from None  # e.g. a file removed since it was checked
-                    raise
+                    try:
+                        super().download_and_prepare(str(staging), *args, **kwargs)
+                    except DatasetGenerationError as exc:  # datasets wraps what failed while writing
+                        if isinstance(exc.__cause__, (Rf100vlError, OSError)):
+                            raise exc.__cause__ from None  # e.g. a file removed since it was checked
+                        raise
+                except OSError as exc:
+                    if exc.filename is not None:
+                        raise
+                    # Arrow names no file (a full disk): the folder being written is the one to free
+                    raise OSError(exc.errno, exc.strerror or str(exc), str(staging)) from exc
                 _write_manifest(staging, self.manifest)
                 os.rename(staging, final)
                 logger.info("prepared %s in %.1f s (%s)", self.source.name, time.perf_counter() - started, final)

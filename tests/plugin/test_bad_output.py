@@ -101,3 +101,44 @@ def test_a_prompt_mode_the_model_lacks_fails_its_pairs_with_the_reason(
     result.stdout.fnmatch_lines(
         ["*nothing-sample: ValueError: adapter 'nothing' does not support prompt mode 'instructions'*"]
     )
+
+
+FULL_DISK = """
+import errno, os
+import pyarrow.parquet
+
+_kept = pyarrow.parquet.write_table
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as Arrow raises it: no file named
+
+
+def pytest_configure(config):
+    pyarrow.parquet.write_table = _full
+
+
+def pytest_unconfigure(config):
+    pyarrow.parquet.write_table = _kept
+"""
+
+
+def test_a_full_disk_at_finish_is_one_line_naming_the_file_and_keeps_every_row(fakes: pytest.Pytester) -> None:
+    """results.parquet cannot be written: the rows of results.jsonl stay, summary.md is still
+    written, pytest's summary still prints, and the run exits 1."""
+    (fakes.path / "conftest.py").write_text((fakes.path / "conftest.py").read_text() + FULL_DISK, encoding="utf-8")
+    result = fakes.runpytest_inprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample",
+                                       "--rf100vl-device", "cpu", "--benchmark-disable", "--rf100vl-max-rounds", "1")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    folder = fakes.path / ".rf100vl" / "results"
+    result.stdout.fnmatch_lines([
+        "*= rf100vl summary =*",
+        f"rf100vl: error: {folder / 'results.parquet'}: No space left on device; every row is in "
+        f"{folder / 'results.jsonl'} (exit status 1)",
+        "*= 1 passed in *",
+    ])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert [row["dataset"] for row in results(folder)] == ["sample"]
+    assert sorted(path.name for path in folder.iterdir() if path.is_file()) == ["results.jsonl", "results.jsonl.lock",
+                                                                                "summary.md"]

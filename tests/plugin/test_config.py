@@ -6,7 +6,11 @@ parameter that ``rf100vl-hf prepare`` takes."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +102,101 @@ def test_the_plugin_sets_the_split_parameters_prepare_takes(pytester: pytest.Pyt
     (row,) = results(pytester.path / ".rf100vl" / "results")
     examples = json.loads(row["split_parameters"])["examples"]
     assert (examples["k"], examples["strategy"], examples["candidates"]) == (3, "best", 4)
+
+
+ALIAS_BOMB = "matrix:\n  dataset: " + "".join(
+    f"\n    - &l{level} [{', '.join([f'*l{level - 1}' if level else 'x'] * 9)}]" for level in range(9)) + "\n"
+"""Nine levels of nine aliases: 506 bytes, 387 million items expanded."""
+
+
+def refused(path: Path) -> str:
+    """The one-line usage error ``load_config(path)`` gives, read within seconds."""
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            load_config(path)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 (the outcome is asserted below)
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    started = time.monotonic()
+    reader.start()
+    reader.join(timeout=20)
+    assert outcome, f"load_config({path}) still reading after {time.monotonic() - started:.0f} s"
+    (caught,) = outcome
+    assert isinstance(caught, pytest.UsageError), caught
+    message = str(caught)
+    assert "\n" not in message and len(message) < 500, message
+    return message
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (ALIAS_BOMB, "holds more than 10000 values once its aliases are expanded"),
+    ("matrix: {model: [oracle], dataset: 5, limit: true}", "--rf100vl-limit: expected a number, got True"),
+    ("matrix: {model: true}", "--rf100vl-model: expected text or a list of text, got True"),
+    ("matrix: {shard: " + "9" * 100_000 + "x}", "--rf100vl-shard: expected I/N with 1 <= I <= N, e.g. 1/4, got '999*"),
+    ("matrix: {model: [oracle], adapter-option: [" + "o" * 100_000 + "]}", "expected [NAME.]KEY=VALUE, got 'ooo*"),
+    ("matrix: {model: [oracle], dataset: {sample: 1}}", "--rf100vl-dataset: expected a list, got a mapping"),
+    ("matrix: {model: [oracle, [a, b]]}", "--rf100vl-model: expected text items, got ['a', 'b']"),
+    ("report: {results: [a, b]}", "--rf100vl-results: expected text, got ['a', 'b']"),
+    ("loop: {batch-size: 2, batch_size: 4}", "loop.batch_size is given twice (as batch-size and batch_size)"),
+    ("matrix: {limit: 2, limit: 3}", "duplicate key 'limit' (line 1)"),
+    ("loop: {device: cpu}\nloop: {dtype: float16}", "duplicate key 'loop' (line 2)"),
+    ("matrix: {limit: 1:30}", "--rf100vl-limit: expected a number, got '1:30'"),
+    ("report: {results: run.yaml}", "--rf100vl-results: * is a file, not a folder"),
+    ("report: {results: /dev/null}", "--rf100vl-results: /dev/null is a file, not a folder"),
+    ("rf100vl: {data-dir: ''}", "--rf100vl-data-dir: empty"),
+    ("loop: {attention: ' '}", "--rf100vl-attention: empty"),
+    ("minimums: {ap: .nan}", "--rf100vl-min-ap: expected a finite number, got nan"),
+    ("rf100vl: {tolerance: -1}", "--rf100vl-tolerance: must be at least 0, got -1.0"),
+])
+def test_a_hostile_config_file_is_one_line_naming_the_file_and_key(tmp_path: Path, text: str,
+                                                                   expected: str) -> None:
+    """No hang, no traceback, no silent wrong value, no message the size of the value."""
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    message = refused(path)
+    assert message.startswith(f"--rf100vl-config {path}: ") and fnmatch.fnmatch(message, "*{}*".format(expected.replace("[", "[[]"))), message
+
+
+def test_a_config_path_that_is_no_regular_file_or_too_large_is_refused_without_reading_it(tmp_path: Path) -> None:
+    assert "not a regular file" in refused(Path("/dev/zero"))
+    fifo = tmp_path / "run.fifo"
+    os.mkfifo(fifo)
+    assert "not a regular file" in refused(fifo)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("#" * (2 << 20), encoding="utf-8")
+    assert "is larger than 1,048,576 bytes" in refused(huge)
+
+
+def test_relative_paths_of_a_config_file_are_the_files_folders(tmp_path: Path) -> None:
+    """``loop.cache`` as ``report.results`` (docs/cli.md); ``off`` stays the word."""
+    path = tmp_path / "conf" / "run.yaml"
+    path.parent.mkdir()
+    path.write_text("loop: {cache: answers}\nreport: {results: out}\n", encoding="utf-8")
+    loaded = load_config(path)
+    assert (loaded.loop.cache, loaded.report.results) == (path.parent / "answers", path.parent / "out")
+    path.write_text("loop: {cache: 'off'}\n", encoding="utf-8")
+    assert load_config(path).loop.cache == "off"
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    ("--rf100vl-results=", "--rf100vl-results: empty"),
+    ("--rf100vl-results=/dev/null", "--rf100vl-results: /dev/null is a file, not a folder"),
+    ("--rf100vl-data-dir=", "--rf100vl-data-dir: empty"),
+    ("--rf100vl-model=", "--rf100vl-model: empty"),
+    ("--rf100vl-wandb=", "--rf100vl-wandb: empty"),
+    ("--rf100vl-min-ap=nan", "--rf100vl-min-ap: expected a finite number, got nan"),
+    ("--rf100vl-min-ap=inf", "--rf100vl-min-ap: expected a finite number, got inf"),
+    ("--rf100vl-tolerance=nan", "--rf100vl-tolerance: expected a finite number, got nan"),
+    ("--rf100vl-tolerance=-1", "--rf100vl-tolerance: must be at least 0, got -1.0"),
+])
+def test_an_empty_text_or_a_number_that_is_no_bound_is_a_usage_error(pytester: pytest.Pytester, option: str,
+                                                                     expected: str) -> None:
+    """Refused before any pair runs (an unset shell variable gives the empty text)."""
+    result = pytester.runpytest_inprocess("--rf100vl-model=oracle", "--rf100vl-dataset=sample", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{expected}*"])
+    assert not (pytester.path / ".rf100vl").exists()

@@ -15,6 +15,7 @@ from rf100vl_hf.hub.results_repo import push_results
 from rf100vl_hf.results import ap_table, read_results, render, select
 
 from tests.plugin.helpers import link, results
+from tests.support.hub_server import _Handler, echo_token
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")
 
@@ -100,7 +101,8 @@ def test_a_failed_push_is_a_warning_with_the_retry_command(
     monkeypatch.setenv("RF100VL_HUB_TIMEOUT", "5")
     monkeypatch.setenv("HF_TOKEN", hub_server.token)
     folder = fakes.path / "results"
-    with hub_server.down():
+    with monkeypatch.context() as refusing:  # the Hub refuses the commit, repeating the token in three forms
+        refusing.setattr(_Handler, "do_commit", echo_token)
         result = fakes.runpytest_inprocess(
             "--rf100vl-model", "oracle", f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample",
             f"--rf100vl-results={folder}", "--rf100vl-push-results", "tester/unreachable",
@@ -108,9 +110,10 @@ def test_a_failed_push_is_a_warning_with_the_retry_command(
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
-        f"rf100vl: warning: pushing results to tester/unreachable failed: *; retry with: rf100vl-hf results push "
-        f"{folder} --repo-id tester/unreachable --run *"
+        f"rf100vl: warning: pushing results to tester/unreachable failed: *refused for token *** (as *** and ***)*; "
+        f"retry with: rf100vl-hf results push {folder} --repo-id tester/unreachable --run *"
     ])
+    assert "standin" not in result.stdout.str() + result.stderr.str()
     before = snapshot(folder)
     run_id = results(folder)[0]["run_id"]
     push_results([folder], "tester/unreachable", token=hub_server.token, run=run_id)  # the retry works

@@ -6,6 +6,7 @@ trailing newline, a key given as ``api_key_env``) and whatever a hostile server 
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 from pathlib import Path
@@ -22,7 +23,11 @@ KEY = "sk-plugin/8c2e+d7==\n"
 """A key with a trailing newline and characters percent-encoding changes."""
 KEY_VARIABLE = "RF100VL_SECRETS_TEST_KEY"
 STRIPPED = KEY.strip()
-FORMS = (PASSWORD, quote(PASSWORD, safe=""), QUERY_KEY, STRIPPED, quote(STRIPPED, safe=""), json.dumps(KEY)[1:-1])
+ENCODED_QUERY_KEY = QUERY_KEY.replace("-", "%2D")
+"""The query key encoded more than it must be: a client sends it so, and a server echoes that."""
+BASE64_KEY = base64.b64encode(STRIPPED.encode()).decode()
+FORMS = (PASSWORD, quote(PASSWORD, safe=""), QUERY_KEY, ENCODED_QUERY_KEY, STRIPPED, quote(STRIPPED, safe=""),
+         json.dumps(KEY)[1:-1], BASE64_KEY)
 """Each secret as written by hand in each form a leak could take."""
 RUN = ("--rf100vl-model", "openai:stand-in-vl", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
        "--benchmark-disable", "--rf100vl-limit", "2", "-p", "no:cacheprovider")
@@ -127,7 +132,7 @@ def test_a_key_with_a_trailing_newline_that_a_server_echoes_is_written_nowhere(p
 @pytest.mark.parametrize("behaviour", ["echo", "echo_error"])
 def test_what_a_hostile_server_echoes_is_written_nowhere(pytester: pytest.Pytester, tmp_path: Path,
                                                          behaviour: str) -> None:
-    echoed = (KEY, quote(STRIPPED, safe=""), repr(KEY), PASSWORD, QUERY_KEY)
+    echoed = (KEY, quote(STRIPPED, safe=""), repr(KEY), PASSWORD, QUERY_KEY, ENCODED_QUERY_KEY, BASE64_KEY)
     with serve_hostile(behaviour, echo=echoed) as server:
         run = pytester.runpytest_inprocess(
             *RUN, f"--rf100vl-adapter-option=openai.base_url={secret_url(server.origin)}",
@@ -153,3 +158,24 @@ def test_a_key_given_as_api_key_env_is_written_nowhere(pytester: pytest.Pytester
     output = run.stdout.str() + run.stderr.str()
     assert "must name an environment variable" in output
     assert given not in output + written(pytester.path / ".rf100vl")
+
+
+HUB_TOKEN = "hf_plugin_SeCrEt_9911"
+HUB_ECHO = """
+import os
+
+
+def pytest_rf100vl_result_row(config, pair, row):
+    return {"hub_said": "401 for " + os.environ["HF_TOKEN"]}  # as a model download's error may repeat it
+"""
+
+
+def test_the_hub_token_is_written_nowhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session knows HF_TOKEN from its start, whether or not it pushes anything."""
+    monkeypatch.setenv("HF_TOKEN", HUB_TOKEN)
+    pytester.makeconftest(HUB_ECHO)
+    run = pytester.runpytest_inprocess("--rf100vl-model", "oracle", *RUN[2:])
+    run.assert_outcomes(passed=1)
+    (row,) = rows(pytester)
+    assert row["hub_said"] == "401 for ***"
+    assert HUB_TOKEN not in written(pytester.path / ".rf100vl") + run.stdout.str() + run.stderr.str()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,13 +118,15 @@ def test_both_trackers_log_each_row_as_it_finishes_then_the_summary(fakes: pytes
 def test_a_failing_tracker_is_a_warning_and_costs_no_result(fakes: pytest.Pytester, offline: dict[str, Path],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """An MLflow server that cannot be reached, at a URL with a password, which MLflow's error
-    repeats: the pairs pass, the W&B run is complete, the summary's last line says what failed."""
+    repeats: the pairs pass, the W&B run is complete, the summary's last line says what failed.
+    W&B records the process's command line (``sys.argv``, here the run's): never the password."""
     import faster_coco_eval  # noqa: F401
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
-    result = fakes.runpytest_inprocess(*RUN, "--rf100vl-wandb", "rf100vl-tests",
-                                       f"--rf100vl-mlflow=http://robot:{PASSWORD}@127.0.0.1:9")
+    args = (*RUN, "--rf100vl-wandb", "rf100vl-tests", f"--rf100vl-mlflow=http://robot:{PASSWORD}@127.0.0.1:9")
+    monkeypatch.setattr(sys, "argv", ["pytest", *args])
+    result = fakes.runpytest_inprocess(*args)
     result.assert_outcomes(passed=2)
     assert result.ret == 0
     rows = results(fakes.path / ".rf100vl" / "results")

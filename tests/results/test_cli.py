@@ -110,6 +110,18 @@ def test_push_with_the_server_down_is_one_line_and_exit_2(folders, hub_server, c
     assert "(2 rows in the repository)" in capsys.readouterr().out
 
 
+def test_a_token_the_hub_echoes_is_never_printed(folders, hub_server, capsys, monkeypatch):
+    """HF_TOKEN, which the Hub's error repeats in three forms: one line, every form masked."""
+    from tests.support.hub_server import _Handler, echo_token
+
+    monkeypatch.setattr(_Handler, "do_commit", echo_token)
+    monkeypatch.setenv("HF_TOKEN", hub_server.token)
+    assert main(["results", "push", str(folders[0]), "--repo-id", "org/echoed-token"]) == 2
+    out, err = capsys.readouterr()
+    (line,) = [line for line in err.splitlines() if "error" in line]
+    assert "refused for token *** (as *** and ***)" in line and "standin" not in out + err
+
+
 def test_eval_results_writes_entries(folders, tmp_path, capsys):
     from rf100vl_hf.hub.eval_results import check_eval_file
 

@@ -1067,3 +1067,12 @@ def serve_hub(root: Path) -> Iterator[StandInHub]:
     finally:
         HfFileSystem.clear_instance_cache()  # its instances hold listings of this server's repositories
         hub.stop()
+
+
+def echo_token(handler: _Handler, **_: str) -> None:
+    """A route's handler that refuses with a message repeating the request's token as it came,
+    percent-encoded and in base64, as a Hub error may: ``monkeypatch.setattr(_Handler,
+    "do_commit", echo_token)``."""
+    token = (handler.headers.get("Authorization") or "").removeprefix("Bearer").strip()
+    raise HubError(400, f"refused for token {token} (as {''.join(f'%{b:02X}' for b in token.encode())} "
+                        f"and {base64.b64encode(token.encode()).decode()})")

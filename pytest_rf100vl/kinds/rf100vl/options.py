@@ -58,7 +58,7 @@ class DetectionOptions:
         "SAM 3 at score 0.5); recorded in each row, whose rows never merge or rank with another protocol's", "NAME",
         default=PAPER, choices=tuple(PROTOCOLS))
     tolerance: float = option("tolerance", "float", "allowed distance, in AP points, from the reference table "
-                              "(default: 1.0)", "AP", default=1.0)
+                              "(default: 1.0)", "AP", default=1.0, minimum=0)
     reference_methods: dict[str, str] = option(
         "reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)", "SPEC=ROW",
         check=_methods)
