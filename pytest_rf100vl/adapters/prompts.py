@@ -80,6 +80,13 @@ INSTRUCTIONS_SUFFIX = "\n\nUse the following annotator instructions to improve d
 QWEN_COMBINED_SUFFIX = "\n\nUse the following annotator instructions:\n{instructions}\n"
 """What the authors' Qwen script appends to the first few-shot question in instructions + images mode."""
 
+ASK_SCORES = ' Give each object a "score" too: your confidence, from 0 to 1, that it is there and correctly boxed.'
+"""Ours (adapter option ``scores=ask``): appended to the question about the image asked about,
+so that the answer's boxes carry the model's own confidence (the few-shot turns are unchanged)."""
+VQA_QUESTION = 'Does the region {box} of this image show a {name}? Answer "yes" or "no".'
+"""Ours (adapter option ``scores=vqa``): the question that re-scores each box, its numbers as the
+model wrote them."""
+
 FEWSHOT_IMAGES = {"qwen2.5": 3, "qwen3": 3, "gemini": None, "generic": 3}
 """Few-shot images sent per family by default (``None``: all of the few-shot split)."""
 
@@ -332,6 +339,9 @@ class NamesPrompter(ABC):
     def quadrant_prompt(self, query: GroundingQuery) -> str | None:
         return query.quadrant_prompt
 
+    def question(self, text: str) -> str:
+        return text
+
 
 class CookbookPrompter(NamesPrompter):
     """The ``cookbook`` style (:func:`cookbook_text`) as one string per question, which has no
@@ -361,17 +371,27 @@ class ConversationPrompter:
 
     def __init__(self, style: str, family: str, per_class: bool, convention: BoxConvention,
                  fewshot_images: int | None = None,
-                 shown: Callable[[FewShotExample], FewShotExample] = lambda example: example):
+                 shown: Callable[[FewShotExample], FewShotExample] = lambda example: example,
+                 ask_scores: bool = False):
         self.style = style
         self.family = family
         self.per_class = per_class
         self.convention = convention
         self.fewshot_images = fewshot_images
         self.shown = shown
+        self.ask_scores = ask_scores
 
     def task_prompts(self, task: DetectionTask) -> list[tuple[Conversation, int | None]]:
         shown = replace(task, fewshot=tuple(self.shown(example) for example in task.fewshot))
-        return task_conversations(self.style, self.family, shown, self.per_class, self.convention, self.fewshot_images)
+        conversations = task_conversations(self.style, self.family, shown, self.per_class, self.convention,
+                                           self.fewshot_images)
+        if self.ask_scores:
+            return [(replace(conversation, text=conversation.text + ASK_SCORES), index)
+                    for conversation, index in conversations]
+        return conversations
+
+    def question(self, text: str) -> Conversation:
+        return Conversation(None, (), text, IMAGE_FIRST[self.family])
 
     def box_prompt(self, query: GroundingQuery) -> str:
         return query.box_prompt

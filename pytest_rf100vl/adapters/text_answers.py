@@ -62,7 +62,7 @@ from pytest_rf100vl.adapters.base import (
 )
 from pytest_rf100vl.adapters.keyed import prompt_key
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_quadrant
-from pytest_rf100vl.adapters.prompts import prompt_hash
+from pytest_rf100vl.adapters.prompts import VQA_QUESTION, prompt_hash
 
 ImageT = TypeVar("ImageT")
 """What a transport shows the model per image: pixels (local) or the stored item and what is sent (served)."""
@@ -77,6 +77,22 @@ instructions) appears in a transcript as ``sha256:<hex digest of its UTF-8 bytes
 of a task is sent the same texts, and the samples log repeats them on each of its lines."""
 UNKNOWN_LABEL = "label matches no class"
 """Why a box read from a reply was dropped, in its transcript."""
+SCORE_SOURCES = ("one", "ask", "vqa")
+"""Adapter option ``scores`` (Qwen and the served models): ``one`` (the default, the papers'
+protocol: every box 1.0), ``ask`` (the question asks for a score per box and the reply's is
+read: ``docs/prompts.md``), ``vqa`` (each box re-scored by a yes/no question to the same model,
+one more request per box). Part of the row's ``adapter_options``, so of its identity and of
+the answer cache's key."""
+UNSCORED = 0.0
+"""The score of a box whose reply gave none under ``scores=ask`` (counted: ``unscored_boxes``)."""
+UNREADABLE_VQA = 0.5
+"""The score of a box whose yes/no answer is neither (counted: ``unreadable_vqa_answers``)."""
+
+
+def yes_or_no(text: str) -> float | None:
+    """1.0 for an answer that starts with yes, 0.0 for no, ``None`` for anything else."""
+    words = "".join(char if char.isalpha() else " " for char in text.casefold()).split()
+    return {"yes": 1.0, "no": 0.0}.get(words[0]) if words else None
 
 
 def shown_text(text: str) -> str:
@@ -85,11 +101,13 @@ def shown_text(text: str) -> str:
 
 
 class ReadBox(NamedTuple):
-    """A box read from a reply: its label, its numbers as written and ``xyxy`` pixels."""
+    """A box read from a reply: its label, its numbers as written, ``xyxy`` pixels, and the
+    score the reply gave it (``None``: none)."""
 
     label: str | None
     written: Box
     pixels: tuple[float, ...]
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +166,9 @@ class Prompter(Protocol[PromptT]):
         """The UOUO quadrant question in this model's framing; ``None`` for a model that
         cannot answer questions (the scorer then reads the quadrant from the box centre)."""
 
+    def question(self, text: str) -> PromptT:
+        """A plain question about an image, with no system prompt (``scores=vqa``'s)."""
+
 
 class Transport(Protocol[ImageT, PromptT]):
     """How a chat model's answers are fetched.
@@ -184,8 +205,9 @@ class Coordinates(Protocol[ImageT]):
 
 class Tally:
     """Counts of what a chat adapter met in its answers since it was built, thread-safe:
-    ``answers``, ``boxes``, ``rejected_boxes``, ``unmatched_boxes``, ``no_box``, ``no_quadrant``
-    and, behind a server, ``reencoded_images``, ``downscaled_images``, ``truncated_answers``,
+    ``answers``, ``boxes``, ``rejected_boxes``, ``unmatched_boxes``, ``no_box``, ``no_quadrant``,
+    with ``scores=ask`` ``unscored_boxes``, with ``scores=vqa`` ``vqa_questions`` and
+    ``unreadable_vqa_answers``, and, behind a server, ``reencoded_images``, ``downscaled_images``, ``truncated_answers``,
     ``empty_answers``."""
 
     def __init__(self) -> None:
@@ -226,7 +248,8 @@ class Reader(Generic[ImageT]):
         of ``image``), and how many box-like entries could not be read; counted."""
         parsed = self.parse(reply.text)
         self.tally.add(answers=1, boxes=len(parsed.boxes), rejected_boxes=parsed.rejected)
-        read = [ReadBox(box.label, box.box, self.coordinates.to_pixels(box.box, reply, image)) for box in parsed.boxes]
+        read = [ReadBox(box.label, box.box, self.coordinates.to_pixels(box.box, reply, image), box.score)
+                for box in parsed.boxes]
         return read, parsed.rejected
 
     def class_of(self, label: str | None) -> int | None:
@@ -269,6 +292,9 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
         self.device_map = device_map
         self.attention = attention
         self.per_class = bool(self.options["per_class"])
+        self.scores = str(self.options.get("scores", SCORE_SOURCES[0]))
+        if self.scores not in SCORE_SOURCES:
+            raise ValueError(f"adapter {self.name!r}: option scores={self.scores!r} (use one of {', '.join(SCORE_SOURCES)})")
         self.tally = Tally()
         self.prompts: list[tuple[PromptT, int | None]] = []
         """The current task's questions, each with the class it asks for (``None``: every class)."""
@@ -338,31 +364,60 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
                 "frame": [float(v) for v in reply.frame], "boxes": boxes, "unreadable_boxes": rejected}
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
-        """Ask every question of the task about each image; boxes in pixels of each image, with
-        each image's transcript."""
+        """Ask every question of the task about each image; boxes in pixels of each image,
+        scored as option ``scores`` says, with each image's transcript."""
         if self.task is None:
             raise RuntimeError(f"adapter {self.name!r}: set_task must be called before predict")
         if not batch:
             return []
         images = [self.transport.view(item) for item in batch]
-        found: list[tuple[list[tuple[float, ...]], list[int]]] = [([], []) for _ in images]
+        kept: list[list[tuple[ReadBox, int]]] = [[] for _ in images]
         transcripts: list[Transcript] = [[] for _ in images]
         quiet = len(self.prompts) < 2 or self.concurrency > 1  # no bar per call from many threads
         for prompt, class_index in progress_bar(self.prompts, desc=f"{self.name} classes", disable=quiet, leave=False):
             replies = self.transport.generate(images, [prompt] * len(images))
-            for (boxes, labels), transcript, image, reply in zip(found, transcripts, images, replies):
+            for boxes, transcript, image, reply in zip(kept, transcripts, images, replies):
                 read, rejected = self.reader.read(reply, image)
                 classes = [class_index if class_index is not None else self.reader.class_of(box.label) for box in read]
                 transcript.append(self.exchange(prompt, reply, read, rejected, classes))
-                for box, index in zip(read, classes):
-                    if index is not None:
-                        boxes.append(box.pixels)
-                        labels.append(index)
+                boxes.extend((box, index) for box, index in zip(read, classes) if index is not None)
+        scores = self.vqa_scores(images, kept, transcripts) if self.scores == "vqa" else \
+            [[self.own_score(box) for box, _ in boxes] for boxes in kept]
         return [
-            Detections(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), np.ones(len(labels)),
-                       np.asarray(labels, dtype=np.int64), transcript)
-            for (boxes, labels), transcript in zip(found, transcripts)
+            Detections(np.asarray([box.pixels for box, _ in boxes], dtype=np.float64).reshape(-1, 4),
+                       np.asarray(image_scores, dtype=np.float64),
+                       np.asarray([index for _, index in boxes], dtype=np.int64), transcript)
+            for boxes, image_scores, transcript in zip(kept, scores, transcripts)
         ]
+
+    def own_score(self, box: ReadBox) -> float:
+        """A box's score: 1.0, or with ``scores=ask`` the one its reply gave (within 0..1;
+        :data:`UNSCORED` where it gave none)."""
+        if self.scores != "ask":
+            return 1.0
+        if box.score is None:
+            self.tally.add(unscored_boxes=1)
+            return UNSCORED
+        return min(1.0, max(0.0, box.score))
+
+    def vqa_scores(self, images: list[ImageT], kept: list[list[tuple[ReadBox, int]]],
+                   transcripts: list[Transcript]) -> list[list[float]]:
+        """Each kept box's ``scores=vqa`` score: the model asked, about the same image, whether
+        the box's region (its numbers as written) shows its class; every question of the batch
+        in one call to the transport, each counted as a request like any other."""
+        assert self.task is not None
+        asked = [(i, self.prompter.question(VQA_QUESTION.format(
+                      box="[" + ", ".join(f"{value:g}" for value in box.written) + "]", name=self.task.classes[index])))
+                 for i, boxes in enumerate(kept) for box, index in boxes]
+        replies = self.transport.generate([images[i] for i, _ in asked], [q for _, q in asked]) if asked else []
+        scores: list[list[float]] = [[] for _ in images]
+        for (i, question), reply in zip(asked, replies):
+            score = yes_or_no(reply.text)
+            self.tally.add(vqa_questions=1, unreadable_vqa_answers=int(score is None))
+            scores[i].append(UNREADABLE_VQA if score is None else score)
+            transcripts[i].append({"question": "vqa", "sent": [shown_text(text) for text in question_texts(question)],
+                                   "reply": reply.text, "score": scores[i][-1]})
+        return scores
 
     def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
         """Ask both UOUO questions of each mosaic; the box is the first one labelled with the

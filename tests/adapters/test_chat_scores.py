@@ -1,0 +1,127 @@
+"""Scores of chat-model boxes (adapter option ``scores``): ``one`` (the papers' protocol, every
+box 1.0), ``ask`` (the question asks for a score per box, the reply's is read) and ``vqa`` (each
+box re-scored by a yes/no question to the same model). Run against the stand-in OpenAI server:
+each row scores what pycocotools gives the same boxes with the same scores, records its score
+source, differs from the others in identity, and counts the re-scoring questions as requests."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pytest_rf100vl.adapters.base import DetectionTask, ImageItem
+from pytest_rf100vl.adapters.prompts import ASK_SCORES
+from pytest_rf100vl.adapters.registry import create
+from pytest_rf100vl.adapters.text_answers import yes_or_no
+from pytest_rf100vl.engine.answer_cache import key_for
+
+from tests.adapters.test_served_scores import scripted
+from tests.support.coco_reference import precision_ap, pycocotools_eval
+from tests.support.model_servers import Received, serve_openai
+
+VQA = re.compile(r'^Does the region \[([^\]]*)\] of this image show a (.*)\? Answer "yes" or "no"\.$')
+
+
+@pytest.fixture(scope="module")
+def sample_split() -> Any:
+    from rf100vl_hf.rf100vl.builder import load_rf100vl
+
+    return load_rf100vl("sample", split="test", progress=False)
+
+
+def asked_score(label: str, classes: list[str]) -> float | None:
+    """The stand-in's own score of a box of ``label``: none for the first class, else by class."""
+    index = classes.index(label)
+    return None if index == 0 else round(0.2 + 0.15 * (index % 5), 2)
+
+
+def test_yes_or_no_reads_the_first_word() -> None:
+    assert [yes_or_no(text) for text in ("Yes.", " no, it is a dog", "YES", "maybe", "", "Not sure")] == \
+        [1.0, 0.0, 1.0, None, None, None]
+
+
+@pytest.mark.parametrize("source", ["one", "ask", "vqa"])
+def test_each_score_source_scores_what_pycocotools_gives_its_scores(pytester: pytest.Pytester, sample_split: Any,
+                                                                   source: str) -> None:
+    import faster_coco_eval  # noqa: F401  (imported before the in-process run, which unloads what it imports)
+
+    import rf100vl_hf.metrics  # noqa: F401
+    from rf100vl_hf.metadata import read_metadata
+
+    classes, category_ids = read_metadata(sample_split)["classes"], read_metadata(sample_split)["category_ids"]
+    boxes_answer, predictions, truth = scripted(sample_split, "qwen3")
+    questions: list[str] = []
+
+    def answer(received: Received) -> str:
+        questions.append(received.question)
+        asked = VQA.match(received.question)
+        if asked:  # the first class is there, the others are not
+            return "Yes." if asked.group(2) == classes[0] else "No"
+        boxes = json.loads(boxes_answer(received))
+        for box in boxes:
+            if asked_score(box["label"], classes) is not None:
+                box["score"] = asked_score(box["label"], classes)
+        return json.dumps(boxes)
+
+    names = {category: name for name, category in zip(classes, category_ids)}
+    for prediction in predictions:
+        name = names[prediction["category_id"]]
+        prediction["score"] = {"one": 1.0, "ask": asked_score(name, classes) or 0.0,
+                               "vqa": float(name == classes[0])}[source]
+    reference = 100 * precision_ap(pycocotools_eval(truth, predictions))
+    with serve_openai(answer=answer) as server:
+        pytester.runpytest_inprocess(
+            "--rf100vl-model", "openai:stand-in-vl", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
+            "--benchmark-disable", "--rf100vl-cache", "off", "-p", "no:cacheprovider",
+            "--rf100vl-adapter-option", f"openai.base_url={server.url}",
+            "--rf100vl-adapter-option", "openai.coordinates=qwen3", "--rf100vl-adapter-option", f"scores={source}",
+        ).assert_outcomes(passed=1)
+    (row,) = [json.loads(line) for line in
+              (pytester.path / ".rf100vl" / "results" / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert row["ap"] == pytest.approx(reference, abs=1e-9)
+    assert row["score_source"] == source and json.loads(row["adapter_options"])["scores"] == source
+    detections = [q for q in questions if not VQA.match(q)]
+    assert len(detections) == row["n_images"]
+    assert all(q.endswith(ASK_SCORES) == (source == "ask") for q in detections)
+    rescored = len(questions) - len(detections)
+    assert rescored == (len(predictions) if source == "vqa" else 0)
+    assert row["api_requests"] == len(questions)  # each yes/no question is a request like any other
+    counts = json.loads(row["answer_counts"]) if isinstance(row["answer_counts"], str) else row["answer_counts"]
+    assert counts.get("vqa_questions", 0) == rescored
+    first_class = sum(names[p["category_id"]] == classes[0] for p in predictions)
+    assert counts.get("unscored_boxes", 0) == (first_class if source == "ask" else 0)
+
+
+def test_the_score_source_keys_the_answer_cache_and_the_row_identity() -> None:
+    image = Image.new("RGB", (64, 48), "gray")
+    with serve_openai(answer=lambda received: "[]") as server:
+        built = {source: create("openai:stand-in-vl", base_url=server.url, scores=source)
+                 for source in ("one", "ask", "vqa")}
+        for adapter in built.values():
+            adapter.set_task(DetectionTask("pets", ["cat", "dog"]))
+        keys = {key_for(adapter, image) for adapter in built.values()}
+        identities = {json.dumps(type(a).identity_options(a.options), sort_keys=True) for a in built.values()}
+        assert len(keys) == 3 and len(identities) == 3
+        assert built["vqa"].predict([ImageItem(image, 0, "0.png")])[0].scores.size == 0  # no box: no question
+        assert len(server.received) == 1
+        with pytest.raises(ValueError, match=r"option scores='maybe' \(use one of one, ask, vqa\)"):
+            create("openai:stand-in-vl", base_url=server.url, scores="maybe")
+
+
+def test_asked_scores_are_clipped_and_a_missing_one_is_zero_and_counted() -> None:
+    reply = json.dumps([{"bbox_2d": [0.1, 0.1, 0.5, 0.5], "label": "cat", "score": 1.7},
+                        {"bbox_2d": [0.2, 0.2, 0.6, 0.6], "label": "cat", "confidence": "0.25"},
+                        {"bbox_2d": [0.3, 0.3, 0.7, 0.7], "label": "dog"},
+                        {"bbox_2d": [0.3, 0.3, 0.7, 0.7], "label": "dog", "score": -2}])
+    with serve_openai(answer=lambda received: reply) as server:
+        adapter = create("openai:stand-in-vl", base_url=server.url, scores="ask", family="generic")
+        adapter.set_task(DetectionTask("pets", ["cat", "dog"]))
+        (found,) = adapter.predict([ImageItem(Image.new("RGB", (100, 100)), 0, "0.png")])
+    np.testing.assert_allclose(found.scores, [1.0, 0.25, 0.0, 0.0])
+    assert adapter.answer_counts()["unscored_boxes"] == 1
+    assert adapter.pair_columns()["score_source"] == "ask"
