@@ -161,6 +161,7 @@ class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
     """The frame of its answers (:class:`QwenChat`)."""
     option_defaults: ClassVar[dict[str, Any]] = {
         "per_class": False, "max_new_tokens": 2048, "prompt_style": "paper", "fewshot_images": 3, "scores": "one",
+        "prompt_file": "",
     }
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
@@ -188,9 +189,9 @@ class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
         """Where this model's numbers live (few-shot answers are written in it)."""
 
     def pair_columns(self) -> dict[str, Any]:
-        """The prompt style, a hash of the exact prompts of the pair's task (``None`` in UOUO) and
-        the source of the boxes' scores (option ``scores``)."""
-        return {"prompt_style": self.prompt_style, "prompt_hash": self.pair_prompt_hash(), "score_source": self.scores}
+        """The prompt style, a hash of the exact prompts of the pair's task (``None`` in UOUO), the
+        source of the boxes' scores (option ``scores``) and the prompt file used."""
+        return {"prompt_style": self.prompt_style, **self.chat_columns()}
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:

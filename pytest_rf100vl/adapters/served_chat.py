@@ -78,6 +78,7 @@ SERVED_OPTIONS: dict[str, Any] = {
     "prompt_style": "paper",
     "per_class": False,
     "scores": "one",
+    "prompt_file": "",
     "fewshot_images": None,
     "max_pixels": None,
     "temperature": 0.0,
@@ -380,12 +381,11 @@ class ServedChatAdapter(ChatAdapter[Shown, Question]):
         self.calls.start_pair()
 
     def pair_columns(self) -> dict[str, Any]:
-        """Requests, retries, failures, tokens, latency and cost of the pair; its prompt style
-        and prompt hash; the server (without credentials)."""
+        """Requests, retries, failures, tokens, latency and cost of the pair; how it was asked
+        (prompt style, prompt hash, score source, prompt file); the server (without credentials)."""
         return {
             **self.calls.pair_columns(),
             "prompt_style": self.prompt_style,
-            "prompt_hash": self.pair_prompt_hash(),
-            "score_source": self.scores,
+            **self.chat_columns(),
             "api_base_url": public_url(self.base_url),
         }

@@ -43,7 +43,8 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
@@ -62,7 +63,13 @@ from pytest_rf100vl.adapters.base import (
 )
 from pytest_rf100vl.adapters.keyed import prompt_key
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_quadrant
-from pytest_rf100vl.adapters.prompts import VQA_QUESTION, prompt_hash
+from pytest_rf100vl.adapters.prompts import (
+    VQA_QUESTION,
+    prompt_file_digest,
+    prompt_file_for,
+    prompt_hash,
+    read_prompt_file,
+)
 
 ImageT = TypeVar("ImageT")
 """What a transport shows the model per image: pixels (local) or the stored item and what is sent (served)."""
@@ -295,6 +302,8 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
         self.scores = str(self.options.get("scores", SCORE_SOURCES[0]))
         if self.scores not in SCORE_SOURCES:
             raise ValueError(f"adapter {self.name!r}: option scores={self.scores!r} (use one of {', '.join(SCORE_SOURCES)})")
+        self.prompt_file = Path(self.options["prompt_file"]) if self.options.get("prompt_file") else None
+        self.prompt_file_used: Path | None = None
         self.tally = Tally()
         self.prompts: list[tuple[PromptT, int | None]] = []
         """The current task's questions, each with the class it asks for (``None``: every class)."""
@@ -316,8 +325,36 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
     def is_smoke(self) -> bool:
         return self.transformers_model and self.checkpoint == TINY
 
+    @classmethod
+    def identity_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """As every adapter's, with a ``prompt_file`` given as its path and its content hash, so
+        that rows of other instructions never pass for one another."""
+        identity = super().identity_options(options)
+        if identity.get("prompt_file"):
+            identity["prompt_file"] = f"{identity['prompt_file']}#{prompt_file_digest(Path(identity['prompt_file']))}"
+        return identity
+
+    def with_prompt_file(self, task: DetectionTask) -> DetectionTask:
+        """``task`` with its classes' instructions from option ``prompt_file`` (a class the file
+        lacks keeps the dataset's, warned and counted: ``prompt_file_missing_classes``); the
+        multi-class prompt then sends those per-class lines rather than the README."""
+        if self.prompt_file is None:
+            return task
+        if "instructions" not in task.prompt:
+            raise ValueError(f"adapter {self.name!r}: option prompt_file gives annotator instructions, which prompt "
+                             f"mode {task.prompt!r} does not send (use instructions or instructions+fewshot)")
+        self.prompt_file_used = prompt_file_for(self.prompt_file, task.dataset)
+        given = read_prompt_file(self.prompt_file_used, task.classes)
+        missing = [name for name in task.classes if name not in given]
+        if missing:
+            self.tally.add(prompt_file_missing_classes=len(missing))
+            warnings.warn(f"{self.prompt_file_used}: no instructions for {', '.join(map(repr, missing))}; those "
+                          "classes keep the dataset's (counted in prompt_file_missing_classes)", stacklevel=3)
+        return replace(task, instructions={**task.instructions, **given}, readme="")
+
     def set_task(self, task: DetectionTask) -> None:
         """Build the questions once per dataset."""
+        task = self.with_prompt_file(task)
         super().set_task(task)
         self.reader.start(task)
         self.prompts = self.prompter.task_prompts(task)
@@ -326,6 +363,15 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
     def start_pair(self) -> None:
         super().start_pair()
         self._task_in_pair = False
+        self.prompt_file_used = None
+
+    def chat_columns(self) -> dict[str, Any]:
+        """The row columns of how a pair was asked: the prompts' hash, the score source and the
+        prompt file used with its hash (``None`` without one)."""
+        used = self.prompt_file_used
+        return {"prompt_hash": self.pair_prompt_hash(), "score_source": self.scores,
+                "prompt_file": str(used) if used else None,
+                "prompt_file_sha256": prompt_file_digest(used) if used else None}
 
     def pair_prompt_hash(self) -> str | None:
         """A hash of every text the pair's task sends (few-shot images by content hash), for

@@ -125,3 +125,53 @@ def test_asked_scores_are_clipped_and_a_missing_one_is_zero_and_counted() -> Non
     np.testing.assert_allclose(found.scores, [1.0, 0.25, 0.0, 0.0])
     assert adapter.answer_counts()["unscored_boxes"] == 1
     assert adapter.pair_columns()["score_source"] == "ask"
+
+
+# ---------------------------------------------------------------- prompt files (option prompt_file)
+
+DETPO_FILE = {"cat": "A small feline, refined.", "dog": "[{'dog': 'Any dog, refined.'}]"}  # DetPO's layout
+
+
+def test_a_prompt_file_gives_the_instructions_and_its_hash_the_row_identity(tmp_path) -> None:
+    folder = tmp_path / "Qwen3-VL-8B-Instruct"
+    folder.mkdir()
+    (folder / "all_refined_class_instructions_pets.json").write_text(json.dumps(DETPO_FILE), encoding="utf-8")
+    (folder / "all_refined_class_instructions_other.json").write_text("{}", encoding="utf-8")
+    readme = "# Object Classes\n\n## cat\n\nA cat.\n"
+    with serve_openai(answer=lambda received: "[]") as server:
+        plain = create("openai:Qwen/Qwen3-VL-8B-Instruct", base_url=server.url)
+        filed = create("openai:Qwen/Qwen3-VL-8B-Instruct", base_url=server.url, prompt_file=str(folder))
+        for adapter in (plain, filed):
+            adapter.set_task(DetectionTask("pets", ["cat", "dog"], prompt="instructions",
+                                           instructions={"cat": "A cat."}, readme=readme))
+            adapter.predict([ImageItem(Image.new("RGB", (64, 48)), 0, "0.png")])
+        sent_plain, sent_filed = (received.question for received in server.received)
+    assert sent_plain.endswith("accuracy:\n" + readme + "\n")  # the multi-class prompt: the file as written
+    assert sent_filed.endswith("accuracy:\ncat: A small feline, refined.\ndog: [{'dog': 'Any dog, refined.'}]\n")
+    identity = type(filed).identity_options(filed.options)["prompt_file"]
+    assert identity.startswith(f"{folder}#sha256:")
+    columns = filed.pair_columns()
+    assert columns["prompt_file"].endswith("all_refined_class_instructions_pets.json")
+    assert columns["prompt_file_sha256"].startswith("sha256:") and plain.pair_columns()["prompt_file"] is None
+    (folder / "all_refined_class_instructions_other.json").write_text('{"x": "y"}', encoding="utf-8")
+    assert type(filed).identity_options(filed.options)["prompt_file"] != identity  # the folder's content
+
+
+def test_a_bad_prompt_file_is_one_line_naming_the_file_and_the_key(tmp_path) -> None:
+    from rf100vl_hf.errors import DataError
+
+    bad = tmp_path / "pets.json"
+    bad.write_text(json.dumps({"cat": "ok", "horse": "not a class"}), encoding="utf-8")
+    task = DetectionTask("pets", ["cat", "dog"], prompt="instructions", instructions={"dog": "Any dog."})
+    with serve_openai(answer=lambda received: "[]") as server:
+        adapter = create("openai:stand-in-vl", base_url=server.url, prompt_file=str(bad))
+        with pytest.raises(DataError, match=rf"^{bad}: horse: is not a class of the dataset \(cat, dog\)$"):
+            adapter.set_task(task)
+        bad.write_text(json.dumps({"cat": "A cat from the file."}), encoding="utf-8")
+        with pytest.warns(UserWarning, match="no instructions for 'dog'; those classes keep the dataset's"):
+            adapter.set_task(task)
+        assert adapter.answer_counts()["prompt_file_missing_classes"] == 1
+        with pytest.raises(ValueError, match="prompt mode 'names' does not send"):
+            adapter.set_task(DetectionTask("pets", ["cat", "dog"]))
+        with pytest.raises(DataError, match="prompt_file: no such file"):
+            type(adapter).identity_options({**adapter.options, "prompt_file": str(tmp_path / "missing.json")})
