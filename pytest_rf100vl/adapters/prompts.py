@@ -7,14 +7,16 @@ texts, and the prompters that ask them (the prompter part of a
 - :class:`ConversationPrompter`: the papers' conversations of a model family (Qwen run here;
   the served models wrap it).
 
-Three styles (adapter option ``prompt_style``):
+Four styles (adapter option ``prompt_style``):
 
 - ``paper`` (the default): the RF100-VL authors' prompts, as their published evaluation
   scripts send them (the code behind the paper's Tables 2 and 3), per model family;
-- ``appendix``: the wording the paper itself prints in its Appendix A, where it gives one
-  (:func:`detection_text`); everything Appendix A does not word is the ``paper`` style's
-  (see :data:`APPENDIX_FALLBACK`). Few-shot images shown to Qwen are kept within Appendix A's
+- ``appendix``: the wording the paper itself prints in its Appendix A, where it differs from
+  the scripts (:func:`detection_text`); the rest is the ``paper`` style's (see
+  :data:`APPENDIX_FALLBACK`). Few-shot images shown to Qwen are kept within Appendix A's
   :data:`APPENDIX_QWEN_FEWSHOT_PIXELS`;
+- ``detpo-appendix-d``: the newer Appendix wording DetPO's Appendix D reuses (Qwen's
+  multi-class and few-shot questions end with the JSON format), otherwise ``appendix``;
 - ``cookbook``: the prompt the Qwen adapters used before (the Qwen cookbook's wording with the
   answer format spelled out), kept so older rows can be reproduced.
 
@@ -23,8 +25,9 @@ Per family (``qwen2.5``, ``qwen3``, ``gemini``, ``generic``), ``paper`` style:
 - a system prompt;
 - the detection prompt with every class (multi-class, the default) or one prompt per class
   (``per_class=true``);
-- in ``instructions`` mode, :data:`INSTRUCTIONS_SUFFIX` and the annotator instructions of every
-  class (multi-class) or of the class asked about (single-class);
+- in ``instructions`` mode, :data:`INSTRUCTIONS_SUFFIX` and the dataset's README as written
+  (multi-class, as the paper and the scripts append it) or the class's own instructions line
+  (single-class); a ``prompt_file`` gives every class's line instead of the README;
 - in ``fewshot`` mode, few-shot examples one image per turn, each answered by its ground-truth
   boxes in the family's own format and coordinates; Gemini gets every few-shot image, Qwen
   three, as the authors ran them; in ``instructions+fewshot`` mode the instructions go with the

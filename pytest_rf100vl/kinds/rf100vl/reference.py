@@ -17,7 +17,17 @@ the run's data regime (``--rf100vl-train``): a fine-tuned model never meets a ze
   shipped in ``rf100vl_hf/data/leaderboard.csv`` with each row's source and version.
   RF100-VL only: a run over RF20-VL has no leaderboard row.
 
-A model is matched to a row of the section by :data:`PAPER_METHODS` or
+- ``detpo``: the DetPO paper's RF20-VL board (arXiv 2603.23455v1, code ggare-cmu/DetPO at
+  4e0f960; Tables 1-4), ``All`` only, zero-shot section, shipped in
+  ``rf100vl_hf/data/detpo_tables.csv`` with each row's table, version, commit and the protocol
+  where it differs from the paper's (the serving engine, self-reported or VQA scores).
+
+Every row carries the version it copies; ``--rf100vl-reference=SOURCE@VERSION`` keeps the rows
+whose publication or version contains VERSION (:class:`ReferenceChoice`). A check names the row
+it compared with and the rows other tables give the same model (:func:`other_rows` in
+``checks.py``), so two published numbers for one model are never mixed up silently.
+
+A model is matched to a row of the section by :data:`PAPER_METHODS`, :data:`DETPO_METHODS` or
 :data:`LEADERBOARD_METHODS` (adapter name, prompt mode and regime; a row may also require a
 size word in the checkpoint, a recipe, or the federated loss), or by
 ``--rf100vl-reference-method SPEC=ROW`` for any other model. A checkpoint word matches as a
