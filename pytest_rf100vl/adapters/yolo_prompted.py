@@ -73,10 +73,19 @@ class PromptedYolo(Adapter):
     def stored_revision(cls, checkpoint: str | None) -> str | None:
         return file_revision(checkpoint or cls.default_checkpoint, {TINY: cls.tiny_yaml})
 
-    @abstractmethod
     def text_embeddings(self, names: list[str]) -> torch.Tensor:
         """The names' embeddings, ``(1, len(names), width)``: the model's text encoder, or the
         tiny variant's seeded vectors."""
+        return name_embeddings(names, self.embedding_width) if self.is_smoke else self.encode_text(names)
+
+    @property
+    @abstractmethod
+    def embedding_width(self) -> int:
+        """The width of the model's prompt embeddings."""
+
+    @abstractmethod
+    def encode_text(self, names: list[str]) -> torch.Tensor:
+        """The names embedded by the model's own text encoder (which ultralytics fetches)."""
 
     @abstractmethod
     def use_embeddings(self, names: list[str], embeddings: torch.Tensor) -> None:
@@ -127,9 +136,11 @@ class YoloEAdapter(PromptedYolo):
     ultralytics_name = "YOLOE"
     tiny_yaml = "yoloe-11n.yaml"
 
-    def text_embeddings(self, names: list[str]) -> torch.Tensor:
-        if self.is_smoke:
-            return name_embeddings(names, self.model.model.model[-1].embed)
+    @property
+    def embedding_width(self) -> int:
+        return int(self.model.model.model[-1].embed)
+
+    def encode_text(self, names: list[str]) -> torch.Tensor:
         return self.model.get_text_pe(names)
 
     def use_embeddings(self, names: list[str], embeddings: torch.Tensor) -> None:
@@ -175,9 +186,11 @@ class YoloWorldAdapter(PromptedYolo):
     ultralytics_name = "YOLOWorld"
     tiny_yaml = "yolov8n-worldv2.yaml"
 
-    def text_embeddings(self, names: list[str]) -> torch.Tensor:
-        if self.is_smoke:
-            return name_embeddings(names, self.model.model.txt_feats.shape[-1])
+    @property
+    def embedding_width(self) -> int:
+        return int(self.model.model.txt_feats.shape[-1])
+
+    def encode_text(self, names: list[str]) -> torch.Tensor:
         return self.model.model.get_text_pe(names, cache_clip_model=True)
 
     def use_embeddings(self, names: list[str], embeddings: torch.Tensor) -> None:

@@ -150,12 +150,15 @@ def test_the_table_and_json_agree(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_offline_variants_and_the_checkpoints_known_by_name_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     """A newcomer who types ``yolo26`` finds ``yolo:tiny26`` and ``yolo:yolo26n.pt`` here; every
-    model built offline shows its ``:tiny``; LLMDet has a name of its own."""
+    model built offline shows its ``:tiny``; LLMDet, YOLO-E and YOLO-World have names of their own."""
     assert main(["models", "--format", "json"]) == 0
     listed = {info["name"]: info for info in json.loads(capsys.readouterr().out)}
     assert listed["yolo"]["spellings"] == ["yolo:tiny", "yolo:tiny26", "yolo:yolo11n.pt", "yolo:yolo26n.pt"]
     assert listed["llmdet"]["default_checkpoint"] == "iSEE-Laboratory/llmdet_tiny"
     assert listed["llmdet"]["target"].endswith("grounding_dino:LlmDetAdapter")
+    assert listed["yoloe"]["spellings"][:2] == ["yoloe:tiny", "yoloe:yoloe-11l-seg.pt"]
+    assert listed["yoloe"]["prompt_modes"] == ["names", "fewshot"]
+    assert listed["yolo-world"]["default_checkpoint"] == "yolov8s-worldv2.pt"
     for name in ("owlv2", "grounding-dino", "sam3", "qwen3-vl", "florence-2", "clip-quadrant", "rfdetr"):
         assert f"{name}:tiny" in listed[name]["spellings"]
     for name in ("openai", "gemini", "oracle", "predictions"):  # nothing to build offline
