@@ -214,7 +214,8 @@ class Tally:
     """Counts of what a chat adapter met in its answers since it was built, thread-safe:
     ``answers``, ``boxes``, ``rejected_boxes``, ``unmatched_boxes``, ``no_box``, ``no_quadrant``,
     with ``scores=ask`` ``unscored_boxes``, with ``scores=vqa`` ``vqa_questions`` and
-    ``unreadable_vqa_answers``, and, behind a server, ``reencoded_images``, ``downscaled_images``, ``truncated_answers``,
+    ``unreadable_vqa_answers``, and, behind a server, ``reencoded_images``, ``downscaled_images``,
+    ``truncated_answers``,
     ``empty_answers``."""
 
     def __init__(self) -> None:
@@ -301,7 +302,8 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
         self.per_class = bool(self.options["per_class"])
         self.scores = str(self.options.get("scores", SCORE_SOURCES[0]))
         if self.scores not in SCORE_SOURCES:
-            raise ValueError(f"adapter {self.name!r}: option scores={self.scores!r} (use one of {', '.join(SCORE_SOURCES)})")
+            raise ValueError(f"adapter {self.name!r}: option scores={self.scores!r} "
+                             f"(use one of {', '.join(SCORE_SOURCES)})")
         self.prompt_file = Path(self.options["prompt_file"]) if self.options.get("prompt_file") else None
         self.prompt_file_used: Path | None = None
         self.tally = Tally()

@@ -239,7 +239,8 @@ def test_the_appendix_fallback_says_what_appendix_a_words() -> None:
 
 
 def test_the_detpo_appendix_d_style_is_the_newer_wording_of_qwens_multi_class_questions() -> None:
-    fmt = ' in the image and output the coordinates in JSON format like {"bbox_2d": [x1,y1,x2,y2], "label":"class_name"}.'
+    fmt = (' in the image and output the coordinates in JSON format like '
+           '{"bbox_2d": [x1,y1,x2,y2], "label":"class_name"}.')
     ((names, _),) = conversations("names", style="detpo-appendix-d")
     assert names.text == "Locate all of the following objects: cat, dog" + fmt
     ((shots, _),) = conversations("fewshot", style="detpo-appendix-d")

@@ -235,4 +235,5 @@ def test_a_run_compared_with_one_row_names_the_other_published_rows_of_its_model
     checks = reference_checks("rf20vl", {}, 0.5, rows, "paper")
     assert {c.target for c in checks} == {*catalog.DOMAINS, "All"}
     assert all("also published, not compared: detpo detpo_rf20vl row 'Grounding DINO (class names)'" in c.message
-               and c.message.endswith("4e0f960; protocol: DetPO's own re-run of the specialist detector): 16.8") for c in checks)
+               and c.message.endswith("4e0f960; protocol: DetPO's own re-run of the specialist detector): 16.8")
+               for c in checks)

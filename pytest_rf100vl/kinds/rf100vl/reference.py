@@ -131,7 +131,8 @@ class PublishedRow:
         """The row as the summary names it: source, table, method, publication and version."""
         table = f" {self.table}" if self.table != self.reference else ""
         version = "" if self.version in self.origin else self.version
-        return f"{self.reference}{table} row {self.method!r} ({'; '.join(filter(None, (self.origin, version, self.details)))})"
+        said = "; ".join(filter(None, (self.origin, version, self.details)))
+        return f"{self.reference}{table} row {self.method!r} ({said})"
 
 
 @dataclass(frozen=True)
@@ -256,8 +257,8 @@ LEADERBOARD_METHODS: tuple[PaperMethod, ...] = (
 DETPO_MODES = {"names": "class names", "instructions": "instructions", "instructions+fewshot": "instructions + images"}
 """The prompt mode of each setting of the DetPO board's chat-model rows."""
 DETPO_CHAT = (("Gemini 3 Pro", ("gemini",), "3-pro"), ("Qwen3-VL 8B", ("qwen3-vl", "openai"), "8b"),
-              ("Qwen3-VL 30B-A3B", ("qwen3-vl", "openai"), "30b-a3b"), ("Qwen2.5-VL 7B", ("qwen2.5-vl", "openai"), "7b"),
-              ("Qwen2.5-VL 72B", ("qwen2.5-vl", "openai"), "72b"))
+              ("Qwen3-VL 30B-A3B", ("qwen3-vl", "openai"), "30b-a3b"),
+              ("Qwen2.5-VL 7B", ("qwen2.5-vl", "openai"), "7b"), ("Qwen2.5-VL 72B", ("qwen2.5-vl", "openai"), "72b"))
 """The DetPO board's chat models: the adapters that run them (a served Qwen through ``openai``,
 as DetPO served it) and the checkpoint words that name the size."""
 
