@@ -232,6 +232,13 @@ def test_a_run_compared_with_one_row_names_the_other_published_rows_of_its_model
     assert "4e0f960" in check.message and "zero-shot: 16.8; difference +0.10" in check.message
     assert check.message.endswith("; also published, not compared: paper rf20vl_table3 row 'GroundingDINO' (RF100-VL "
                                   "paper: arXiv 2505.20612v1 (May 2025)): 17.1")
+    gemini = _rows("gemini", "gemini-3-pro-preview", rf20, 23.9, "zero-shot", None)
+    for row in gemini:
+        row["prompt"] = "instructions+fewshot"
+    (check,) = reference_checks("rf20vl", {}, 0.5, gemini, "detpo")
+    assert ": 23.9; difference +0.00" in check.message
+    assert "also published, not compared: detpo detpo_rf20vl row 'Gemini 3 Pro (instructions + images), Table 2'" \
+        in check.message and check.message.endswith(": 23.8")
     checks = reference_checks("rf20vl", {}, 0.5, rows, "paper")
     assert {c.target for c in checks} == {*catalog.DOMAINS, "All"}
     assert all("also published, not compared: detpo detpo_rf20vl row 'Grounding DINO (class names)'" in c.message

@@ -108,22 +108,23 @@ def _row_of(row: dict[str, Any], subset: str, methods: dict[str, str], reference
                             bool(options.get("prompt_file")))
 
 
-def other_rows(row: dict[str, Any], subset: str, chosen: ReferenceChoice) -> list[str]:
-    """The rows of the other references (and of the chosen one's other versions) that the
-    run of ``row`` also reproduces, each with its ``All``: a model published twice is never
-    compared with one of them without the other being named."""
+def other_rows(row: dict[str, Any], subset: str, chosen: ReferenceChoice, compared: str) -> list[str]:
+    """The published rows, besides ``compared`` of ``chosen``, that the run of ``row`` also
+    reproduces, each with its ``All``: in the other references, in the chosen one's other
+    versions, and the same setting as another of the paper's tables gives it (a row named
+    ``"<row>, Table 2"``). A model published twice is never compared with one number without
+    the other being named."""
     regime = row.get("regime") or "zero-shot"
     found = []
-    for choice in [ReferenceChoice(source) for source in REFERENCES if source != chosen.source] + \
-            ([ReferenceChoice(chosen.source)] if chosen.version else []):
+    for choice in (ReferenceChoice(source) for source in REFERENCES):
         table, method = _row_of(row, subset, {}, choice)
         if table is None or method is None:
             continue
-        published = section_rows(choice, table, regime).get(method)
-        if published is None or ALL not in published.values or (choice.source == chosen.source and
-                                                                  chosen.takes(published)):
-            continue
-        found.append(f"{published.describe()}: {published.values[ALL]:.1f}")
+        for name, published in section_rows(choice, table, regime).items():
+            same = name == method or name.startswith(f"{method}, ")
+            shown = choice.source == chosen.source and chosen.takes(published) and name == compared
+            if same and not shown and ALL in published.values:
+                found.append(f"{published.describe()}: {published.values[ALL]:.1f}")
     return found
 
 
@@ -158,7 +159,7 @@ def reference_checks(
                    else f"no {regime} {reference} row for this model")
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-reference-method)"))
             continue
-        others = other_rows(any_row, subset, reference)
+        others = other_rows(any_row, subset, reference, method)
         source = reference_source(reference, table_name, regime, method)
         note = f"; also published, not compared: {'; '.join(others)}" if others else ""
         complete: list[float] = []
