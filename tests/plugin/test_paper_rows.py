@@ -244,3 +244,23 @@ def test_a_run_compared_with_one_row_names_the_other_published_rows_of_its_model
     assert all("also published, not compared: detpo detpo_rf20vl row 'Grounding DINO (class names)'" in c.message
                and c.message.endswith("4e0f960; protocol: DetPO's own re-run of the specialist detector): 16.8")
                for c in checks)
+
+
+def test_lw_detr_small_compared_with_the_paper_names_the_leaderboards_re_measure() -> None:
+    """LW-DETR-S: 58.0 in the paper's Table 7 (arXiv v1), 57.4 in the rf-detr README."""
+    from rf100vl_hf import catalog
+
+    from pytest_rf100vl.kinds.rf100vl.checks import reference_checks
+
+    every = [(e.basename, e.domain) for e in catalog.entries()]
+    rows = _rows("lw-detr", "AnnaZhang/lwdetr_small_60e_coco", every, 57.8, "fully-supervised", "detr-finetune")
+    paper = {check.target: check for check in reference_checks("all", {}, 1.0, rows, "paper@2505.20612v1")}
+    assert "paper rf100vl_table7 row 'LW-DETRs'" in paper["All"].message and "fully-supervised: 58.0;" in \
+        paper["All"].message
+    assert paper["All"].message.endswith("also published, not compared: leaderboard row 'LW-DETR S' (roboflow/rf-detr "
+                                         "README (RF-DETR paper, arXiv 2511.09554); README.md at commit 35ac6ab "
+                                         "(release 1.4.1, 2026-01-30); the table is unchanged since commit e44554c "
+                                         "(2026-01-21)): 57.4")
+    (board,) = reference_checks("all", {}, 1.0, rows, "leaderboard")
+    assert ": 57.4; difference +0.40" in board.message and board.message.endswith("'LW-DETRs' (RF100-VL paper: "
+                                                                                     "arXiv 2505.20612v1 (May 2025)): 58.0")
