@@ -175,3 +175,25 @@ def test_a_bad_prompt_file_is_one_line_naming_the_file_and_the_key(tmp_path) -> 
             adapter.set_task(DetectionTask("pets", ["cat", "dog"]))
         with pytest.raises(DataError, match="prompt_file: no such file"):
             type(adapter).identity_options({**adapter.options, "prompt_file": str(tmp_path / "missing.json")})
+
+
+def test_a_vqa_question_is_in_the_transcript_and_read_back_as_the_boxs_score() -> None:
+    from rf100vl_hf.results.draw import reply_text
+
+    def answer(received: Received) -> str:
+        if VQA.match(received.question):
+            return "no"
+        return json.dumps([{"bbox_2d": [0.1, 0.2, 0.5, 0.6], "label": "cat"}])
+
+    with serve_openai(answer=answer) as server:
+        adapter = create("openai:stand-in-vl", base_url=server.url, scores="vqa", family="generic")
+        adapter.set_task(DetectionTask("pets", ["cat", "dog"]))
+        (found,) = adapter.predict([ImageItem(Image.new("RGB", (100, 50)), 0, "0.png")])
+    assert found.scores.tolist() == [0.0]
+    asked, rescored = found.transcript
+    assert rescored == {"question": "vqa", "sent": [
+        "system:none", 'Does the region [0.1, 0.2, 0.5, 0.6] of this image show a cat? Answer "yes" or "no".'], "reply": "no",
+        "score": 0.0}
+    text = reply_text({"image_id": 0, "file_name": "0.png", "transcript": found.transcript, "detections": [{}]})
+    assert "--- question 2\nsent:\n  system:none\n  Does the region" in text and "reply:\n  no\nbox score: 0\n" in text
+    assert adapter.answer_counts()["vqa_questions"] == 1
