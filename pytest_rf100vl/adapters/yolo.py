@@ -80,6 +80,12 @@ def file_revision(path: str | None, tiny_yamls: dict[str, str] = TINY_YAMLS) -> 
     return f"sha256:{file_sha256(Path(path))}" if path and Path(path).is_file() else None
 
 
+def ultralytics_detections(results: Sequence[Any]) -> list[Detections]:
+    """Ultralytics' results of a batch as detections: ``xyxy`` pixels, scores, class indices."""
+    return [Detections(r.boxes.xyxy.cpu().numpy().astype(np.float64), r.boxes.conf.cpu().numpy().astype(np.float64),
+                       r.boxes.cls.cpu().numpy().astype(np.int64)) for r in results]
+
+
 def ultralytics_class(name: str = "YOLO") -> type:
     """Ultralytics' model class ``name`` (``YOLO``, ``YOLOE``, ``YOLOWorld``), or an error that
     says how to install it.
@@ -94,7 +100,7 @@ def ultralytics_class(name: str = "YOLO") -> type:
     try:
         import ultralytics
     except ImportError as error:
-        raise ImportError("the yolo adapters need ultralytics, an optional extra (AGPL-3.0): "
+        raise ImportError(f"{name} needs ultralytics, an optional extra (AGPL-3.0): "
                           "pip install 'rf100vl-hf[yolo]'") from error
     finally:
         PIL.Image.open, torch.save = saved[:2]
@@ -225,8 +231,7 @@ class YoloAdapter(Adapter):
         results = self.model.predict([item.image for item in batch], imgsz=self.options["imgsz"],
                                      conf=self.options["conf"], iou=self.options["iou"],
                                      max_det=self.options["max_det"], nms=self.nms, device=self.device, verbose=False)
-        return [Detections(r.boxes.xyxy.cpu().numpy().astype(np.float64), r.boxes.conf.cpu().numpy().astype(np.float64),
-                           r.boxes.cls.cpu().numpy().astype(np.int64)) for r in results]
+        return ultralytics_detections(results)
 
     def pair_columns(self) -> dict[str, Any]:
         return dict(self.columns)

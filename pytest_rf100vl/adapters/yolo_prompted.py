@@ -31,7 +31,7 @@ from pytest_rf100vl.adapters.base import TINY, Adapter, Detections, DetectionTas
 from pytest_rf100vl.adapters.keyed import prompt_key
 from pytest_rf100vl.adapters.prompts import image_hash
 from pytest_rf100vl.adapters.registry import listed
-from pytest_rf100vl.adapters.yolo import file_revision, ultralytics_class
+from pytest_rf100vl.adapters.yolo import file_revision, ultralytics_class, ultralytics_detections
 
 
 def name_embeddings(names: list[str], width: int) -> torch.Tensor:
@@ -118,8 +118,7 @@ class PromptedYolo(Adapter):
                                      conf=self.options["conf"], iou=self.options["iou"],
                                      max_det=self.options["max_det"], agnostic_nms=self.options["agnostic_nms"],
                                      device=self.device, verbose=False)
-        return [Detections(r.boxes.xyxy.cpu().numpy().astype(np.float64), r.boxes.conf.cpu().numpy().astype(np.float64),
-                           r.boxes.cls.cpu().numpy().astype(np.int64)) for r in results]
+        return ultralytics_detections(results)
 
     def start_pair(self) -> None:
         self.columns = {}
