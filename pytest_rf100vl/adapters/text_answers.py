@@ -15,7 +15,8 @@ A :class:`ChatAdapter` is three parts, each a small object of its own:
 
 The adapter asks every question of the task about each image and hands each answer to the
 reader; nothing of a model is an override of the loop. Such a model is asked for boxes in
-words, as the RF100-VL paper ran MLLMs: every box it writes scores 1.0, its label is mapped
+words, as the RF100-VL paper ran MLLMs: every box it writes scores 1.0 (unless the adapter
+option ``scores`` asks the model for a score, or re-scores each box: :data:`SCORE_SOURCES`), its label is mapped
 back to a class (exactly, then ignoring case and punctuation; a label that matches no class is
 dropped and counted), and all class names go in one prompt unless the adapter option
 ``per_class=True`` asks one prompt per class (then every box of a prompt takes that prompt's
