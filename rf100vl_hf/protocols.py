@@ -11,9 +11,12 @@
   name, in the script's template, a query beside the classes: a box whose best query it is
   goes to category 0, which has no box in the ground truth, so pycocotools leaves it out of
   the mean, and it is no real class's box either); no class-wise NMS (the OWLv2 script keeps
-  every box over its threshold); SAM 3 at score threshold 0.5. Category 0 is prompted for
+  every box over its threshold); SAM 3 at score threshold 0.5 (one of the two published
+  versions of ``benchmark_sam3.py``; the other defaults to 0.35). Category 0 is prompted for
   zero-shot pairs in ``names`` mode, what the scripts run; an export without a category 0
-  (cleaned, or "COCO for MMDetection") has none to prompt.
+  (cleaned, or "COCO for MMDetection") has none to prompt. It covers the scripts of OWLv2,
+  Grounding DINO and SAM 3 only: it is not ``benchmark_gemini.py`` (another prompt, and a
+  missing confidence scored 0.0); chat models are asked the paper's prompts (``docs/prompts.md``).
 
 What a protocol sets for one adapter (NMS off, a threshold) are adapter options, given by
 the plugin as defaults that ``--rf100vl-adapter-option`` overrides

@@ -111,6 +111,9 @@ class DetectionTask:
     split: str = "test"
     prompt: str = "names"  # one of PROMPT_MODES
     instructions: dict[str, str] = field(default_factory=dict)  # class -> description + instructions
+    readme: str = ""
+    """The annotator instructions file as written (``README.dataset.txt``), in instruction modes:
+    what the paper's multi-class prompt appends (``docs/prompts.md``)."""
     fewshot: tuple[FewShotExample, ...] = ()
     category_ids: tuple[int, ...] = ()  # the export's category id of each class (for replayed files)
     ground_truth: dict[int, Detections] | None = None  # image id -> boxes; only for needs_ground_truth

@@ -1,4 +1,4 @@
-"""Grounding DINO and MM Grounding DINO (LLMDet checkpoints load through the latter):
+"""Grounding DINO, MM Grounding DINO and LLMDet (whose checkpoints are MM Grounding DINO's):
 detection grounded in one caption, where every box scores every caption token.
 
 Prompting follows RF100-VL's baseline: all class names, lower-cased, in one caption
@@ -323,12 +323,25 @@ class GroundingDinoAdapter(PipelinedDetector):
         return list(zip(*(t[rows, queries].split(counts) for t in (pixels, scores, labels))))
 
 
+MM_ARCHITECTURE = (MMGroundingDinoForObjectDetection, MMGroundingDinoConfig)
+"""MM Grounding DINO's model and config classes, which LLMDet's checkpoints share."""
+
+
 class MMGroundingDinoAdapter(GroundingDinoAdapter):
     """MM Grounding DINO; default checkpoint
-    ``openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det``. LLMDet checkpoints
-    (e.g. ``iSEE-Laboratory/llmdet_tiny``) share the architecture and load here."""
+    ``openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det``."""
 
     name = "mm-grounding-dino"
     default_checkpoint, prompt_modes, tasks = listed(name)
-    model_class = MMGroundingDinoForObjectDetection
-    config_class = MMGroundingDinoConfig
+    model_class, config_class = MM_ARCHITECTURE
+
+
+class LlmDetAdapter(GroundingDinoAdapter):
+    """LLMDet (Fu et al., CVPR 2025: MM Grounding DINO trained with a large language model's
+    captions): its checkpoints are MM Grounding DINO's architecture and load as that model
+    does, under a name of its own so that ``rf100vl-hf models`` lists it; default checkpoint
+    ``iSEE-Laboratory/llmdet_tiny`` (``llmdet:iSEE-Laboratory/llmdet_base``, ``..._large``)."""
+
+    name = "llmdet"
+    default_checkpoint, prompt_modes, tasks = listed(name)
+    model_class, config_class = MM_ARCHITECTURE

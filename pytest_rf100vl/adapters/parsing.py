@@ -25,6 +25,8 @@ BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "box", "bounding_box")
 
 LABEL_KEYS = ("label", "name", "category", "class", "object")
 """Keys whose value is read as the box's label, the first one present winning."""
+SCORE_KEYS = ("score", "confidence")
+"""Keys whose value is read as the box's own score (asked for with the chat adapters' ``scores=ask``)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class ParsedBox:
 
     box: tuple[float, float, float, float]
     label: str | None = None
+    score: float | None = None
+    """The score the answer gave the box (a finite number), if any."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,15 @@ def _label(obj: str) -> str | None:
     return None
 
 
+def _score(obj: str) -> float | None:
+    """The first of :data:`SCORE_KEYS` whose value is a finite number (quoted or not)."""
+    for key in SCORE_KEYS:
+        match = re.search(_KEY.format(key=re.escape(key)) + r"""("[^"]*"|'[^']*'|[^,}\]]+)""", obj)
+        if match:
+            return _number(match.group(1))
+    return None
+
+
 def _boxes_of_object(obj: str) -> tuple[list[ParsedBox], int] | None:
     """Boxes of one ``{...}`` object: its box key's list, or list of lists; ``None`` if it has no box key."""
     for key in BOX_KEYS:
@@ -147,9 +160,9 @@ def _boxes_of_object(obj: str) -> tuple[list[ParsedBox], int] | None:
         else:
             flat = _NUMBER_LIST.match(rest)
             inners = [flat.group(1)] if flat else []
-        label = _label(obj)
+        label, score = _label(obj), _score(obj)
         boxes = [_box(inner) for inner in inners]
-        found = [ParsedBox(box, label) for box in boxes if box is not None]
+        found = [ParsedBox(box, label, score) for box in boxes if box is not None]
         return found, len(boxes) - len(found) + (0 if inners else 1)
     return None
 

@@ -7,14 +7,16 @@ texts, and the prompters that ask them (the prompter part of a
 - :class:`ConversationPrompter`: the papers' conversations of a model family (Qwen run here;
   the served models wrap it).
 
-Three styles (adapter option ``prompt_style``):
+Four styles (adapter option ``prompt_style``):
 
 - ``paper`` (the default): the RF100-VL authors' prompts, as their published evaluation
   scripts send them (the code behind the paper's Tables 2 and 3), per model family;
-- ``appendix``: the wording the paper itself prints in its Appendix A, where it gives one
-  (:func:`detection_text`); everything Appendix A does not word is the ``paper`` style's
-  (see :data:`APPENDIX_FALLBACK`). Few-shot images shown to Qwen are kept within Appendix A's
+- ``appendix``: the wording the paper itself prints in its Appendix A, where it differs from
+  the scripts (:func:`detection_text`); the rest is the ``paper`` style's (see
+  :data:`APPENDIX_FALLBACK`). Few-shot images shown to Qwen are kept within Appendix A's
   :data:`APPENDIX_QWEN_FEWSHOT_PIXELS`;
+- ``detpo-appendix-d``: the newer Appendix wording DetPO's Appendix D reuses (Qwen's
+  multi-class and few-shot questions end with the JSON format), otherwise ``appendix``;
 - ``cookbook``: the prompt the Qwen adapters used before (the Qwen cookbook's wording with the
   answer format spelled out), kept so older rows can be reproduced.
 
@@ -23,8 +25,9 @@ Per family (``qwen2.5``, ``qwen3``, ``gemini``, ``generic``), ``paper`` style:
 - a system prompt;
 - the detection prompt with every class (multi-class, the default) or one prompt per class
   (``per_class=true``);
-- in ``instructions`` mode, :data:`INSTRUCTIONS_SUFFIX` and the annotator instructions of every
-  class (multi-class) or of the class asked about (single-class);
+- in ``instructions`` mode, :data:`INSTRUCTIONS_SUFFIX` and the dataset's README as written
+  (multi-class, as the paper and the scripts append it) or the class's own instructions line
+  (single-class); a ``prompt_file`` gives every class's line instead of the README;
 - in ``fewshot`` mode, few-shot examples one image per turn, each answered by its ground-truth
   boxes in the family's own format and coordinates; Gemini gets every few-shot image, Qwen
   three, as the authors ran them; in ``instructions+fewshot`` mode the instructions go with the
@@ -43,15 +46,21 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from rf100vl_hf.errors import DataError
 
 from pytest_rf100vl.adapters.base import DetectionTask, FewShotExample, GroundingQuery
 from pytest_rf100vl.adapters.coordinates import BoxConvention, qwen25_resized
 
 FAMILIES: tuple[str, ...] = ("qwen2.5", "qwen3", "gemini", "generic")
-PROMPT_STYLES: tuple[str, ...] = ("paper", "appendix", "cookbook")
+DETPO_STYLE = "detpo-appendix-d"
+"""The newer wording of the paper's Appendix A, as DetPO's Appendix D reuses it."""
+APPENDIX_STYLES: tuple[str, ...] = ("appendix", DETPO_STYLE)
+PROMPT_STYLES: tuple[str, ...] = ("paper", *APPENDIX_STYLES, "cookbook")
 QWEN_FAMILIES: tuple[str, ...] = ("qwen2.5", "qwen3")
 
 APPENDIX_QWEN_SINGLE = "Locate every {name} in the image and output the coordinates in JSON format."
@@ -64,13 +73,21 @@ APPENDIX_QWEN_FEWSHOT_PIXELS = (4 * 28 * 28, 12800 * 28 * 28)
 would, its boxes with it; one inside is left to the model's processor."""
 APPENDIX_GEMINI_MAX_OUTPUT_TOKENS = 8192
 """Appendix A's cap on Gemini's answer: the Gemini adapter's ``max_output_tokens`` default."""
+DETPO_QWEN_MULTI = ('Locate all of the following objects: {names} in the image and output the coordinates in JSON '
+                    'format like {{"bbox_2d": [x1,y1,x2,y2], "label":"class_name"}}.')
+DETPO_QWEN_FEWSHOT = ('Locate all of the following objects: {names} (each of those is a separate class) in the image '
+                      'and output the coordinates in JSON format like {{"bbox_2d": [x1,y1,x2,y2], '
+                      '"label":"class_name"}}.')
+"""The newer Appendix wording's Qwen multi-class and few-shot questions (``detpo-appendix-d``)."""
 APPENDIX_FALLBACK = (
-    "Appendix A words only Qwen's single-class question and Gemini's two: Qwen's multi-class "
-    "question, the few-shot turns' multi-class question, the system prompts, the instructions "
-    "blocks and the generic family (ours) are the paper style's, the authors' scripts being "
-    "the only other source of the paper's prompts."
+    "Appendix A words Qwen's single- and multi-class questions, Gemini's two, both system prompts "
+    "and the instructions block; where its text is the scripts' (Qwen's multi-class question, the "
+    "system prompts, the instructions block) both styles send the same. The few-shot turns' "
+    "multi-class question, Qwen's shorter instructions block of instructions+fewshot, the number "
+    "of few-shot images and the generic family (ours) are the paper style's, the authors' scripts "
+    "being the only other source of the paper's prompts."
 )
-"""What ``appendix`` falls back to where Appendix A gives no text, and why."""
+"""What the appendix styles take from the ``paper`` style, and why."""
 
 QWEN_SYSTEM = "You are a helpful assistant capable of object detection."
 GEMINI_SYSTEM = "Return bounding boxes as a JSON array with labels. Never return masks or code fencing."
@@ -79,6 +96,13 @@ SYSTEM_PROMPTS = {"qwen2.5": QWEN_SYSTEM, "qwen3": QWEN_SYSTEM, "gemini": GEMINI
 INSTRUCTIONS_SUFFIX = "\n\nUse the following annotator instructions to improve detection accuracy:\n{instructions}\n"
 QWEN_COMBINED_SUFFIX = "\n\nUse the following annotator instructions:\n{instructions}\n"
 """What the authors' Qwen script appends to the first few-shot question in instructions + images mode."""
+
+ASK_SCORES = ' Give each object a "score" too: your confidence, from 0 to 1, that it is there and correctly boxed.'
+"""Ours (adapter option ``scores=ask``): appended to the question about the image asked about,
+so that the answer's boxes carry the model's own confidence (the few-shot turns are unchanged)."""
+VQA_QUESTION = 'Does the region {box} of this image show a {name}? Answer "yes" or "no".'
+"""Ours (adapter option ``scores=vqa``): the question that re-scores each box, its numbers as the
+model wrote them."""
 
 FEWSHOT_IMAGES = {"qwen2.5": 3, "qwen3": 3, "gemini": None, "generic": 3}
 """Few-shot images sent per family by default (``None``: all of the few-shot split)."""
@@ -137,28 +161,73 @@ def prompt_hash(texts: Iterable[str]) -> str:
     return f"sha256:{digest.hexdigest()[:16]}"
 
 
+def prompt_file_for(path: Path, dataset: str) -> Path:
+    """The prompt file of ``dataset`` (adapter option ``prompt_file``): ``path`` itself, or in a
+    folder its ``{dataset}.json``, else the one JSON file named ``..._{dataset}.json`` (DetPO
+    publishes ``all_refined_class_instructions_{dataset}.json`` per model)."""
+    if not path.is_dir():
+        return path
+    found = [path / f"{dataset}.json"] if (path / f"{dataset}.json").is_file() else \
+        sorted(path.glob(f"*_{dataset}.json"))
+    if len(found) != 1:
+        raise DataError(path, "prompt_file", f"holds {len(found)} files for dataset {dataset!r} "
+                                             f"({dataset}.json or *_{dataset}.json): expected one")
+    return found[0]
+
+
+def read_prompt_file(path: Path, classes: Sequence[str]) -> dict[str, str]:
+    """Class -> instructions, from a JSON object of class names and texts; a key that names no
+    class, or a text that is not a string, is an error naming the file and the key."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DataError(path, "prompt_file", f"is not a readable JSON file ({error})") from None
+    if not isinstance(data, dict):
+        raise DataError(path, "prompt_file", f"holds a JSON {type(data).__name__}, not an object of class -> text")
+    for key, text in data.items():
+        if key not in classes:
+            raise DataError(path, key, f"is not a class of the dataset ({', '.join(classes)})")
+        if not isinstance(text, str):
+            raise DataError(path, key, f"is {type(text).__name__}, not a text")
+    return data
+
+
+def prompt_file_digest(path: Path) -> str:
+    """What a ``prompt_file`` holds, as ``sha256:...`` of the file (of a folder: of its JSON
+    files' names and bytes, in name order), for the row's identity."""
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not path.exists() or not files:
+        raise DataError(path, "prompt_file", "no such file, or a folder without JSON files")
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return f"sha256:{digest.hexdigest()}"
+
+
 def instructions_text(instructions: dict[str, str], names: Sequence[str]) -> str:
     """The annotator instructions of ``names``, one ``name: text`` line each (classes without any are left out)."""
     return "\n".join(f"{name}: {instructions[name]}" for name in names if instructions.get(name))
 
 
-def appendix_text(family: str, names: Sequence[str], single: bool) -> str | None:
-    """Appendix A's question for ``names`` (one class when ``single``), or ``None`` where it
-    words none (:data:`APPENDIX_FALLBACK`)."""
+def appendix_text(family: str, names: Sequence[str], single: bool, style: str = "appendix") -> str | None:
+    """Appendix A's question for ``names`` (one class when ``single``) in ``style``, or ``None``
+    where its words are the scripts' (:data:`APPENDIX_FALLBACK`)."""
     if family == "gemini":
         return APPENDIX_GEMINI_SINGLE.format(name=names[0]) if single else \
             APPENDIX_GEMINI_MULTI.format(names=", ".join(names))
     if family in QWEN_FAMILIES and single:
         return APPENDIX_QWEN_SINGLE.format(name=names[0])
+    if family in QWEN_FAMILIES and style == DETPO_STYLE:
+        return DETPO_QWEN_MULTI.format(names=", ".join(names))
     return None
 
 
 def detection_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool,
                    style: str = "paper") -> str:
-    """The detection question for ``names`` (one class when ``single``): Appendix A's in the
-    ``appendix`` style where it has one, else the authors' scripts'."""
-    if style == "appendix":
-        worded = appendix_text(family, names, single)
+    """The detection question for ``names`` (one class when ``single``): Appendix A's in an
+    appendix style where it has one of its own, else the authors' scripts'."""
+    if style in APPENDIX_STYLES:
+        worded = appendix_text(family, names, single, style)
         if worded is not None:
             return worded
     listed = ", ".join(names)
@@ -177,6 +246,8 @@ def detection_text(family: str, names: Sequence[str], convention: BoxConvention,
 def example_text(family: str, names: Sequence[str], convention: BoxConvention, single: bool,
                  style: str = "paper") -> str:
     """The question of a few-shot turn (Qwen's scripts add that each name is a separate class)."""
+    if family in QWEN_FAMILIES and not single and style == DETPO_STYLE:
+        return DETPO_QWEN_FEWSHOT.format(names=", ".join(names))
     if family in QWEN_FAMILIES and not single:
         return (f"Locate all of the following objects: {', '.join(names)} (each of those is a separate class) "
                 "in the image and output the coordinates in JSON format.")
@@ -229,7 +300,9 @@ def detection_conversation(
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r} (use one of {', '.join(FAMILIES)})")
     mode = task.prompt
-    instructions = instructions_text(task.instructions, names) if "instructions" in mode else ""
+    instructions = ""
+    if "instructions" in mode:  # the multi-class prompt appends the file as written, as the paper and scripts do
+        instructions = task.readme if task.readme and not single else instructions_text(task.instructions, names)
     text = detection_text(family, names, convention, single, style)
     examples: tuple[Example, ...] = ()
     if "fewshot" in mode:
@@ -238,7 +311,7 @@ def detection_conversation(
         keep = [task.classes.index(name) for name in names]
         limit = FEWSHOT_IMAGES[family] if fewshot_images is None else fewshot_images
         chosen = task.fewshot if limit is None else task.fewshot[:limit]
-        if style == "appendix" and family in QWEN_FAMILIES:
+        if style in APPENDIX_STYLES and family in QWEN_FAMILIES:
             chosen = tuple(within_pixels(example, APPENDIX_QWEN_FEWSHOT_PIXELS) for example in chosen)
         question = example_text(family, names, convention, single, style)
         examples = tuple(
@@ -332,6 +405,9 @@ class NamesPrompter(ABC):
     def quadrant_prompt(self, query: GroundingQuery) -> str | None:
         return query.quadrant_prompt
 
+    def question(self, text: str) -> str:
+        return text
+
 
 class CookbookPrompter(NamesPrompter):
     """The ``cookbook`` style (:func:`cookbook_text`) as one string per question, which has no
@@ -361,17 +437,27 @@ class ConversationPrompter:
 
     def __init__(self, style: str, family: str, per_class: bool, convention: BoxConvention,
                  fewshot_images: int | None = None,
-                 shown: Callable[[FewShotExample], FewShotExample] = lambda example: example):
+                 shown: Callable[[FewShotExample], FewShotExample] = lambda example: example,
+                 ask_scores: bool = False):
         self.style = style
         self.family = family
         self.per_class = per_class
         self.convention = convention
         self.fewshot_images = fewshot_images
         self.shown = shown
+        self.ask_scores = ask_scores
 
     def task_prompts(self, task: DetectionTask) -> list[tuple[Conversation, int | None]]:
         shown = replace(task, fewshot=tuple(self.shown(example) for example in task.fewshot))
-        return task_conversations(self.style, self.family, shown, self.per_class, self.convention, self.fewshot_images)
+        conversations = task_conversations(self.style, self.family, shown, self.per_class, self.convention,
+                                           self.fewshot_images)
+        if self.ask_scores:
+            return [(replace(conversation, text=conversation.text + ASK_SCORES), index)
+                    for conversation, index in conversations]
+        return conversations
+
+    def question(self, text: str) -> Conversation:
+        return Conversation(None, (), text, IMAGE_FIRST[self.family])
 
     def box_prompt(self, query: GroundingQuery) -> str:
         return query.box_prompt

@@ -160,7 +160,8 @@ class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
     answer_units: ClassVar[tuple[float, float] | None]
     """The frame of its answers (:class:`QwenChat`)."""
     option_defaults: ClassVar[dict[str, Any]] = {
-        "per_class": False, "max_new_tokens": 2048, "prompt_style": "paper", "fewshot_images": 3,
+        "per_class": False, "max_new_tokens": 2048, "prompt_style": "paper", "fewshot_images": 3, "scores": "one",
+        "prompt_file": "",
     }
 
     def __init__(self, checkpoint: str | None = None, device: str = "cpu", dtype: str = "float32", **options: Any):
@@ -172,11 +173,14 @@ class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
         self.fewshot_images = int(self.options["fewshot_images"])
         if self.fewshot_images < 1:
             raise ValueError(f"adapter {self.name!r}: option fewshot_images={self.fewshot_images} (at least 1)")
+        if self.scores == "ask" and self.prompt_style == "cookbook":
+            raise ValueError(f"adapter {self.name!r}: scores=ask asks in the paper's prompts; prompt_style=cookbook "
+                             "has no such question (use prompt_style=paper or appendix)")
         self.transport = QwenChat(*local_model(self, options), units=self.answer_units)
         self.prompter = (
             CookbookPrompter(self.per_class, f"adapter {self.name!r}") if self.prompt_style == "cookbook"
             else ConversationPrompter(self.prompt_style, self.family, self.per_class, self.convention(self.transport.weights),
-                                      self.fewshot_images, shown=padded_example))
+                                      self.fewshot_images, shown=padded_example, ask_scores=self.scores == "ask"))
         self.reader = Reader(self.name, parse_json_boxes, ReplyFrame(), self.tally)
 
     @classmethod
@@ -185,8 +189,9 @@ class QwenVLAdapter(ChatAdapter[Image.Image, str | Conversation]):
         """Where this model's numbers live (few-shot answers are written in it)."""
 
     def pair_columns(self) -> dict[str, Any]:
-        """The prompt style, and a hash of the exact prompts of the pair's task (``None`` in UOUO)."""
-        return {"prompt_style": self.prompt_style, "prompt_hash": self.pair_prompt_hash()}
+        """The prompt style, a hash of the exact prompts of the pair's task (``None`` in UOUO), the
+        source of the boxes' scores (option ``scores``) and the prompt file used."""
+        return {"prompt_style": self.prompt_style, **self.chat_columns()}
 
     @classmethod
     def build_tiny(cls, folder: Path) -> None:

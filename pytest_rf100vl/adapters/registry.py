@@ -25,7 +25,7 @@ from typing import Any
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED
 
-from pytest_rf100vl.adapters.base import Adapter
+from pytest_rf100vl.adapters.base import TINY, Adapter
 from pytest_rf100vl.core.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.adapters"
@@ -37,12 +37,21 @@ BOTH = ("rf100vl", "uouo")
 @dataclass(frozen=True)
 class Listing:
     """A built-in adapter: its class (``"module:Class"``) and the class attributes of the same
-    names (``None``: no default checkpoint, ``NAME:CHECKPOINT`` must name one)."""
+    names (``None``: no default checkpoint, ``NAME:CHECKPOINT`` must name one); what
+    ``rf100vl-hf models`` shows besides: the checkpoint words that build a random-weight model
+    offline (``offline``: ``NAME:tiny``) and other checkpoints worth knowing by name
+    (``examples``), so that a spelling such as ``yolo:yolo26n.pt`` is found there."""
 
     target: str
     default_checkpoint: str | None = None
     prompt_modes: tuple[str, ...] = ("names",)
     tasks: tuple[str, ...] = BOTH
+    offline: tuple[str, ...] = (TINY,)
+    examples: tuple[str, ...] = ()
+
+    def spellings(self, name: str) -> tuple[str, ...]:
+        """Every ``NAME:CHECKPOINT`` listed: the offline variants, then the examples."""
+        return tuple(f"{name}:{checkpoint}" for checkpoint in (*self.offline, *self.examples))
 
 
 OWL_MODES = ("names", "instructions", "fewshot")
@@ -67,9 +76,18 @@ BUILTIN: dict[str, Listing] = {
     "mm-grounding-dino": Listing("pytest_rf100vl.adapters.grounding_dino:MMGroundingDinoAdapter",
                                  "openmmlab-community/mm_grounding_dino_tiny_o365v1_goldg_v3det",
                                  prompt_modes=NAMES_AND_INSTRUCTIONS),
+    "llmdet": Listing("pytest_rf100vl.adapters.grounding_dino:LlmDetAdapter", "iSEE-Laboratory/llmdet_tiny",
+                      prompt_modes=NAMES_AND_INSTRUCTIONS,
+                      examples=("iSEE-Laboratory/llmdet_base", "iSEE-Laboratory/llmdet_large")),
     "omdet-turbo": Listing("pytest_rf100vl.adapters.omdet:OmDetTurboAdapter", "omlab/omdet-turbo-swin-tiny-hf"),
     "sam3": Listing("pytest_rf100vl.adapters.sam3:Sam3Adapter", "facebook/sam3", prompt_modes=("names", "fewshot")),
-    "yolo": Listing("pytest_rf100vl.adapters.yolo:YoloAdapter", "yolov8n.pt", tasks=("rf100vl",)),
+    "yolo": Listing("pytest_rf100vl.adapters.yolo:YoloAdapter", "yolov8n.pt", tasks=("rf100vl",),
+                    offline=(TINY, "tiny26"), examples=("yolo11n.pt", "yolo26n.pt")),
+    "yoloe": Listing("pytest_rf100vl.adapters.yolo_prompted:YoloEAdapter", "yoloe-11s-seg.pt",
+                     prompt_modes=("names", "fewshot"), tasks=("rf100vl",),
+                     examples=("yoloe-11l-seg.pt", "yoloe-v8l-seg.pt", "yoloe-26s-seg.pt")),
+    "yolo-world": Listing("pytest_rf100vl.adapters.yolo_prompted:YoloWorldAdapter", "yolov8s-worldv2.pt",
+                          tasks=("rf100vl",), examples=("yolov8l-worldv2.pt",)),
     "rfdetr": Listing("pytest_rf100vl.adapters.rfdetr_extra:RfDetrPackageAdapter", "nano", tasks=("rf100vl",)),
     "florence-2": Listing("pytest_rf100vl.adapters.florence2:Florence2Adapter", "florence-community/Florence-2-base"),
     "qwen2.5-vl": Listing("pytest_rf100vl.adapters.qwen_vl:Qwen25VLAdapter", "Qwen/Qwen2.5-VL-3B-Instruct",
@@ -83,13 +101,13 @@ BUILTIN: dict[str, Listing] = {
                           prompt_modes=NAMES_AND_INSTRUCTIONS),
     "llava-onevision": Listing("pytest_rf100vl.adapters.llava:LlavaOnevisionAdapter",
                                "llava-hf/llava-onevision-qwen2-7b-ov-hf", prompt_modes=NAMES_AND_INSTRUCTIONS),
-    "openai": Listing("pytest_rf100vl.adapters.openai_chat:OpenAIChatAdapter", prompt_modes=PROMPT_MODES),
-    "gemini": Listing("pytest_rf100vl.adapters.gemini:GeminiAdapter", prompt_modes=PROMPT_MODES),
+    "openai": Listing("pytest_rf100vl.adapters.openai_chat:OpenAIChatAdapter", prompt_modes=PROMPT_MODES, offline=()),
+    "gemini": Listing("pytest_rf100vl.adapters.gemini:GeminiAdapter", prompt_modes=PROMPT_MODES, offline=()),
     "clip-quadrant": Listing("pytest_rf100vl.adapters.clip_quadrant:ClipQuadrantAdapter",
                              f"{DEFAULT_CLIP_MODEL}@{DEFAULT_CLIP_PRETRAINED}", tasks=("uouo",)),
-    "oracle": Listing("pytest_rf100vl.adapters.oracle:OracleAdapter", prompt_modes=PROMPT_MODES),
+    "oracle": Listing("pytest_rf100vl.adapters.oracle:OracleAdapter", prompt_modes=PROMPT_MODES, offline=()),
     "predictions": Listing("pytest_rf100vl.adapters.replay:ReplayAdapter", prompt_modes=PROMPT_MODES,
-                           tasks=("rf100vl",)),
+                           tasks=("rf100vl",), offline=()),
 }
 
 ADAPTERS: Registry[Adapter] = Registry("model adapter", ENTRY_POINT_GROUP, Adapter,

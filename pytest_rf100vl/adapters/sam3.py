@@ -20,7 +20,9 @@ bfloat16 runs do not round scores into ties. Options:
 
 - ``score_threshold`` (0.0): a box is kept when its score exceeds it. 0 keeps every query, as
   SAM 3's own RF100-VL evaluation does (its post-processor keeps all of them: AP rewards the low
-  scores); 0.5 is what Roboflow's RF100-VL runner for SAM 3 used.
+  scores). Roboflow's RF100-VL runner for SAM 3, ``benchmark_sam3.py``, exists in two
+  published versions, defaulting to 0.5 and to 0.35; ``--rf100vl-protocol rf-scripts`` sets
+  0.5, and ``score_threshold=0.35`` runs the other.
 - ``max_detections`` (500): each image keeps its best ``max_detections`` boxes over all classes,
   by score. Each prompt gives at most the model's number of queries (200 for ``facebook/sam3``),
   so a single-class image is never cut, and pycocotools counts at most 500 per image and class;

@@ -77,6 +77,8 @@ SERVED_OPTIONS: dict[str, Any] = {
     "qwen_max_pixels": QWEN25_MAX_PIXELS,
     "prompt_style": "paper",
     "per_class": False,
+    "scores": "one",
+    "prompt_file": "",
     "fewshot_images": None,
     "max_pixels": None,
     "temperature": 0.0,
@@ -235,6 +237,9 @@ class ServedPrompter:
     def quadrant_prompt(self, query: GroundingQuery) -> Question:
         return self._asked(query.quadrant_prompt, self.convention)
 
+    def question(self, text: str) -> Question:
+        return self._asked(text, self.convention)
+
     def _asked(self, text: str, convention: BoxConvention) -> Question:
         image_first = IMAGE_FIRST[self.conversations.family]
         return Question(Conversation(None, (), text, image_first), convention, detection=False)
@@ -286,7 +291,7 @@ class ServedChatAdapter(ChatAdapter[Shown, Question]):
         self.transport = ServedTransport(self.api, self.calls, self.accepted_formats, self.max_pixels, self.tally)
         shown = partial(shown_example, max_pixels=self.max_pixels)  # few-shot images as the image asked about
         conversations = ConversationPrompter(self.prompt_style, self.family, self.per_class, self.convention,
-                                             self.fewshot_images, shown)
+                                             self.fewshot_images, shown, ask_scores=self.scores == "ask")
         self.prompter = ServedPrompter(conversations, self.convention, self.grounding_convention)
         self.reader = Reader(self.name, parse_json_boxes, SentFrame(), self.tally)
 
@@ -376,11 +381,11 @@ class ServedChatAdapter(ChatAdapter[Shown, Question]):
         self.calls.start_pair()
 
     def pair_columns(self) -> dict[str, Any]:
-        """Requests, retries, failures, tokens, latency and cost of the pair; its prompt style
-        and prompt hash; the server (without credentials)."""
+        """Requests, retries, failures, tokens, latency and cost of the pair; how it was asked
+        (prompt style, prompt hash, score source, prompt file); the server (without credentials)."""
         return {
             **self.calls.pair_columns(),
             "prompt_style": self.prompt_style,
-            "prompt_hash": self.pair_prompt_hash(),
+            **self.chat_columns(),
             "api_base_url": public_url(self.base_url),
         }

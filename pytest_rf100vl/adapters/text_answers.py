@@ -15,7 +15,8 @@ A :class:`ChatAdapter` is three parts, each a small object of its own:
 
 The adapter asks every question of the task about each image and hands each answer to the
 reader; nothing of a model is an override of the loop. Such a model is asked for boxes in
-words, as the RF100-VL paper ran MLLMs: every box it writes scores 1.0, its label is mapped
+words, as the RF100-VL paper ran MLLMs: every box it writes scores 1.0 (unless the adapter
+option ``scores`` asks the model for a score, or re-scores each box: :data:`SCORE_SOURCES`), its label is mapped
 back to a class (exactly, then ignoring case and punctuation; a label that matches no class is
 dropped and counted), and all class names go in one prompt unless the adapter option
 ``per_class=True`` asks one prompt per class (then every box of a prompt takes that prompt's
@@ -43,7 +44,8 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
@@ -63,7 +65,13 @@ from pytest_rf100vl.adapters.base import (
 )
 from pytest_rf100vl.adapters.keyed import prompt_key
 from pytest_rf100vl.adapters.parsing import BoxParse, parse_quadrant
-from pytest_rf100vl.adapters.prompts import prompt_hash
+from pytest_rf100vl.adapters.prompts import (
+    VQA_QUESTION,
+    prompt_file_digest,
+    prompt_file_for,
+    prompt_hash,
+    read_prompt_file,
+)
 
 ImageT = TypeVar("ImageT")
 """What a transport shows the model per image: pixels (local) or the stored item and what is sent (served)."""
@@ -81,6 +89,22 @@ LONG_REPLY = 65_536
 runs on for megabytes would make the samples log and the answer cache as large."""
 UNKNOWN_LABEL = "label matches no class"
 """Why a box read from a reply was dropped, in its transcript."""
+SCORE_SOURCES = ("one", "ask", "vqa")
+"""Adapter option ``scores`` (Qwen and the served models): ``one`` (the default, the papers'
+protocol: every box 1.0), ``ask`` (the question asks for a score per box and the reply's is
+read: ``docs/prompts.md``), ``vqa`` (each box re-scored by a yes/no question to the same model,
+one more request per box). Part of the row's ``adapter_options``, so of its identity and of
+the answer cache's key."""
+UNSCORED = 0.0
+"""The score of a box whose reply gave none under ``scores=ask`` (counted: ``unscored_boxes``)."""
+UNREADABLE_VQA = 0.5
+"""The score of a box whose yes/no answer is neither (counted: ``unreadable_vqa_answers``)."""
+
+
+def yes_or_no(text: str) -> float | None:
+    """1.0 for an answer that starts with yes, 0.0 for no, ``None`` for anything else."""
+    words = "".join(char if char.isalpha() else " " for char in text.casefold()).split()
+    return {"yes": 1.0, "no": 0.0}.get(words[0]) if words else None
 
 
 def shown_text(text: str) -> str:
@@ -99,11 +123,13 @@ def kept_reply(text: str) -> dict[str, Any]:
 
 
 class ReadBox(NamedTuple):
-    """A box read from a reply: its label, its numbers as written and ``xyxy`` pixels."""
+    """A box read from a reply: its label, its numbers as written, ``xyxy`` pixels, and the
+    score the reply gave it (``None``: none)."""
 
     label: str | None
     written: Box
     pixels: tuple[float, ...]
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +188,9 @@ class Prompter(Protocol[PromptT]):
         """The UOUO quadrant question in this model's framing; ``None`` for a model that
         cannot answer questions (the scorer then reads the quadrant from the box centre)."""
 
+    def question(self, text: str) -> PromptT:
+        """A plain question about an image, with no system prompt (``scores=vqa``'s)."""
+
 
 class Transport(Protocol[ImageT, PromptT]):
     """How a chat model's answers are fetched.
@@ -198,8 +227,10 @@ class Coordinates(Protocol[ImageT]):
 
 class Tally:
     """Counts of what a chat adapter met in its answers since it was built, thread-safe:
-    ``answers``, ``boxes``, ``rejected_boxes``, ``unmatched_boxes``, ``no_box``, ``no_quadrant``
-    and, behind a server, ``reencoded_images``, ``downscaled_images``, ``truncated_answers``,
+    ``answers``, ``boxes``, ``rejected_boxes``, ``unmatched_boxes``, ``no_box``, ``no_quadrant``,
+    with ``scores=ask`` ``unscored_boxes``, with ``scores=vqa`` ``vqa_questions`` and
+    ``unreadable_vqa_answers``, and, behind a server, ``reencoded_images``, ``downscaled_images``,
+    ``truncated_answers``,
     ``empty_answers``."""
 
     def __init__(self) -> None:
@@ -240,7 +271,8 @@ class Reader(Generic[ImageT]):
         of ``image``), and how many box-like entries could not be read; counted."""
         parsed = self.parse(reply.text)
         self.tally.add(answers=1, boxes=len(parsed.boxes), rejected_boxes=parsed.rejected)
-        read = [ReadBox(box.label, box.box, self.coordinates.to_pixels(box.box, reply, image)) for box in parsed.boxes]
+        read = [ReadBox(box.label, box.box, self.coordinates.to_pixels(box.box, reply, image), box.score)
+                for box in parsed.boxes]
         return read, parsed.rejected
 
     def class_of(self, label: str | None) -> int | None:
@@ -283,6 +315,12 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
         self.device_map = device_map
         self.attention = attention
         self.per_class = bool(self.options["per_class"])
+        self.scores = str(self.options.get("scores", SCORE_SOURCES[0]))
+        if self.scores not in SCORE_SOURCES:
+            raise ValueError(f"adapter {self.name!r}: option scores={self.scores!r} "
+                             f"(use one of {', '.join(SCORE_SOURCES)})")
+        self.prompt_file = Path(self.options["prompt_file"]) if self.options.get("prompt_file") else None
+        self.prompt_file_used: Path | None = None
         self.tally = Tally()
         self.prompts: list[tuple[PromptT, int | None]] = []
         """The current task's questions, each with the class it asks for (``None``: every class)."""
@@ -304,8 +342,36 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
     def is_smoke(self) -> bool:
         return self.transformers_model and self.checkpoint == TINY
 
+    @classmethod
+    def identity_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """As every adapter's, with a ``prompt_file`` given as its path and its content hash, so
+        that rows of other instructions never pass for one another."""
+        identity = super().identity_options(options)
+        if identity.get("prompt_file"):
+            identity["prompt_file"] = f"{identity['prompt_file']}#{prompt_file_digest(Path(identity['prompt_file']))}"
+        return identity
+
+    def with_prompt_file(self, task: DetectionTask) -> DetectionTask:
+        """``task`` with its classes' instructions from option ``prompt_file`` (a class the file
+        lacks keeps the dataset's, warned and counted: ``prompt_file_missing_classes``); the
+        multi-class prompt then sends those per-class lines rather than the README."""
+        if self.prompt_file is None:
+            return task
+        if "instructions" not in task.prompt:
+            raise ValueError(f"adapter {self.name!r}: option prompt_file gives annotator instructions, which prompt "
+                             f"mode {task.prompt!r} does not send (use instructions or instructions+fewshot)")
+        self.prompt_file_used = prompt_file_for(self.prompt_file, task.dataset)
+        given = read_prompt_file(self.prompt_file_used, task.classes)
+        missing = [name for name in task.classes if name not in given]
+        if missing:
+            self.tally.add(prompt_file_missing_classes=len(missing))
+            warnings.warn(f"{self.prompt_file_used}: no instructions for {', '.join(map(repr, missing))}; those "
+                          "classes keep the dataset's (counted in prompt_file_missing_classes)", stacklevel=3)
+        return replace(task, instructions={**task.instructions, **given}, readme="")
+
     def set_task(self, task: DetectionTask) -> None:
         """Build the questions once per dataset."""
+        task = self.with_prompt_file(task)
         super().set_task(task)
         self.reader.start(task)
         self.prompts = self.prompter.task_prompts(task)
@@ -314,6 +380,15 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
     def start_pair(self) -> None:
         super().start_pair()
         self._task_in_pair = False
+        self.prompt_file_used = None
+
+    def chat_columns(self) -> dict[str, Any]:
+        """The row columns of how a pair was asked: the prompts' hash, the score source and the
+        prompt file used with its hash (``None`` without one)."""
+        used = self.prompt_file_used
+        return {"prompt_hash": self.pair_prompt_hash(), "score_source": self.scores,
+                "prompt_file": str(used) if used else None,
+                "prompt_file_sha256": prompt_file_digest(used) if used else None}
 
     def pair_prompt_hash(self) -> str | None:
         """A hash of every text the pair's task sends (few-shot images by content hash), for
@@ -352,31 +427,60 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
                 "frame": [float(v) for v in reply.frame], "boxes": boxes, "unreadable_boxes": rejected}
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
-        """Ask every question of the task about each image; boxes in pixels of each image, with
-        each image's transcript."""
+        """Ask every question of the task about each image; boxes in pixels of each image,
+        scored as option ``scores`` says, with each image's transcript."""
         if self.task is None:
             raise RuntimeError(f"adapter {self.name!r}: set_task must be called before predict")
         if not batch:
             return []
         images = [self.transport.view(item) for item in batch]
-        found: list[tuple[list[tuple[float, ...]], list[int]]] = [([], []) for _ in images]
+        kept: list[list[tuple[ReadBox, int]]] = [[] for _ in images]
         transcripts: list[Transcript] = [[] for _ in images]
         quiet = len(self.prompts) < 2 or self.concurrency > 1  # no bar per call from many threads
         for prompt, class_index in progress_bar(self.prompts, desc=f"{self.name} classes", disable=quiet, leave=False):
             replies = self.transport.generate(images, [prompt] * len(images))
-            for (boxes, labels), transcript, image, reply in zip(found, transcripts, images, replies):
+            for boxes, transcript, image, reply in zip(kept, transcripts, images, replies):
                 read, rejected = self.reader.read(reply, image)
                 classes = [class_index if class_index is not None else self.reader.class_of(box.label) for box in read]
                 transcript.append(self.exchange(prompt, reply, read, rejected, classes))
-                for box, index in zip(read, classes):
-                    if index is not None:
-                        boxes.append(box.pixels)
-                        labels.append(index)
+                boxes.extend((box, index) for box, index in zip(read, classes) if index is not None)
+        scores = self.vqa_scores(images, kept, transcripts) if self.scores == "vqa" else \
+            [[self.own_score(box) for box, _ in boxes] for boxes in kept]
         return [
-            Detections(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), np.ones(len(labels)),
-                       np.asarray(labels, dtype=np.int64), transcript)
-            for (boxes, labels), transcript in zip(found, transcripts)
+            Detections(np.asarray([box.pixels for box, _ in boxes], dtype=np.float64).reshape(-1, 4),
+                       np.asarray(image_scores, dtype=np.float64),
+                       np.asarray([index for _, index in boxes], dtype=np.int64), transcript)
+            for boxes, image_scores, transcript in zip(kept, scores, transcripts)
         ]
+
+    def own_score(self, box: ReadBox) -> float:
+        """A box's score: 1.0, or with ``scores=ask`` the one its reply gave (within 0..1;
+        :data:`UNSCORED` where it gave none)."""
+        if self.scores != "ask":
+            return 1.0
+        if box.score is None:
+            self.tally.add(unscored_boxes=1)
+            return UNSCORED
+        return min(1.0, max(0.0, box.score))
+
+    def vqa_scores(self, images: list[ImageT], kept: list[list[tuple[ReadBox, int]]],
+                   transcripts: list[Transcript]) -> list[list[float]]:
+        """Each kept box's ``scores=vqa`` score: the model asked, about the same image, whether
+        the box's region (its numbers as written) shows its class; every question of the batch
+        in one call to the transport, each counted as a request like any other."""
+        assert self.task is not None
+        asked = [(i, self.prompter.question(VQA_QUESTION.format(
+                      box="[" + ", ".join(f"{value:g}" for value in box.written) + "]", name=self.task.classes[index])))
+                 for i, boxes in enumerate(kept) for box, index in boxes]
+        replies = self.transport.generate([images[i] for i, _ in asked], [q for _, q in asked]) if asked else []
+        scores: list[list[float]] = [[] for _ in images]
+        for (i, question), reply in zip(asked, replies):
+            score = yes_or_no(reply.text)
+            self.tally.add(vqa_questions=1, unreadable_vqa_answers=int(score is None))
+            scores[i].append(UNREADABLE_VQA if score is None else score)
+            transcripts[i].append({"question": "vqa", "sent": [shown_text(text) for text in question_texts(question)],
+                                   "reply": reply.text, "score": scores[i][-1]})
+        return scores
 
     def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
         """Ask both UOUO questions of each mosaic; the box is the first one labelled with the

@@ -72,14 +72,23 @@ GRADIENT_CLIP = 10.0  # ultralytics' own, fixed
 NOMINAL_BATCH = 64  # ultralytics' ``nbs``: gradients accumulate up to it
 
 
-def _file_revision(path: str | None) -> str | None:
-    if path in TINY_YAMLS:
-        return f"ultralytics:{TINY_YAMLS[path]}"
+def file_revision(path: str | None, tiny_yamls: dict[str, str] = TINY_YAMLS) -> str | None:
+    """What a checkpoint is: the model YAML an offline word builds, a local file's content hash,
+    or ``None`` (a name ultralytics fetches)."""
+    if path in tiny_yamls:
+        return f"ultralytics:{tiny_yamls[path]}"
     return f"sha256:{file_sha256(Path(path))}" if path and Path(path).is_file() else None
 
 
-def _yolo() -> type:
-    """Ultralytics' ``YOLO``, or an error that says how to install it.
+def ultralytics_detections(results: Sequence[Any]) -> list[Detections]:
+    """Ultralytics' results of a batch as detections: ``xyxy`` pixels, scores, class indices."""
+    return [Detections(r.boxes.xyxy.cpu().numpy().astype(np.float64), r.boxes.conf.cpu().numpy().astype(np.float64),
+                       r.boxes.cls.cpu().numpy().astype(np.int64)) for r in results]
+
+
+def ultralytics_class(name: str = "YOLO") -> type:
+    """Ultralytics' model class ``name`` (``YOLO``, ``YOLOE``, ``YOLOWorld``), or an error that
+    says how to install it.
 
     On import, ultralytics patches ``PIL.Image.open`` (an unreadable image then makes it try to
     pip-install a HEIF plugin, and the data's own clear error is lost), ``torch.save`` and numpy's
@@ -89,14 +98,14 @@ def _yolo() -> type:
 
     saved = PIL.Image.open, torch.save, np.get_printoptions()
     try:
-        from ultralytics import YOLO
+        import ultralytics
     except ImportError as error:
-        raise ImportError("the yolo adapter needs ultralytics, an optional extra (AGPL-3.0): "
+        raise ImportError(f"{name} needs ultralytics, an optional extra (AGPL-3.0): "
                           "pip install 'rf100vl-hf[yolo]'") from error
     finally:
         PIL.Image.open, torch.save = saved[:2]
         np.set_printoptions(**saved[2])
-    return YOLO
+    return getattr(ultralytics, name)
 
 
 @contextlib.contextmanager
@@ -172,7 +181,7 @@ class YoloAdapter(Adapter):
         self.columns: dict[str, Any] = {}
 
     def restore_pretrained(self) -> None:
-        self.model = _yolo()(self.source)
+        self.model = ultralytics_class()(self.source)
         self.fresh_head = False
         self.trained_weights = None
 
@@ -184,11 +193,11 @@ class YoloAdapter(Adapter):
 
     @property
     def revision(self) -> str | None:
-        return _file_revision(self.checkpoint if self.checkpoint in TINY_YAMLS else self.source)
+        return file_revision(self.checkpoint if self.checkpoint in TINY_YAMLS else self.source)
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:
-        return _file_revision(checkpoint or cls.default_checkpoint)
+        return file_revision(checkpoint or cls.default_checkpoint)
 
     @property
     def is_smoke(self) -> bool:
@@ -222,8 +231,7 @@ class YoloAdapter(Adapter):
         results = self.model.predict([item.image for item in batch], imgsz=self.options["imgsz"],
                                      conf=self.options["conf"], iou=self.options["iou"],
                                      max_det=self.options["max_det"], nms=self.nms, device=self.device, verbose=False)
-        return [Detections(r.boxes.xyxy.cpu().numpy().astype(np.float64), r.boxes.conf.cpu().numpy().astype(np.float64),
-                           r.boxes.cls.cpu().numpy().astype(np.int64)) for r in results]
+        return ultralytics_detections(results)
 
     def pair_columns(self) -> dict[str, Any]:
         return dict(self.columns)
@@ -258,7 +266,7 @@ class YoloAdapter(Adapter):
         resumed from the store's last epoch when there is one; ultralytics' mAP on validation
         goes into the record's details."""
 
-        YOLO = _yolo()
+        YOLO = ultralytics_class()
         folder = store.folder / "ultralytics"
         run = folder / "run"
         latest = store.latest_epoch()
@@ -304,7 +312,7 @@ class YoloAdapter(Adapter):
         ))
 
     def load_trained(self, store: "TrainedStore") -> None:
-        self.model = _yolo()(str(store.weights))
+        self.model = ultralytics_class()(str(store.weights))
         record = store.record()
         self.columns = {"ultralytics_val_map50_95": (record.details if record else {}).get("ultralytics_val_map50_95")}
 

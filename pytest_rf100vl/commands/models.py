@@ -18,13 +18,15 @@ from rf100vl_hf.errors import DataError, shown
 from pytest_rf100vl.core.registry import RegistryError
 
 ATTRIBUTES = ("default_checkpoint", "prompt_modes", "tasks")
-HEADER = ("name", "default checkpoint", "prompt modes", "tasks", "from")
+HEADER = ("name", "default checkpoint", "prompt modes", "tasks", "from", "also")
 
 DESCRIPTION = """\
 List the model adapters a --rf100vl-model spec can name: the built-in ones and those other
 packages register in the rf100vl.adapters entry-point group. For each: its default checkpoint
 (NAME alone uses it; NAME:CHECKPOINT_OR_PATH picks another), the prompt modes it accepts
-(--rf100vl-prompt) and the benchmarks it answers (rf100vl: detection, uouo: grounding).
+(--rf100vl-prompt), the benchmarks it answers (rf100vl: detection, uouo: grounding) and other
+specs it takes: NAME:tiny (a random-weight model built offline, for a smoke run) and
+checkpoints worth knowing by name (yolo:yolo26n.pt).
 """
 
 
@@ -39,6 +41,8 @@ class AdapterInfo:
     prompt_modes: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()
     problem: str | None = None
+    spellings: tuple[str, ...] = ()
+    """Other specs it takes: its offline ``:tiny`` variants and checkpoints worth knowing by name."""
 
 
 def adapters() -> list[AdapterInfo]:
@@ -54,7 +58,7 @@ def adapters() -> list[AdapterInfo]:
         if name in BUILTIN:
             entry = BUILTIN[name]
             listed.append(AdapterInfo(name, target, "built-in", entry.default_checkpoint, entry.prompt_modes,
-                                      entry.tasks))
+                                      entry.tasks, spellings=entry.spellings(name)))
             continue
         source = packages.get(name, "an entry point")
         try:
@@ -97,7 +101,8 @@ def table_lines(listed: list[AdapterInfo]) -> list[str]:
     as one line with its control characters escaped, so it cannot act on the terminal."""
 
     rows = [[one_line(cell) for cell in (a.name, a.default_checkpoint or "-", ", ".join(a.prompt_modes) or "-",
-                                         ", ".join(a.tasks) or "-", a.source)] for a in listed]
+                                         ", ".join(a.tasks) or "-", a.source, ", ".join(a.spellings) or "-")]
+            for a in listed]
     widths = [max(len(cell) for cell in column) for column in zip(HEADER, *rows)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [HEADER, *rows]]
     problems = [one_line(f"{a.name}: cannot be read: {a.problem}") for a in listed if a.problem]

@@ -118,6 +118,9 @@ def reply_text(line: dict[str, Any]) -> str:
         said = f"reply (its first {cut['kept']} of {cut['of']} characters):" if cut else "reply:"
         out += ["", f"--- question {number}", "sent:", *(f"  {text}" for text in question["sent"]), said,
                 *(f"  {text}" for text in question["reply"].splitlines() or [""])]
+        if question.get("question") == "vqa":  # a box's yes/no question (scores=vqa)
+            out.append(f"box score: {question['score']:g}")
+            continue
         boxes = question.get("boxes", [])
         unreadable = question.get("unreadable_boxes", 0)
         out.append(f"boxes read: {len(boxes)}" + (f" ({unreadable} more could not be read)" if unreadable else ""))

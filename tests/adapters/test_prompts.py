@@ -208,3 +208,46 @@ def test_the_appendix_gemini_output_cap_is_the_gemini_default() -> None:
     from pytest_rf100vl.adapters.prompts import APPENDIX_GEMINI_MAX_OUTPUT_TOKENS
 
     assert GeminiAdapter.option_defaults["max_output_tokens"] == APPENDIX_GEMINI_MAX_OUTPUT_TOKENS == 8192
+
+
+# ---------------------------------------------------------------- the instructions block and the newer wording
+
+README = "# Object Classes\n\n## cat\n\n### Description\n\nA small feline.\n\n## dog\n\n### Instructions\n\nAny dog.\n"
+
+
+def test_the_multi_class_prompt_appends_the_readme_as_written_and_single_class_its_line() -> None:
+    from dataclasses import replace
+
+    with_readme = replace(task("instructions"), readme=README)
+    ((multi, _),) = task_conversations("paper", "qwen2.5", with_readme, False, BoxConvention("qwen2.5"))
+    assert multi.text == ("Locate all of the following objects: cat, dog in the image and output the coordinates in "
+                          "JSON format.\n\nUse the following annotator instructions to improve detection accuracy:\n"
+                          + README + "\n")
+    (cat, _), (dog, _) = task_conversations("paper", "qwen2.5", with_readme, True, BoxConvention("qwen2.5"))
+    assert cat.text.endswith("accuracy:\ncat: A small feline.\nBox the whole body.\n") and "#" not in cat.text
+    assert "annotator" not in dog.text
+    combined = replace(task("instructions+fewshot"), readme=README)
+    ((first, _),) = task_conversations("paper", "qwen3", combined, False, BoxConvention("qwen3"))
+    assert first.examples[0].text.endswith("Use the following annotator instructions:\n" + README + "\n")
+
+
+def test_the_appendix_fallback_says_what_appendix_a_words() -> None:
+    from pytest_rf100vl.adapters.prompts import APPENDIX_FALLBACK
+
+    assert APPENDIX_FALLBACK.startswith("Appendix A words Qwen's single- and multi-class questions, Gemini's two, "
+                                        "both system prompts and the instructions block")
+
+
+def test_the_detpo_appendix_d_style_is_the_newer_wording_of_qwens_multi_class_questions() -> None:
+    fmt = (' in the image and output the coordinates in JSON format like '
+           '{"bbox_2d": [x1,y1,x2,y2], "label":"class_name"}.')
+    ((names, _),) = conversations("names", style="detpo-appendix-d")
+    assert names.text == "Locate all of the following objects: cat, dog" + fmt
+    ((shots, _),) = conversations("fewshot", style="detpo-appendix-d")
+    assert {example.text for example in shots.examples} == {
+        "Locate all of the following objects: cat, dog (each of those is a separate class)" + fmt}
+    for mode, per_class, family, convention in (("names", True, "qwen3", "qwen3"), ("names", False, "gemini", "gemini"),
+                                                ("instructions", True, "gemini", "gemini")):
+        appendix = conversations(mode, family, "appendix", per_class, convention)
+        newer = conversations(mode, family, "detpo-appendix-d", per_class, convention)
+        assert [(c.system, c.text) for c, _ in newer] == [(c.system, c.text) for c, _ in appendix]

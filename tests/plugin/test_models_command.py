@@ -97,10 +97,10 @@ def test_the_listing_imports_no_model_library_and_starts_fast() -> None:
     result = fresh(code)
     assert result.returncode == 0, result.stderr
     header, *lines = result.stdout.splitlines()
-    assert header.split() == ["name", "default", "checkpoint", "prompt", "modes", "tasks", "from"]
+    assert header.split() == ["name", "default", "checkpoint", "prompt", "modes", "tasks", "from", "also"]
     owlv2 = next(line for line in lines if line.startswith("owlv2 "))
     assert owlv2.split() == ["owlv2", "google/owlv2-base-patch16-ensemble", "names,", "instructions,", "fewshot",
-                             "rf100vl,", "uouo", "built-in"]
+                             "rf100vl,", "uouo", "built-in", "owlv2:tiny"]
     seconds, heavy = lines[-1].split(" HEAVY ")
     assert heavy == "[]" and float(seconds.split()[1]) < 3.0
 
@@ -118,7 +118,7 @@ def test_installed_adapters_are_listed_with_their_package_and_broken_ones_with_t
     listed = {info["name"]: info for info in json.loads(listing)}
     assert listed["third"] == {"name": "third", "target": "third_adapter:ThirdAdapter", "source": "thirdparty",
                                "default_checkpoint": "org/third-base", "prompt_modes": ["names", "instructions"],
-                               "tasks": ["rf100vl"], "problem": None}
+                               "tasks": ["rf100vl"], "problem": None, "spellings": []}
     assert listed["computed"]["default_checkpoint"] == "ORG/COMPUTED"
     assert listed["computed"]["tasks"] == ["rf100vl", "uouo"]  # inherited from Adapter
     assert "ModuleNotFoundError: No module named 'no_such_module'" in listed["missing"]["problem"]
@@ -146,6 +146,26 @@ def test_the_table_and_json_agree(capsys: pytest.CaptureFixture[str]) -> None:
     table = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in table[1:]] == [info["name"] for info in listed]
     assert time.perf_counter() - start < 5.0
+
+
+def test_the_offline_variants_and_the_checkpoints_known_by_name_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
+    """A newcomer who types ``yolo26`` finds ``yolo:tiny26`` and ``yolo:yolo26n.pt`` here; every
+    model built offline shows its ``:tiny``; LLMDet, YOLO-E and YOLO-World have names of their own."""
+    assert main(["models", "--format", "json"]) == 0
+    listed = {info["name"]: info for info in json.loads(capsys.readouterr().out)}
+    assert listed["yolo"]["spellings"] == ["yolo:tiny", "yolo:tiny26", "yolo:yolo11n.pt", "yolo:yolo26n.pt"]
+    assert listed["llmdet"]["default_checkpoint"] == "iSEE-Laboratory/llmdet_tiny"
+    assert listed["llmdet"]["target"].endswith("grounding_dino:LlmDetAdapter")
+    assert listed["yoloe"]["spellings"][:2] == ["yoloe:tiny", "yoloe:yoloe-11l-seg.pt"]
+    assert listed["yoloe"]["prompt_modes"] == ["names", "fewshot"]
+    assert listed["yolo-world"]["default_checkpoint"] == "yolov8s-worldv2.pt"
+    for name in ("owlv2", "grounding-dino", "sam3", "qwen3-vl", "florence-2", "clip-quadrant", "rfdetr"):
+        assert f"{name}:tiny" in listed[name]["spellings"]
+    for name in ("openai", "gemini", "oracle", "predictions"):  # nothing to build offline
+        assert listed[name]["spellings"] == []
+    assert main(["models"]) == 0
+    yolo = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("yolo "))
+    assert yolo.endswith("built-in  yolo:tiny, yolo:tiny26, yolo:yolo11n.pt, yolo:yolo26n.pt")
 
 
 ODD_ADAPTERS = '''

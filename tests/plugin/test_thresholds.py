@@ -95,8 +95,9 @@ def test_a_complete_domain_is_compared_with_the_paper(
     result.stdout.fnmatch_lines(
         [
             "- NOT CHECKED: nothing on Aerial: 1 of 11 datasets ran",
-            "- FAILED: nothing on Sports: mean AP50:95 0.00 over 6 datasets; paper (rf100vl_table2 of arXiv 2505.20612v1, "
-            "zero-shot, 'GroundingDINO'): 13.0; difference -13.00 is beyond the tolerance 1",
+            "- FAILED: nothing on Sports: mean AP50:95 0.00 over 6 datasets; paper rf100vl_table2 row 'GroundingDINO' "
+            "(RF100-VL paper: arXiv 2505.20612v1 (May 2025)), zero-shot: 13.0; difference -13.00 is beyond the "
+            "tolerance 1",
         ]
     )
     result = fakes.runpytest_inprocess(*run, "--rf100vl-tolerance", "13")

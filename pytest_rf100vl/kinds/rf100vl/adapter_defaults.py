@@ -17,7 +17,7 @@ ADAPTER_DEFAULTS: dict[str, dict[str, dict[str, str]]] = {
         "owlv2": {"class_nms": "false"},
         "owlvit": {"class_nms": "false"},
         "omdet-turbo": {"class_nms": "false"},
-        # benchmark_sam3.py: output_prob_thresh 0.5
+        # benchmark_sam3.py: output_prob_thresh 0.5 (an older version of the script defaults to 0.35)
         "sam3": {"score_threshold": "0.5"},
     },
 }

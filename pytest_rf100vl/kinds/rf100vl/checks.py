@@ -1,6 +1,6 @@
 """RF100-VL's checks of means, run when the session ends: domain and ``All`` rows of the
-thresholds file, and the comparison with a published table (``--rf100vl-reference paper`` or
-``leaderboard``)."""
+thresholds file, and the comparison with a published table (``--rf100vl-reference=paper``,
+``leaderboard`` or ``detpo``, each optionally ``@VERSION``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,16 @@ from rf100vl_hf.results.tables import over_seeds
 
 from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
 from pytest_rf100vl.core.minimums import Rule, rule_targets, threshold_for
-from pytest_rf100vl.kinds.rf100vl.reference import paper_row, reference_source, reference_table, table_of
+from pytest_rf100vl.kinds.rf100vl.reference import (
+    REFERENCES,
+    ReferenceChoice,
+    paper_row,
+    parse_reference,
+    reference_source,
+    reference_table,
+    section_rows,
+    table_of,
+)
 
 
 def is_mean_target(target: str) -> bool:
@@ -70,7 +79,7 @@ def threshold_checks(rules: list[Rule], rows: list[dict[str, Any]]) -> list[Mean
 
 
 def _compare(
-    spec: str, target: str, measured: list[float], expected: float, source: str, tolerance: float
+    spec: str, target: str, measured: list[float], expected: float, source: str, tolerance: float, note: str = ""
 ) -> MeanCheck:
     mean = statistics.fmean(measured)
     difference = mean - expected
@@ -80,19 +89,58 @@ def _compare(
         target,
         PASSED if ok else FAILED,
         f"mean AP50:95 {mean:.2f} over {len(measured)} datasets; {source}: {expected:.1f}; "
-        f"difference {difference:+.2f} is {'within' if ok else 'beyond'} the tolerance {tolerance:g}",
+        f"difference {difference:+.2f} is {'within' if ok else 'beyond'} the tolerance {tolerance:g}{note}",
     )
 
 
+def _row_of(row: dict[str, Any], subset: str, methods: dict[str, str], reference: ReferenceChoice | str
+            ) -> tuple[str | None, str | None]:
+    """The table of ``reference`` for the run of ``row`` and the method row it reproduces there."""
+    regime = row.get("regime") or "zero-shot"
+    source = reference.source if isinstance(reference, ReferenceChoice) else reference
+    table = table_of(subset, regime, source)
+    if table is None:
+        return None, None
+    options = json.loads(row.get("adapter_options") or "{}")
+    trained = json.loads(row.get("hyperparameters") or "{}")
+    return table, paper_row(row["spec"], row["checkpoint"], row["prompt"], methods, regime, row.get("recipe"),
+                            bool(trained.get("federated")), source, str(options.get("scores", "one")),
+                            bool(options.get("prompt_file")))
+
+
+def other_rows(row: dict[str, Any], subset: str, chosen: ReferenceChoice, compared: str) -> list[str]:
+    """The published rows, besides ``compared`` of ``chosen``, that the run of ``row`` also
+    reproduces, each with its ``All``: in the other references, in the chosen one's other
+    versions, and the same setting as another of the paper's tables gives it (a row named
+    ``"<row>, Table 2"``). A model published twice is never compared with one number without
+    the other being named."""
+    regime = row.get("regime") or "zero-shot"
+    found = []
+    for choice in (ReferenceChoice(source) for source in REFERENCES):
+        table, method = _row_of(row, subset, {}, choice)
+        if table is None or method is None:
+            continue
+        for name, published in section_rows(choice, table, regime).items():
+            same = name == method or name.startswith(f"{method}, ")
+            shown = choice.source == chosen.source and chosen.takes(published) and name == compared
+            if same and not shown and ALL in published.values:
+                found.append(f"{published.describe()}: {published.values[ALL]:.1f}")
+    return found
+
+
 def reference_checks(
-    subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]], reference: str = "paper"
+    subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]],
+    reference: ReferenceChoice | str = "paper"
 ) -> list[MeanCheck]:
     """Each complete domain's mean (and ``All`` when every domain is complete) against the
     section of the ``reference`` table for ``subset`` that holds the rows' data regime;
     ``methods`` maps other models to rows of that section. A table without a domain's column
     (the leaderboard has ``All`` only) checks ``All`` alone. Rows scored under another
-    protocol than the paper's are reported not checked: the tables hold that protocol's numbers."""
+    protocol than the paper's are reported not checked: the tables hold that protocol's numbers.
+    Each message names the row compared with (source, version, table) and the other published
+    rows of the same model."""
 
+    reference = parse_reference(reference) if isinstance(reference, str) else reference
     checks = [MeanCheck(spec, ALL, NOT_CHECKED, f"scored under the {name} protocol; the {reference} table holds "
                                                  "results of the paper's protocol")
               for spec, name in dict.fromkeys((row["spec"], protocol_of(row)) for row in rows
@@ -100,21 +148,20 @@ def reference_checks(
     for spec, by_dataset in scored_rows([row for row in rows if protocol_of(row) == PAPER]).items():
         any_row = next(iter(by_dataset.values()))
         regime = any_row.get("regime") or "zero-shot"
-        table_name = table_of(subset, regime, reference)
+        table_name, method = _row_of(any_row, subset, methods, reference)
         if table_name is None:
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"the {reference} table has no {regime} results for "
                                                              f"{subset}"))
             continue
         table = reference_table(reference, table_name, regime)
-        trained = json.loads(any_row.get("hyperparameters") or "{}")
-        method = paper_row(spec, any_row["checkpoint"], any_row["prompt"], methods, regime, any_row.get("recipe"),
-                           bool(trained.get("federated")), reference)
         if method is None or method not in table:
             why = (f"no row {method!r} in the {regime} section of {table_name}" if method
                    else f"no {regime} {reference} row for this model")
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-reference-method)"))
             continue
+        others = other_rows(any_row, subset, reference, method)
         source = reference_source(reference, table_name, regime, method)
+        note = f"; also published, not compared: {'; '.join(others)}" if others else ""
         complete: list[float] = []
         ran_in_all = required_in_all = 0
         for domain in catalog.DOMAINS:
@@ -130,11 +177,11 @@ def reference_checks(
             values = [by_dataset[name]["ap"] for name in required]
             complete.extend(values)
             if domain in table[method]:
-                checks.append(_compare(spec, domain, values, table[method][domain], source, tolerance))
+                checks.append(_compare(spec, domain, values, table[method][domain], source, tolerance, note))
         if ALL not in table[method]:
             continue
         if ran_in_all == required_in_all and complete:
-            checks.append(_compare(spec, ALL, complete, table[method][ALL], source, tolerance))
+            checks.append(_compare(spec, ALL, complete, table[method][ALL], source, tolerance, note))
         elif ran_in_all and not any(domain in table[method] for domain in catalog.DOMAINS):
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{ran_in_all} of {required_in_all} datasets ran "
                                     f"(the {reference} table gives All only)"))

@@ -104,7 +104,7 @@ class Rf100vlKind(BenchmarkKind):
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
 
         checks = threshold_checks(rules, rows)
-        if self.options.reference:
+        if self.options.reference is not None:
             checks += reference_checks(self.options.subset or "all", self.options.reference_methods,
                                        self.options.tolerance, rows, self.options.reference)
         return Report(rf100vl_sections(rows), checks)

@@ -22,8 +22,7 @@ from rf100vl_hf.rf100vl.request import (
 
 from pytest_rf100vl.core.options import option
 from pytest_rf100vl.kinds.rf100vl.adapter_defaults import adapter_defaults
-
-REFERENCES = ("paper", "leaderboard")
+from pytest_rf100vl.kinds.rf100vl.reference import ReferenceChoice, parse_reference
 
 
 def _methods(values: tuple[str, ...]) -> dict[str, str]:
@@ -48,10 +47,11 @@ class DetectionOptions:
                         default="test")
     prompt: str = option("prompt", "str", "names, instructions or fewshot (default: names)", "MODE",
                          default="names", choices=PROMPT_MODES)
-    reference: str | None = option(
+    reference: ReferenceChoice | None = option(
         "reference", "str", "compare each complete domain's mean with a published table: paper (the RF100-VL paper's "
-        "Tables 2, 3 and 7, arXiv 2505.20612v1) or leaderboard (newer published RF100-VL All means: the rf-detr "
-        "README, the SAM 3 paper)", "TABLE", choices=REFERENCES)
+        "Tables 2, 3 and 7, arXiv 2505.20612v1), leaderboard (newer published RF100-VL All means: the rf-detr "
+        "README, the SAM 3 paper) or detpo (the DetPO paper's RF20-VL board); SOURCE@VERSION keeps the rows of one "
+        "version (a part of their version, e.g. detpo@2603.23455v1)", "SOURCE[@VERSION]", check=parse_reference)
     protocol: str = option(
         "protocol", "str", "scoring protocol: paper (default: maxDets 500, category 0 never prompted) or rf-scripts "
         "(Roboflow's public scripts: maxDets 100, category 0 prompted in zero-shot names pairs, no class-wise NMS, "

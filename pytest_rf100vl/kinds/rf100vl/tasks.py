@@ -93,6 +93,7 @@ def detection_task(
         split=split,
         prompt=prompt,
         instructions=instruction_texts(metadata) if prompt != "names" else {},
+        readme=(metadata.get("instructions", {}).get("raw") or "") if "instructions" in prompt else "",
         fewshot=fewshot,
         category_ids=category_ids,
         image_ids=tuple(int(image_id) for image_id in dataset["image_id"]),
