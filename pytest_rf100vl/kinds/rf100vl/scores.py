@@ -1,7 +1,8 @@
 """An RF100-VL pair's score: its detections as COCO results with the export's own image and
 category ids (what the predictions file holds, and what a replay scores again), scored with
 COCO AP50:95 at maxDets=500 (:func:`rf100vl_hf.metrics.evaluate`), in percent as the paper
-reports AP."""
+reports AP, and the errors behind it (:mod:`rf100vl_hf.metrics.errors`, ``docs/errors.md``):
+TIDE, the confusion matrix (a CSV beside the predictions), calibration, label-error candidates."""
 
 from __future__ import annotations
 
@@ -9,16 +10,18 @@ import math
 from typing import Any
 
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
-from rf100vl_hf.metrics import coco_ground_truth, evaluate
+from rf100vl_hf.metrics import CocoScores, coco_ground_truth, evaluate
+from rf100vl_hf.metrics.errors import TIDE_ORACLES, TIDE_TYPES
 from rf100vl_hf.protocols import PAPER, PROTOCOLS
-from rf100vl_hf.results.schema import DetectionScores
+from rf100vl_hf.results.schema import DetectionErrors, DetectionScores
 
 from pytest_rf100vl.engine.runner import Answers
 from pytest_rf100vl.kinds.base import Scored, Split
 
-SCORING_BACKEND = "faster-coco-eval"
+SCORING_BACKEND = "hotcoco"
 """The backend ``rf100vl_hf.metrics.evaluate`` scores with by default, as the plugin calls it
-(its precision arrays equal pycocotools' to 1e-9; the version is in ``faster_coco_eval_version``)."""
+(its precision arrays equal pycocotools'; the version is in ``hotcoco_version``)."""
+CONFUSION_SUFFIX = ".confusion.csv"
 
 
 def percent(value: float) -> float | None:
@@ -49,7 +52,7 @@ def detection_scores(answers: Answers, split: Split) -> Scored:
             unique = f"{name} (category {cid})" if name in metadata["classes"] else name
             truth["categories"].insert(0, {"id": cid, "name": unique})
     max_dets = getattr(split, "protocol", PROTOCOLS[PAPER]).max_dets
-    scores = evaluate(truth, predictions, max_dets=max_dets)
+    scores = evaluate(truth, predictions, max_dets=max_dets, explain=True)
     ap = percent(scores.ap)
     columns = DetectionScores(
         scoring_backend=SCORING_BACKEND, ap=ap,
@@ -61,4 +64,21 @@ def detection_scores(answers: Answers, split: Split) -> Scored:
     unscored = None if ap is not None else (
         f"AP50:95 is undefined: the {split.name} split of {split.metadata['name']} has no ground-truth box "
         "(is it annotated?)")
-    return Scored({"ap": ap}, columns, predictions, "json", unscored, scores)
+    errors, files = error_columns(scores, split)
+    return Scored({"ap": ap}, columns, predictions, "json", unscored, scores, errors, files)
+
+
+def error_columns(scores: CocoScores, split: Split) -> tuple[DetectionErrors, dict[str, tuple[str, str]]]:
+    """The row's errors section of a scored split (ΔAP in AP points) and its confusion matrix's
+    CSV; label-error candidates named by their images' files, best-scored first, once each."""
+    errors = scores.errors
+    assert errors is not None  # scored with explain=True
+    names = dict(zip(split.images[split.id_column], split.images[split.name_column])) if split.name_column else {}
+    files = [str(names.get(scores.image_ids[c.image_id], scores.image_ids[c.image_id])) for c in errors.label_errors]
+    columns = DetectionErrors(
+        **{f"tide_{name}": 100 * errors.delta_ap[name] for name in (*TIDE_TYPES, *TIDE_ORACLES)},
+        **{f"tide_{name}_n": errors.counts[name] for name in TIDE_TYPES},
+        confused_pairs=errors.confused_pairs(), ece=errors.ece, mce=errors.mce,
+        calibration_note=errors.calibration_note, label_error_files=list(dict.fromkeys(files)),
+    )
+    return columns, {"confusion_file": (CONFUSION_SUFFIX, errors.confusion_csv())}
