@@ -39,8 +39,11 @@ per-class table in long form (Dataset, Class, Instances, Model, value).
 
 PLOT_HELP = """\
 Draw PNG figures with matplotlib: domain_means.png (grouped bars of the domain means and
-All per model), heatmap.png (datasets x models) and per_class_<dataset>.png (each class's AP
-on one dataset: --dataset, default the first with per-class results).
+All per model), heatmap.png (datasets x models), errors_by_type.png (per model and domain,
+bars stacked by TIDE's ΔAP50 of each error type), per_class_<dataset>.png (each class's AP
+on one dataset: --dataset, default the first with per-class results; a heat-map past six
+models) and confusion_<model>_<dataset>.png (each pair's confusion matrix, from the
+<split>.confusion.csv beside its predictions).
 """
 
 PUSH_HELP = """\

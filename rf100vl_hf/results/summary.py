@@ -252,7 +252,7 @@ def _ap_sections(rows: Sequence[dict[str, Any]], suffix: str) -> list[str]:
 def _error_sections(rows: Sequence[dict[str, Any]], suffix: str) -> list[str]:
     """The "Errors by type" tables of the rows that have them: one per model (``docs/errors.md``)."""
     lines: list[str] = []
-    for table in error_tables(rows):
+    for table in error_tables(rows).values():
         lines += [f"### {table.title}{suffix}", "", *to_markdown(table), ""]
     return lines
 

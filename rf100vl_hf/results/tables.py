@@ -327,19 +327,17 @@ def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list
     return tables
 
 
-def error_tables(rows: Sequence[dict[str, Any]]) -> list[Table]:
-    """Per model with TIDE columns: AP50 and the ΔAP50 of each error type and oracle (AP points),
-    as means over each domain's datasets and over all of them (``docs/errors.md``)."""
+def error_tables(rows: Sequence[dict[str, Any]]) -> dict[str, Table]:
+    """Model column -> (for a model with TIDE columns) AP50 and the ΔAP50 of each error type and
+    oracle (AP points), as means over each domain's datasets and over all (``docs/errors.md``)."""
     explained = [row for row in rows if _value(row, "tide_miss") is not None]
-    if not explained:
-        return []
-    means = {key: domain_scores(explained, key) for key in ("ap50", *ERROR_METRICS)}
-    tables = []
+    means = {key: domain_scores(explained, key) for key in ("ap50", *ERROR_METRICS)} if explained else {"ap50": {}}
+    tables = {}
     for label in means["ap50"]:
         targets = list(dict.fromkeys(target for key in means for target in means[key].get(label, {})))
         body = [[target, *(means[key].get(label, {}).get(target) for key in means)] for target in targets]
-        tables.append(Table(["Domain", "AP50", *ERROR_METRICS.values()], body, range(1, 2 + len(ERROR_METRICS)),
-                            title=f"Errors by type, {label}: ΔAP50 if fixed (AP points)"))
+        tables[label] = Table(["Domain", "AP50", *ERROR_METRICS.values()], body, range(1, 2 + len(ERROR_METRICS)),
+                              title=f"Errors by type, {label}: ΔAP50 if fixed (AP points)")
     return tables
 
 
