@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from rf100vl_hf.boxes import box_iou, xywh_to_xyxy
+
 
 TIDE_TYPES: tuple[str, ...] = ("cls", "loc", "both", "dupe", "bkg", "miss")
 """The six error types, in tidecv's order."""
@@ -47,6 +49,7 @@ LABEL_ERROR_SCORE = 0.5
 LABEL_ERRORS_KEPT = 10
 """Label-error candidates a row names (the best-scored ones)."""
 CONFUSED_PAIRS_KEPT = 5
+TRUE_POSITIVE = "tp"
 
 
 @dataclass(frozen=True)
@@ -130,3 +133,34 @@ def analyse(evaluator: Any, scores: np.ndarray, max_dets: int) -> ErrorAnalysis:
             for e in candidates[:LABEL_ERRORS_KEPT]
         ),
     )
+
+
+def image_errors(truth_boxes: np.ndarray, truth_classes: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
+                 matched: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """One image's boxes by TIDE's rules, for a picture of it: each detection's type
+    (:data:`TRUE_POSITIVE` where pycocotools' matching at IoU 0.5 ``matched`` it, else one of
+    :data:`TIDE_TYPES` but ``miss``, tested in tidecv's order: localisation, classification,
+    duplicate, background, both), and which ground-truth boxes were found (a matched detection
+    of their class covers them at IoU 0.5); boxes ``[x, y, w, h]``."""
+    iou = box_iou(xywh_to_xyxy(np.asarray(boxes, dtype=np.float64).reshape(-1, 4)),
+                  xywh_to_xyxy(np.asarray(truth_boxes, dtype=np.float64).reshape(-1, 4)))
+    same = np.asarray(classes)[:, None] == np.asarray(truth_classes)[None, :]
+    best_same = np.where(same, iou, 0.0).max(axis=1, initial=0.0)
+    best_other = np.where(~same, iou, 0.0).max(axis=1, initial=0.0)
+    best_any = iou.max(axis=1, initial=0.0)
+    types = []
+    for i, hit in enumerate(np.asarray(matched, dtype=bool)):
+        if hit:
+            types.append(TRUE_POSITIVE)
+        elif BACKGROUND_IOU <= best_same[i] < FOREGROUND_IOU:
+            types.append("loc")
+        elif best_other[i] >= FOREGROUND_IOU:
+            types.append("cls")
+        elif best_same[i] >= FOREGROUND_IOU:
+            types.append("dupe")
+        elif best_any[i] <= BACKGROUND_IOU:
+            types.append("bkg")
+        else:
+            types.append("both")
+    found = (same & (iou >= FOREGROUND_IOU) & np.asarray(matched, dtype=bool)[:, None]).any(axis=0)
+    return types, found
