@@ -91,7 +91,8 @@ domain and All the mean difference with an interval over the datasets. The datas
 from --data-dir (the exports the rows were scored on: their fingerprints must match) and each
 row's predictions file must still give its AP. Seeded; --resamples draws (default 1000).
 Datasets only one folder holds, or scored on other images (split, limit, export), are listed
-as not compared.
+as not compared. Below it (markdown and json), the change in each TIDE error type's ΔAP50
+per domain and All, with the same interval over the datasets.
 """
 
 def _folders(parser: argparse.ArgumentParser) -> None:
@@ -282,7 +283,7 @@ def cmd_hub_status(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rf100vl_hf.results.compare import compare, comparison_table, notes
+    from rf100vl_hf.results.compare import compare, comparison_table, errors_table, notes
     from rf100vl_hf.results.tables import render
 
     comparison = compare(args.a, args.b, args.model_a, args.model_b, args.data_dir, args.fewshot_dir,
@@ -299,10 +300,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         print(json.dumps(dataclasses.asdict(comparison), indent=2))
         return 0
-    table = comparison_table(comparison)
+    table, errors = comparison_table(comparison), errors_table(comparison)
     if args.format == "md":
         print("\n".join([f"## {table.title}", "", *(f"- {line}" for line in notes(comparison)), ""]))
         sys.stdout.write(render(table, "md"))
+        if errors.rows:
+            sys.stdout.write(f"\n## {errors.title}\n\n" + render(errors, "md"))
         return 0
     sys.stdout.write(render(table, args.format))
     for line in notes(comparison):  # kept off stdout, which holds the table alone
