@@ -261,10 +261,11 @@ def confusion_plots(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     return paths
 
 
-def write_plots(rows: Sequence[dict[str, Any]], out: Path, metric: str = "ap", dataset: str | None = None) -> list[Path]:
+def write_plots(rows: Sequence[dict[str, Any]], out: Path, metric: str = "ap", dataset: str | None = None,
+                confusion: bool = True) -> list[Path]:
     """The figures of the RF100-VL rows in ``out``: domain means, heatmap, errors by type (rows
     with TIDE columns), per-class AP of ``dataset`` (default: the first dataset with per-class
-    results, if any) and each pair's confusion heat-map."""
+    results, if any) and, with ``confusion``, each pair's confusion heat-map."""
     out = Path(out)
     detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
     if not detection:
@@ -277,4 +278,4 @@ def write_plots(rows: Sequence[dict[str, Any]], out: Path, metric: str = "ap", d
         dataset = with_classes[0]
     if dataset is not None:
         paths.append(per_class_plot(detection, dataset, out / per_class_file(dataset), "ap50" if metric == "ap50" else "ap"))
-    return paths + confusion_plots(detection, out)
+    return paths + (confusion_plots(detection, out) if confusion else [])
