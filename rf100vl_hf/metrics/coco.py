@@ -4,15 +4,16 @@ Every number is read from the accumulated ``precision`` and ``recall`` arrays at
 never from ``summarize()``, which hard-codes maxDets=100 for the headline AP (and reports -1
 when 100 is not among the maxDets). ``max_dets=100`` scores as pycocotools' defaults do
 (maxDets [1, 10, 100]: ``summarize()``'s ``stats[0]``), as Roboflow's public evaluation
-scripts read it (the ``rf-scripts`` protocol, :mod:`rf100vl_hf.protocols`). Two backends compute those arrays
-(:mod:`rf100vl_hf.metrics.backends`): faster-coco-eval's C++ matching and accumulation (the
-default), fed IoUs computed by pycocotools' own formula, and pycocotools itself (the
-reference); the arrays of the two agree to 2.2e-16.
+scripts read it (the ``rf-scripts`` protocol, :mod:`rf100vl_hf.protocols`). Three backends compute those
+arrays (:mod:`rf100vl_hf.metrics.backends`): hotcoco's Rust port (the default; its arrays equal
+pycocotools'), faster-coco-eval's C++ matching and accumulation fed IoUs computed by
+pycocotools' own formula (to 2.2e-16), and pycocotools itself (the reference). With
+``explain``, the errors behind the AP come with it (:mod:`rf100vl_hf.metrics.errors`).
 
 Inputs are plain COCO dicts, so the metric works on any export, not only on datasets built
 by this package: a ground truth ``{"images", "annotations", "categories"}`` and predictions
 in the COCO results format ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}``.
-Both backends see the same checked columns (:mod:`rf100vl_hf.metrics.inputs`), so a score
+Every backend sees the same checked columns (:mod:`rf100vl_hf.metrics.inputs`), so a score
 never depends on the backend: ids follow the one rule of :mod:`rf100vl_hf.ids` (a string id
 such as ``"1"``, which pycocotools and faster-coco-eval match differently, is an error;
 ``1.0`` is read as ``1`` and counted), numbers must be numbers, and ``iscrowd`` 0 or 1.
