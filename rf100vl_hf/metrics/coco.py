@@ -189,7 +189,7 @@ def evaluate(
     errors = None
     if explain:
         evaluator = accumulated.get("evaluator") or hotcoco_evaluator(gt, results, max_dets)
-        errors = analyse(evaluator, results.scores, max_dets)
+        errors = analyse(evaluator, results.scores, max_dets, int(gt.instances().sum()))
     at_last = precision[..., -1]  # [T, R, K, A] at max_dets
     return CocoScores(
         ap=_mean_defined(at_last[:, :, :, area["all"]]),

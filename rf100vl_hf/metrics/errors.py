@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +70,7 @@ class ErrorAnalysis:
     """The errors behind one split's AP (see the module docstring); ΔAP as fractions of AP50."""
 
     ap50: float  # pycocotools' AP50, which each ΔAP is added to
-    delta_ap: dict[str, float]  # TIDE_TYPES + TIDE_ORACLES -> ΔAP50
+    delta_ap: dict[str, float]  # TIDE_TYPES + TIDE_ORACLES -> ΔAP50; NaN when AP50 is (no ground-truth box)
     counts: dict[str, int]  # TIDE_TYPES -> errors of that type
     class_names: list[str]
     confusion: np.ndarray  # (K + 1, K + 1) counts: rows true class, columns predicted, last = background
@@ -107,11 +108,15 @@ class ErrorAnalysis:
         return "no detections" if self.ece is None else None
 
 
-def analyse(evaluator: Any, scores: np.ndarray, max_dets: int) -> ErrorAnalysis:
+def analyse(evaluator: Any, scores: np.ndarray, max_dets: int, boxes: int) -> ErrorAnalysis:
     """The error analysis of an evaluated and accumulated hotcoco ``COCOeval`` whose images and
     categories are numbered by place (as :func:`~rf100vl_hf.metrics.backends.hotcoco_evaluator`
-    builds it) and of its detections' ``scores``; label-error candidates name images by place."""
+    builds it), of its detections' ``scores`` and its number of ground-truth ``boxes`` (none:
+    AP50 and the ΔAPs are undefined, NaN, where hotcoco reports 0); label-error candidates name
+    images by place."""
     tide = evaluator.tide_errors(pos_thr=FOREGROUND_IOU, bg_thr=BACKGROUND_IOU)
+    if not boxes:
+        tide = {**tide, "ap_base": math.nan, "delta_ap": dict.fromkeys(tide["delta_ap"], math.nan)}
     confusion = evaluator.confusion_matrix(iou_thr=FOREGROUND_IOU, max_det=max_dets)
     fixed = float(scores[0]) if len(scores) and (scores == scores[0]).all() else None
     ece = mce = None

@@ -4,6 +4,8 @@ gives no calibration figure, only the reason."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -45,6 +47,10 @@ def test_every_box_scored_the_same_gives_no_calibration_figure(case):
     nothing = evaluate(ground_truth, [], explain=True).errors
     assert nothing is not None and nothing.calibration_note == "no detections"
     assert nothing.counts["miss"] == sum(not a["iscrowd"] for a in ground_truth["annotations"])
+    unannotated = evaluate(dict(ground_truth, annotations=[]), predictions, explain=True).errors
+    assert unannotated is not None and math.isnan(unannotated.ap50)  # hotcoco says 0: AP50 is undefined
+    assert all(math.isnan(value) for value in unannotated.delta_ap.values())
+    assert unannotated.counts["bkg"] == len(predictions) and unannotated.confusion[-1].sum() == len(predictions)
 
 
 def test_confused_pairs_and_the_labelled_matrix():

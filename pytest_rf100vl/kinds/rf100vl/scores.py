@@ -86,7 +86,7 @@ def error_columns(scores: CocoScores, split: Split) -> tuple[DetectionErrors, di
     names = dict(zip(split.images[split.id_column], split.images[split.name_column])) if split.name_column else {}
     files = [str(names.get(scores.image_ids[c.image_id], scores.image_ids[c.image_id])) for c in errors.label_errors]
     columns = DetectionErrors(
-        **{f"tide_{name}": 100 * errors.delta_ap[name] for name in (*TIDE_TYPES, *TIDE_ORACLES)},
+        **{f"tide_{name}": percent(errors.delta_ap[name]) for name in (*TIDE_TYPES, *TIDE_ORACLES)},
         **{f"tide_{name}_n": errors.counts[name] for name in TIDE_TYPES},
         confused_pairs=errors.confused_pairs(), ece=errors.ece, mce=errors.mce,
         calibration_note=errors.calibration_note, label_error_files=list(dict.fromkeys(files)),
