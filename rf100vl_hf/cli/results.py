@@ -317,7 +317,8 @@ def cmd_draw(args: argparse.Namespace) -> int:
     from rf100vl_hf.results.draw import draw, pair_of
 
     pair = pair_of(args.source, args.dataset, args.model, args.split, args.data_dir, args.fewshot_dir)
-    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score, replies=args.replies):
+    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score, replies=args.replies,
+                     label_errors=args.label_errors):
         print(f"wrote {path}")
     return 0
 
@@ -446,6 +447,8 @@ def add_draw_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--images", type=POSITIVE_INTEGER, default=8, help="the first N images (default %(default)s)")
     p.add_argument("--image-id", type=INTEGER, action="append", dest="image_ids", metavar="ID",
                    help="draw this image instead (repeatable)")
+    p.add_argument("--label-errors", action="store_true",
+                   help="draw the images of the row's label-error candidates instead (docs/errors.md)")
     p.add_argument("--min-score", type=checked(float, math.isfinite, "a number"), default=MIN_SCORE,
                    help="draw predictions scoring at least this (default %(default)s)")
     p.add_argument("--replies", action="store_true",

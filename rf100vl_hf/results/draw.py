@@ -62,14 +62,16 @@ MIN_SIDE = 640
 
 @dataclass(frozen=True)
 class Pair:
-    """What is drawn: the split, the predictions file, how to name it in captions, and the
-    samples log beside the predictions (``None`` when the pair was run without one)."""
+    """What is drawn: the split, the predictions file, how to name it in captions, the samples
+    log beside the predictions (``None`` when the pair was run without one), and the files of
+    the row's label-error candidates (``docs/errors.md``)."""
 
     dataset: str
     split: Split
     predictions: Path
     label: str
     samples: Path | None = None
+    label_errors: tuple[str, ...] = ()
 
 
 def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "test",
@@ -92,7 +94,8 @@ def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "
         raise DataError(folder, "--dataset" if not chosen else "--model", f"{len(chosen)} {what} ({advice}: {found})")
     (row,) = chosen
     samples = predictions_path(row, folder, "samples_file") if row.get("samples_file") else None
-    return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row), samples)
+    return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row), samples,
+                tuple(row.get("label_error_files") or ()))
 
 
 def read_samples(pair: Pair) -> dict[int, dict[str, Any]]:
@@ -150,11 +153,11 @@ def _quoted(line: dict[str, Any] | None) -> list[str]:
 
 
 def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), min_score: float = MIN_SCORE,
-         progress: bool = True, replies: bool = False) -> list[Path]:
-    """Draw ``image_ids`` (default: the first ``images`` of the split) into ``out``, one PNG
-    each, named ``<dataset>-<image id>.png``; with ``replies`` each caption quotes the model's
-    replies and ``<dataset>-<image id>.reply.txt`` holds them (see the module docstring). The
-    paths written."""
+         progress: bool = True, replies: bool = False, label_errors: bool = False) -> list[Path]:
+    """Draw ``image_ids`` (with ``label_errors``: the images of the row's label-error candidates;
+    default: the first ``images`` of the split) into ``out``, one PNG each, named
+    ``<dataset>-<image id>.png``; with ``replies`` each caption quotes the model's replies and
+    ``<dataset>-<image id>.reply.txt`` holds them (see the module docstring). The paths written."""
     import datasets
 
 
@@ -162,6 +165,15 @@ def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), 
     matches, records = matched(pair.predictions, pair.split)
     rows = pair.split.dataset.cast_column("image", datasets.Image(decode=False))  # decoded as the runner does
     position = {int(image_id): index for index, image_id in enumerate(rows["image_id"])}
+    if label_errors:
+        if not pair.label_errors:
+            raise DataError(pair.label, "label_error_files", "the row names no label-error candidates (a row scored "
+                            "before the error analysis, or none was found)")
+        by_file = {str(name): int(image_id) for name, image_id in zip(rows["file_name"], rows["image_id"])}
+        unknown_files = [name for name in pair.label_errors if name not in by_file]
+        if unknown_files:
+            raise DataError(pair.label, "label_error_files", f"{unknown_files[0]} is not a file of the split")
+        image_ids = [by_file[name] for name in pair.label_errors]
     unknown = [i for i in image_ids if i not in position]
     if unknown:
         shown = ", ".join(map(str, list(position)[:10]))

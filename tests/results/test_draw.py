@@ -5,6 +5,7 @@ results folder or a predictions file."""
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,10 @@ from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.errors import TRUE_POSITIVE
 from rf100vl_hf.results.draw import COLOURS, LEGEND, MIN_SIDE, MISSED, draw, pair_of
+from rf100vl_hf.results.predictions import load_split
+from rf100vl_hf.results.rows import read_jsonl
 
+from tests.results.factory import write_jsonl
 from tests.results.scored import write_exports, write_folder
 
 MATCHED_COLOUR = COLOURS[TRUE_POSITIVE]
@@ -91,6 +95,22 @@ def test_boxes_are_drawn_where_they_are_coloured_by_their_error_type(world, tmp_
                          image_ids=[world["first"]["id"]], min_score=0.0, progress=False)
     assert edge_colour(Image.open(everything).convert("RGB"), [2.0, 2.0, 6.0, 6.0], scale) == COLOURS["bkg"]
     assert edge_colour(picture, [2.0, 2.0, 6.0, 6.0], scale) != COLOURS["bkg"]  # below the default score
+
+
+def test_the_rows_label_error_candidates_are_drawn_by_their_files(world, tmp_path, capsys) -> None:
+    folder = tmp_path / "run"
+    shutil.copytree(world["root"] / "run", folder)
+    (row,) = read_jsonl(folder / "results.jsonl")
+    split = load_split("bees", "test", world["data"]).dataset
+    images = [{"id": i, "file_name": name} for i, name in zip(split["image_id"], split["file_name"])]
+    args = ["draw", str(folder), "--dataset", "bees", "--out", str(tmp_path / "out"), "--label-errors", "--data-dir",
+            str(world["data"])]
+    assert main(args) == 2
+    assert "the row names no label-error candidates" in capsys.readouterr().err
+    write_jsonl(folder, [dict(row, label_error_files=[images[3]["file_name"], images[1]["file_name"]])])
+    assert main(args) == 0
+    assert [line.split("/")[-1] for line in capsys.readouterr().out.splitlines()] == [
+        f"bees-{images[3]['id']}.png", f"bees-{images[1]['id']}.png"]
 
 
 def test_a_predictions_file_is_drawn_on_the_first_images_of_a_split(world, tmp_path) -> None:
