@@ -81,12 +81,13 @@ ELEVEN = ["oracle", "owlv2:tiny", "owlv2", "gdino", "florence2", "qwen25vl", "ge
           "omdet"]
 
 
-@pytest.fixture
-def eleven(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+@pytest.fixture(scope="module")
+def eleven(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Eleven models with TIDE columns on three datasets, one pair with a 25-class confusion
     matrix file; and the figures written of them, by file name."""
     from matplotlib.figure import Figure
 
+    tmp_path = tmp_path_factory.mktemp("eleven")
     classes = [f"class-{k}" for k in range(25)] + ["background"]
     counts = np.random.default_rng(0).poisson(0.4, (26, 26)) + np.diag([20] * 25 + [0])
     matrix = tmp_path / "test.confusion.csv"
