@@ -59,7 +59,7 @@ def python_version() -> str:
     return platform.python_version()
 
 
-SCORED_WITH = ("torch", "transformers", "datasets", "faster-coco-eval", "pycocotools", "rf100vl-hf")
+SCORED_WITH = ("torch", "transformers", "datasets", "hotcoco", "faster-coco-eval", "pycocotools", "rf100vl-hf")
 """The packages a score depends on, whose versions every row records."""
 
 

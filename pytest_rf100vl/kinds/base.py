@@ -110,7 +110,10 @@ class Scored:
     mapping of columns; ``values`` by default); ``predictions``: what the model answered, as the
     kind writes it (``format`` ``json``: one JSON document, COCO results say; ``jsonl``: one
     record per image); ``unscored``: why nothing could be scored (the pair then errors, a score
-    of 0 being a score); ``result``: the kind's own result object (``rf100vl_run.scores``)."""
+    of 0 being a score); ``result``: the kind's own result object (``rf100vl_run.scores``);
+    ``errors``: the row's errors section (:data:`rf100vl_hf.results.schema.ERRORS`);
+    ``files``: column -> (suffix, text) of files written beside the predictions, whose paths
+    the session puts in those columns of ``errors``."""
 
     values: dict[str, float | None]
     columns: Any = None
@@ -118,6 +121,8 @@ class Scored:
     format: str = "json"
     unscored: str | None = None
     result: Any = None
+    errors: Any = None
+    files: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -128,6 +128,8 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
                 if scored.format == "json" else writer.write_records(pair.model, pair.dataset, stem, scored.predictions))
         if hasattr(scored.columns, "predictions_file"):
             scored.columns.predictions_file = str(path)
+    for column, (suffix, text) in scored.files.items():
+        setattr(scored.errors, column, str(writer.write_file(pair.model, pair.dataset, f"{stem}{suffix}", text)))
     output = output_columns(answers)
     if answers.samples is not None:
         output.samples_file = str(writer.write_records(pair.model, pair.dataset, stem, answers.samples, SAMPLES_SUFFIX))
@@ -141,7 +143,7 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
                             pair.spec.option_values, config.loop.batch_size, answers.timing, split.smoke),
         data=DataColumns(kind.name, pair.dataset, split=split.name, limit=config.matrix.limit,
                          n_images=answers.n_images, **split.identity),
-        scores=scored.columns if scored.columns is not None else dict(scored.values),
+        scores=scored.columns if scored.columns is not None else dict(scored.values), errors=scored.errors,
         data_extra=split.extra, check=check, throughput=throughput_columns(answers), output=output,
         training=fit_columns(pair.training, split, fitted) if kind.trains else None,
         provenance=provenance_columns(), adapter=adapter.pair_columns(),

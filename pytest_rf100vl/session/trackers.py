@@ -316,7 +316,7 @@ class SessionTrackers:
             self._log(row, f"{row.get('spec')}-{row.get('dataset')}")
         tables = summary_tables(rows)
         with tempfile.TemporaryDirectory(prefix="rf100vl-plots-") as scratch:
-            plots = write_plots(rows, Path(scratch)) if rows else []
+            plots = write_plots(rows, Path(scratch), confusion=False) if rows else []  # the folder has the matrices
             self._each("logging the results", lambda tracker: tracker.log_results(Path(folder), tables, plots))
         self._finish(completed=True)
         if self.failures:

@@ -39,8 +39,11 @@ per-class table in long form (Dataset, Class, Instances, Model, value).
 
 PLOT_HELP = """\
 Draw PNG figures with matplotlib: domain_means.png (grouped bars of the domain means and
-All per model), heatmap.png (datasets x models) and per_class_<dataset>.png (each class's AP
-on one dataset: --dataset, default the first with per-class results).
+All per model), heatmap.png (datasets x models), errors_by_type.png (per model and domain,
+bars stacked by TIDE's ΔAP50 of each error type), per_class_<dataset>.png (each class's AP
+on one dataset: --dataset, default the first with per-class results; a heat-map past six
+models) and confusion_<model>_<dataset>.png (each pair's confusion matrix, from the
+<split>.confusion.csv beside its predictions).
 """
 
 PUSH_HELP = """\
@@ -88,7 +91,8 @@ domain and All the mean difference with an interval over the datasets. The datas
 from --data-dir (the exports the rows were scored on: their fingerprints must match) and each
 row's predictions file must still give its AP. Seeded; --resamples draws (default 1000).
 Datasets only one folder holds, or scored on other images (split, limit, export), are listed
-as not compared.
+as not compared. Below it (markdown and json), the change in each TIDE error type's ΔAP50
+per domain and All, with the same interval over the datasets.
 """
 
 def _folders(parser: argparse.ArgumentParser) -> None:
@@ -279,7 +283,7 @@ def cmd_hub_status(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rf100vl_hf.results.compare import compare, comparison_table, notes
+    from rf100vl_hf.results.compare import compare, comparison_table, errors_table, notes
     from rf100vl_hf.results.tables import render
 
     comparison = compare(args.a, args.b, args.model_a, args.model_b, args.data_dir, args.fewshot_dir,
@@ -296,10 +300,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         print(json.dumps(dataclasses.asdict(comparison), indent=2))
         return 0
-    table = comparison_table(comparison)
+    table, errors = comparison_table(comparison), errors_table(comparison)
     if args.format == "md":
         print("\n".join([f"## {table.title}", "", *(f"- {line}" for line in notes(comparison)), ""]))
         sys.stdout.write(render(table, "md"))
+        if errors.rows:
+            sys.stdout.write(f"\n## {errors.title}\n\n" + render(errors, "md"))
         return 0
     sys.stdout.write(render(table, args.format))
     for line in notes(comparison):  # kept off stdout, which holds the table alone
@@ -311,7 +317,8 @@ def cmd_draw(args: argparse.Namespace) -> int:
     from rf100vl_hf.results.draw import draw, pair_of
 
     pair = pair_of(args.source, args.dataset, args.model, args.split, args.data_dir, args.fewshot_dir)
-    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score, replies=args.replies):
+    for path in draw(pair, args.out, args.images, args.image_ids or (), args.min_score, replies=args.replies,
+                     label_errors=args.label_errors):
         print(f"wrote {path}")
     return 0
 
@@ -442,6 +449,8 @@ def add_draw_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--images", type=POSITIVE_INTEGER, default=8, help="the first N images (default %(default)s)")
     p.add_argument("--image-id", type=INTEGER, action="append", dest="image_ids", metavar="ID",
                    help="draw this image instead (repeatable)")
+    p.add_argument("--label-errors", action="store_true",
+                   help="draw the images of the row's label-error candidates instead (docs/errors.md)")
     p.add_argument("--min-score", type=checked(float, math.isfinite, "a number"), default=MIN_SCORE,
                    help="draw predictions scoring at least this (default %(default)s)")
     p.add_argument("--replies", action="store_true",

@@ -7,7 +7,11 @@ Layout of the dataset repository:
 - ``README.md``: the leaderboard (models against the seven domains and ``All``, and UOUO's
   Table 1), the figures, the RF100-VL table per dataset and the provenance of the rows;
 - ``plots/*.png``: the figures of :mod:`rf100vl_hf.results.plots`;
-- ``predictions/<run id>/...``: prediction files, when pushed with them.
+- ``predictions/<run id>/...``: prediction files and each detection pair's confusion matrix
+  (``<split>.confusion.csv``), when pushed with them.
+
+The rows carry every column of the row schema, the error analysis among them
+(``docs/errors.md``).
 
 Pushing appends and merges: the rows on the Hub are read at the commit the push starts from,
 merged with the new rows (the latest row per identity wins; nothing else is dropped; the
@@ -85,9 +89,13 @@ def local_rows(source: Sequence[Any], run: str | None = None, latest_run: bool =
     return [(row, folder) for row, folder in pairs if id(row) in winners]
 
 
-def _prediction_file(row: dict[str, Any], folder: Path | None) -> tuple[Path, str] | None:
-    """The prediction file of a row on disk, and its path under the results folder."""
-    named = row.get("predictions_file")
+PAIR_FILES = ("predictions_file", "confusion_file")
+"""The columns naming a pair's files beside its predictions, published with them."""
+
+
+def _prediction_file(row: dict[str, Any], folder: Path | None, column: str) -> tuple[Path, str] | None:
+    """The file of a row's ``column`` on disk, and its path under the results folder."""
+    named = row.get(column)
     if not named:
         return None
     path = Path(named)
@@ -102,21 +110,23 @@ def _prediction_file(row: dict[str, Any], folder: Path | None) -> tuple[Path, st
 
 def public_rows(pairs: Sequence[tuple[dict[str, Any], Path | None]], with_predictions: bool
                 ) -> tuple[list[dict[str, Any]], dict[str, Path]]:
-    """Rows as published (a prediction file is named by its path in the repository when
-    uploaded, else by its path under the results folder, never by a path of this machine),
-    and the files to upload (path in the repository -> file)."""
+    """Rows as published (a prediction file, or a confusion matrix, is named by its path in
+    the repository when uploaded, else by its path under the results folder, never by a path
+    of this machine), and the files to upload (path in the repository -> file)."""
     rows, uploads = [], {}
     for row, folder in pairs:
         row = dict(row)
-        found = _prediction_file(row, folder)
-        if found is None:
-            row["predictions_file"] = None
-        elif with_predictions:
-            in_repo = f"predictions/{row.get('run_id')}/{found[1].removeprefix('predictions/')}"
-            uploads[in_repo] = found[0]
-            row["predictions_file"] = in_repo
-        else:
-            row["predictions_file"] = found[1]
+        for column in PAIR_FILES:
+            found = _prediction_file(row, folder, column)
+            if found is None:
+                if column in row:
+                    row[column] = None
+            elif with_predictions:
+                in_repo = f"predictions/{row.get('run_id')}/{found[1].removeprefix('predictions/')}"
+                uploads[in_repo] = found[0]
+                row[column] = in_repo
+            else:
+                row[column] = found[1]
         rows.append(row)
     return rows, uploads
 
@@ -168,7 +178,7 @@ def write_results_repo(folder: Path, repo_id: str, rows: Sequence[dict[str, Any]
         if chosen:
             write_parquet(chosen, folder / table_path(config))
             written.append(table_path(config))
-    figures = [f"plots/{p.name}" for p in write_plots(rows, folder / "plots")]
+    figures = [f"plots/{p.name}" for p in write_plots(rows, folder / "plots", confusion=False)]
     (folder / CARD).write_text(card_text(repo_id, rows, figures), encoding="utf-8")
     return [*written, *figures, CARD]
 

@@ -1,8 +1,13 @@
-"""The two scoring backends: checked columns in, COCOeval's accumulated ``precision`` and
+"""The three scoring backends: checked columns in, COCOeval's accumulated ``precision`` and
 ``recall`` arrays out (bbox, maxDets [1, 10, 500] or [1, 10, N], pycocotools' IoU thresholds and
 area ranges).
 
-- ``faster-coco-eval`` (the default): faster-coco-eval's C++ matching and accumulation, fed
+- ``hotcoco`` (the default): hotcoco's Rust port of COCOeval, whose arrays equal pycocotools'
+  exactly. It is given the columns as they are: the ground truth through ``COCO.from_arrays``
+  and the results as one ``(N, 7)`` array through ``load_res``, with no dict per box. Its
+  evaluator is kept (``evaluator``), so the error analysis (:mod:`rf100vl_hf.metrics.errors`)
+  reads the same matching.
+- ``faster-coco-eval``: faster-coco-eval's C++ matching and accumulation, fed
   directly: the IoUs of every image and category at once with numpy, by pycocotools' own
   box formula (``bbIou``, operation by operation, so every IoU is pycocotools' to the last
   bit), and the few fields its C++ reads of each box. Its Python layers (``loadRes``, the two
@@ -37,7 +42,8 @@ def max_dets_of(last: int) -> list[int]:
     return [*MAX_DETS[:-1], last]
 
 Accumulated = dict[str, Any]
-"""``precision`` [T, R, K, A, M], ``recall`` [T, K, A, M], ``iouThrs`` [T] and ``areaRngLbl`` [A]."""
+"""``precision`` [T, R, K, A, M], ``recall`` [T, K, A, M], ``iouThrs`` [T] and ``areaRngLbl`` [A];
+hotcoco's also its ``evaluator``."""
 
 
 def _quiet(*args: Any) -> None:
@@ -57,6 +63,39 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+# ---------------------------------------------------------------- hotcoco
+
+
+def hotcoco_evaluator(gt: GroundTruth, results: Results, max_dets: int = MAX_DETECTIONS) -> Any:
+    """hotcoco's ``COCOeval`` of the columns, evaluated and accumulated: images and categories by
+    place (categories named, so its diagnostics name classes), annotations numbered from 1."""
+    import hotcoco
+
+    images = [{"id": i} for i in range(len(gt.image_ids))]
+    categories = [{"id": k, "name": name} for k, name in enumerate(gt.category_names)]
+    truth = hotcoco.COCO.from_arrays(images, categories, gt.image, gt.category, gt.boxes,
+                                     ids=np.arange(1, len(gt.image) + 1), area=gt.areas, iscrowd=gt.crowd)
+    rows = np.empty((len(results.scores), 7))
+    rows[:, 0], rows[:, 1:5], rows[:, 5], rows[:, 6] = results.image, results.boxes, results.scores, results.category
+    evaluator = hotcoco.COCOeval(truth, truth.load_res(rows), "bbox")
+    evaluator.params.max_dets = max_dets_of(max_dets)
+    evaluator.evaluate()
+    evaluator.accumulate()
+    return evaluator
+
+
+def _accumulate_hotcoco(gt: GroundTruth, results: Results, max_dets: int = MAX_DETECTIONS) -> Accumulated:
+    evaluator = hotcoco_evaluator(gt, results, max_dets)
+    accumulated, params = evaluator.eval, evaluator.params
+    return {
+        "precision": accumulated["precision"],
+        "recall": accumulated["recall"],
+        "iouThrs": np.asarray(params.iou_thrs),
+        "areaRngLbl": list(params.area_rng_lbl),
+        "evaluator": evaluator,
+    }
 
 
 # ---------------------------------------------------------------- faster-coco-eval
@@ -185,6 +224,7 @@ def _accumulate_pycocotools(gt: GroundTruth, results: Results, max_dets: int = M
 
 
 BACKENDS: dict[str, Callable[[GroundTruth, Results, int], Accumulated]] = {
+    "hotcoco": _accumulate_hotcoco,
     "faster-coco-eval": _accumulate_faster,
     "pycocotools": _accumulate_pycocotools,
 }

@@ -4,15 +4,16 @@ Every number is read from the accumulated ``precision`` and ``recall`` arrays at
 never from ``summarize()``, which hard-codes maxDets=100 for the headline AP (and reports -1
 when 100 is not among the maxDets). ``max_dets=100`` scores as pycocotools' defaults do
 (maxDets [1, 10, 100]: ``summarize()``'s ``stats[0]``), as Roboflow's public evaluation
-scripts read it (the ``rf-scripts`` protocol, :mod:`rf100vl_hf.protocols`). Two backends compute those arrays
-(:mod:`rf100vl_hf.metrics.backends`): faster-coco-eval's C++ matching and accumulation (the
-default), fed IoUs computed by pycocotools' own formula, and pycocotools itself (the
-reference); the arrays of the two agree to 2.2e-16.
+scripts read it (the ``rf-scripts`` protocol, :mod:`rf100vl_hf.protocols`). Three backends compute those
+arrays (:mod:`rf100vl_hf.metrics.backends`): hotcoco's Rust port (the default; its arrays equal
+pycocotools'), faster-coco-eval's C++ matching and accumulation fed IoUs computed by
+pycocotools' own formula (to 2.2e-16), and pycocotools itself (the reference). With
+``explain``, the errors behind the AP come with it (:mod:`rf100vl_hf.metrics.errors`).
 
 Inputs are plain COCO dicts, so the metric works on any export, not only on datasets built
 by this package: a ground truth ``{"images", "annotations", "categories"}`` and predictions
 in the COCO results format ``{"image_id", "category_id", "bbox": [x, y, w, h], "score"}``.
-Both backends see the same checked columns (:mod:`rf100vl_hf.metrics.inputs`), so a score
+Every backend sees the same checked columns (:mod:`rf100vl_hf.metrics.inputs`), so a score
 never depends on the backend: ids follow the one rule of :mod:`rf100vl_hf.ids` (a string id
 such as ``"1"``, which pycocotools and faster-coco-eval match differently, is an error;
 ``1.0`` is read as ``1`` and counted), numbers must be numbers, and ``iscrowd`` 0 or 1.
@@ -28,7 +29,8 @@ import numpy as np
 
 from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.metrics.backends import BACKENDS, MAX_DETS
+from rf100vl_hf.metrics.backends import BACKENDS, MAX_DETS, hotcoco_evaluator
+from rf100vl_hf.metrics.errors import ErrorAnalysis, analyse
 from rf100vl_hf.metrics.inputs import ARRAY_COLUMNS, GROUND_TRUTH, PREDICTIONS, check_ground_truth, check_results
 
 if TYPE_CHECKING:
@@ -59,6 +61,8 @@ class CocoScores:
     per_class_instances: dict[str, int] = field(default_factory=dict)  # class name -> non-crowd boxes
     float_ids: int = 0  # ids of the dicts written as integral floats (3.0), read as integers
     max_dets: int = MAX_DETECTIONS
+    errors: ErrorAnalysis | None = None  # with ``explain``: why the AP is what it is
+    image_ids: tuple[int, ...] = ()  # the ground truth's image ids in ascending order (``errors`` names their places)
 
     @property
     def ar_column(self) -> str:
@@ -155,9 +159,10 @@ def _mean_defined(values: np.ndarray) -> float:
 def evaluate(
     ground_truth: dict[str, Any],
     predictions: Sequence[dict[str, Any]] | np.ndarray,
-    backend: str = "faster-coco-eval",
+    backend: str = "hotcoco",
     class_names: Sequence[str] | None = None,
     max_dets: int = MAX_DETECTIONS,
+    explain: bool = False,
 ) -> CocoScores:
     """Box AP of COCO-format predictions against a COCO ground truth, at maxDets ``max_dets``
     (500, the benchmark's; 100 scores as pycocotools' defaults do).
@@ -170,7 +175,8 @@ def evaluate(
     ``1`` and counted in ``float_ids``). ``class_names`` overrides the
     categories' names for ``per_class``, in ascending category id order. The ground truth's
     annotation ids are not read (a raw export's id 0 costs nothing), and neither input is
-    modified or copied.
+    modified or copied. ``explain`` adds the error analysis (:mod:`rf100vl_hf.metrics.errors`),
+    from the default backend's own evaluator or, with another backend, from one made for it.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown COCO backend {backend!r}; known: {', '.join(BACKENDS)}")
@@ -180,6 +186,10 @@ def evaluate(
     precision, recall = accumulated["precision"], accumulated["recall"]
     area = {label: i for i, label in enumerate(accumulated["areaRngLbl"])}
     iou = {t: int(np.flatnonzero(np.isclose(accumulated["iouThrs"], t))[0]) for t in (0.5, 0.75)}
+    errors = None
+    if explain:
+        evaluator = accumulated.get("evaluator") or hotcoco_evaluator(gt, results, max_dets)
+        errors = analyse(evaluator, results.scores, max_dets, int(gt.instances().sum()))
     at_last = precision[..., -1]  # [T, R, K, A] at max_dets
     return CocoScores(
         ap=_mean_defined(at_last[:, :, :, area["all"]]),
@@ -197,4 +207,6 @@ def evaluate(
         per_class_instances=dict(zip(gt.category_names, gt.instances().tolist())),
         float_ids=gt.float_ids + results.float_ids,
         max_dets=max_dets,
+        errors=errors,
+        image_ids=tuple(gt.image_ids.tolist()),
     )

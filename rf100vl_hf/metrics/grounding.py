@@ -1,4 +1,5 @@
-"""UOUO grounding metrics: quadrant accuracy, mIoU and accuracy at IoU >= 0.5.
+"""UOUO grounding metrics: quadrant accuracy, mIoU and accuracy at IoU >= 0.5, and the errors
+behind them: the quadrant confusion (four quadrants and "no answer") and the IoU distribution.
 
 Every mosaic asks two questions about one target object: where it is (a box) and which
 quadrant it is in (one of :data:`QUADRANTS`). A model may answer either or both; a model
@@ -9,7 +10,8 @@ failure: a model that fails to answer cannot look better than one that answers b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -17,6 +19,10 @@ import numpy as np
 from rf100vl_hf.boxes import box_iou
 
 QUADRANTS: tuple[str, ...] = ("top-left", "top-right", "bottom-left", "bottom-right")
+NO_ANSWER = "no answer"
+"""The quadrant confusion's fifth column: no quadrant could be read (``docs/errors.md``)."""
+IOU_BINS = 10
+"""The IoU distribution's bins: tenths, the last one holding IoU 1."""
 IOU_HIT = 0.5
 """IoU from which a predicted box counts as a hit for ``acc50``."""
 
@@ -49,6 +55,10 @@ class GroundingScores:
     box_parse_failures: int  # answers with no readable box
     quadrant_parse_failures: int  # answers with no readable quadrant word and no box to read one from
     parse_failures: int  # answers with either failure
+    quadrant_confusion: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(target's quadrant, answered quadrant or :data:`NO_ANSWER`) -> mosaics."""
+    iou_histogram: tuple[int, ...] = ()  # targets per IoU bin of :data:`IOU_BINS`
+    iou_median: float = 0.0
 
     @property
     def parse_failure_rate(self) -> float:
@@ -98,6 +108,7 @@ def score_grounding(predictions: Sequence[Answer], targets: Sequence[GroundingTa
         raise ValueError("no answers to score")
     ious, correct = np.zeros(len(targets)), np.zeros(len(targets), dtype=bool)
     box_failures = quadrant_failures = any_failures = 0
+    confusion: Counter[tuple[str, str]] = Counter()
     for i, (answer, target) in enumerate(zip(predictions, targets)):
         if target.quadrant not in QUADRANTS:
             raise ValueError(f"target {i}: quadrant {target.quadrant!r} is not one of {', '.join(QUADRANTS)}")
@@ -108,6 +119,7 @@ def score_grounding(predictions: Sequence[Answer], targets: Sequence[GroundingTa
         if box is not None:
             ious[i] = box_iou(box, np.asarray(target.box, dtype=np.float64))[0, 0]
         correct[i] = quadrant == target.quadrant
+        confusion[target.quadrant, quadrant or NO_ANSWER] += 1
         box_failures += box is None
         quadrant_failures += quadrant is None
         any_failures += box is None or quadrant is None
@@ -119,4 +131,8 @@ def score_grounding(predictions: Sequence[Answer], targets: Sequence[GroundingTa
         box_parse_failures=box_failures,
         quadrant_parse_failures=quadrant_failures,
         parse_failures=any_failures,
+        quadrant_confusion=dict(confusion),
+        iou_histogram=tuple(np.bincount(np.minimum((ious * IOU_BINS).astype(int), IOU_BINS - 1),
+                                        minlength=IOU_BINS).tolist()),
+        iou_median=float(np.median(ious)),
     )

@@ -19,10 +19,12 @@ from rf100vl_hf.results.rows import (
 )
 from rf100vl_hf.results.summary import summary, write_summary
 from rf100vl_hf.results.tables import (
+    ERROR_METRICS,
     FORMATS,
     METRICS,
     Table,
     ap_table,
+    error_tables,
     leaderboard,
     per_class_tables,
     render,
@@ -30,6 +32,7 @@ from rf100vl_hf.results.tables import (
 )
 
 __all__ = [
+    "ERROR_METRICS",
     "FORMATS",
     "IDENTITY",
     "JSONL",
@@ -39,6 +42,7 @@ __all__ = [
     "SelectionError",
     "Table",
     "ap_table",
+    "error_tables",
     "identity",
     "latest",
     "leaderboard",

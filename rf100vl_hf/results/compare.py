@@ -11,6 +11,11 @@ scored, and on each domain mean and ``All``, with percentile bootstrap confidenc
 Draws are seeded by ``seed`` and the dataset's (or domain's) name, so an interval does not
 change with the other datasets compared. :data:`RESAMPLES` draws by default.
 
+The change in each TIDE error type's ΔAP50 (``docs/errors.md``) comes beside it, from the
+rows' columns: per domain mean and ``All``, with the same interval over resampled datasets
+(the rows hold no per-image errors to resample images with); a type is left out when a row
+of either side lacks it.
+
 A significance statement comes with it (:func:`rf100vl_hf.metrics.seeds.significance`):
 Welch's t-test over seeds when both sides fine-tuned with several seeds (their rows of a
 dataset differ only by ``seed``; the bootstrap then uses each side's lowest seed), else the
@@ -35,7 +40,7 @@ from rf100vl_hf.protocols import protocol_of
 from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
 from rf100vl_hf.results.predictions import located_rows, row_matches, row_split
 from rf100vl_hf.results.rows import LIMIT
-from rf100vl_hf.results.tables import Table, _domain, column_labels, over_seeds
+from rf100vl_hf.results.tables import ERROR_METRICS, Table, _domain, _value, column_labels, over_seeds
 
 COMPARABLE = ("split", "dataset_fingerprint", "split_parameters", LIMIT)
 """Columns two rows of a dataset must share to have been scored on the same images."""
@@ -67,6 +72,7 @@ class Comparison:
     means: list[Difference]
     skipped: dict[str, str] = field(default_factory=dict)  # dataset -> why it was not compared
     significance: str | None = None  # the test's statement (its method named)
+    errors: dict[str, list[Difference]] = field(default_factory=dict)  # TIDE column -> its means' differences
     resamples: int = RESAMPLES
     confidence: float = CONFIDENCE
     seed: int = 0
@@ -165,9 +171,16 @@ def compare(
                                                    resamples, confidence, seed, bar.update))
     tested = significance([row for name in compared for row in seeded_b[name]],
                           [row for name in compared for row in seeded_a[name]], "B", "A")
+    errors = {}
+    for key in ERROR_METRICS:
+        values = [(rows_a[name], _value(rows_a[name], key), _value(rows_b[name], key)) for name in compared]
+        if values and all(a is not None and b is not None for _, a, b in values):
+            per_dataset = [Difference(str(row["dataset"]), _domain(row), a, b, b - a, None, None)
+                           for row, a, b in values]
+            errors[key] = _mean_differences(per_dataset, resamples, confidence, seed)
     return Comparison(_label(folder_a, rows_a), _label(folder_b, rows_b), differences,
                       _mean_differences(differences, resamples, confidence, seed), skipped, tested.statement,
-                      resamples, confidence, seed)
+                      errors, resamples, confidence, seed)
 
 
 def _dataset_difference(
@@ -223,6 +236,17 @@ def comparison_table(comparison: Comparison) -> Table:
     body += [[m.name, "mean", m.datasets, m.ap_a, m.ap_b, m.difference, m.low, m.high] for m in comparison.means]
     return Table(header, body, range(3, len(header)), digits=2, emphasis=set(range(first_mean, len(body))),
                  title="AP50:95 difference (B - A, AP points)")
+
+
+def errors_table(comparison: Comparison) -> Table:
+    """Each TIDE error type's ΔAP50 (AP points) of A and B per domain mean and ``All``, B - A and
+    its interval over resampled datasets; no rows when the rows carry no TIDE columns."""
+    percent = round(100 * comparison.confidence)
+    header = ["Error type", "Domain", "n", "ΔAP50 A", "ΔAP50 B", "B - A", f"{percent}% CI low", f"{percent}% CI high"]
+    body = [[ERROR_METRICS[key], m.name, m.datasets, m.ap_a, m.ap_b, m.difference, m.low, m.high]
+            for key, means in comparison.errors.items() for m in means]
+    return Table(header, body, range(3, len(header)), digits=2,
+                 title="Errors by type: change in ΔAP50 (B - A, AP points; less is fewer errors)")
 
 
 def notes(comparison: Comparison) -> list[str]:

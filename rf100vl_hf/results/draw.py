@@ -1,9 +1,12 @@
 """Predictions against ground truth on a few images of a pair, as PNG: the picture to look at
 when a score looks wrong.
 
-Ground-truth boxes are green; a prediction is blue when pycocotools matches it to a box at IoU
-0.5, orange when it matches none, grey when it matched a crowd box (not scored). Each box carries
-its class (and a prediction its score). Only predictions scoring at least ``min_score`` are
+Boxes are coloured by what went right or wrong (``docs/errors.md``), with a legend under the
+image: a prediction pycocotools matches to a box at IoU 0.5 is blue, one that matches none has
+the colour of its TIDE error type (classification, localisation, both, duplicate, background:
+:func:`rf100vl_hf.metrics.errors.image_errors`), one that matched a crowd box (not scored) grey;
+ground-truth boxes are green when found, reddish purple when missed. Each box carries its
+class (and a prediction its score). Only predictions scoring at least ``min_score`` are
 drawn (at most :data:`MAX_PREDICTIONS` per image, the best); the caption says how many that
 left out. Small images are enlarged so that labels stay legible.
 
@@ -24,8 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DataError
+from rf100vl_hf.metrics.errors import ERROR_NAMES, TRUE_POSITIVE, image_errors
 from rf100vl_hf.metrics.resample import IGNORED, MATCHED
 from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.results.defaults import MIN_SCORE
@@ -41,9 +47,14 @@ from rf100vl_hf.results.predictions import (
 )
 
 GROUND_TRUTH = (0, 158, 115)
-COLOURS = {MATCHED: (86, 180, 233), IGNORED: (150, 150, 150)}
-UNMATCHED_COLOUR = (213, 94, 0)
-"""Bluish green, sky blue, vermillion and grey: told apart with any colour vision (Okabe and Ito)."""
+MISSED = (204, 121, 167)
+COLOURS = {TRUE_POSITIVE: (0, 114, 178), "cls": (230, 159, 0), "loc": (86, 180, 233), "both": (0, 0, 0),
+           "dupe": (240, 228, 66), "bkg": (213, 94, 0), IGNORED: (150, 150, 150)}
+"""A prediction's colour by what it is; with the ground truth's two, Okabe and Ito's eight colours
+(told apart with any colour vision) and grey."""
+LEGEND = [(GROUND_TRUTH, "ground truth found"), (MISSED, "missed"), (COLOURS[TRUE_POSITIVE], "true positive"),
+          *((COLOURS[name], f"{ERROR_NAMES[name]} error") for name in ("cls", "loc", "both", "dupe", "bkg")),
+          (COLOURS[IGNORED], "on a crowd box")]
 MAX_PREDICTIONS = 100
 QUOTED_REPLY = 240
 """Characters of a raw reply a caption quotes (the ``.reply.txt`` beside it holds it all)."""
@@ -55,14 +66,16 @@ MIN_SIDE = 640
 
 @dataclass(frozen=True)
 class Pair:
-    """What is drawn: the split, the predictions file, how to name it in captions, and the
-    samples log beside the predictions (``None`` when the pair was run without one)."""
+    """What is drawn: the split, the predictions file, how to name it in captions, the samples
+    log beside the predictions (``None`` when the pair was run without one), and the files of
+    the row's label-error candidates (``docs/errors.md``)."""
 
     dataset: str
     split: Split
     predictions: Path
     label: str
     samples: Path | None = None
+    label_errors: tuple[str, ...] = ()
 
 
 def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "test",
@@ -85,7 +98,8 @@ def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "
         raise DataError(folder, "--dataset" if not chosen else "--model", f"{len(chosen)} {what} ({advice}: {found})")
     (row,) = chosen
     samples = predictions_path(row, folder, "samples_file") if row.get("samples_file") else None
-    return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row), samples)
+    return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row), samples,
+                tuple(row.get("label_error_files") or ()))
 
 
 def read_samples(pair: Pair) -> dict[int, dict[str, Any]]:
@@ -147,11 +161,11 @@ def _quoted(line: dict[str, Any] | None) -> list[str]:
 
 
 def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), min_score: float = MIN_SCORE,
-         progress: bool = True, replies: bool = False) -> list[Path]:
-    """Draw ``image_ids`` (default: the first ``images`` of the split) into ``out``, one PNG
-    each, named ``<dataset>-<image id>.png``; with ``replies`` each caption quotes the model's
-    replies and ``<dataset>-<image id>.reply.txt`` holds them (see the module docstring). The
-    paths written."""
+         progress: bool = True, replies: bool = False, label_errors: bool = False) -> list[Path]:
+    """Draw ``image_ids`` (with ``label_errors``: the images of the row's label-error candidates;
+    default: the first ``images`` of the split) into ``out``, one PNG each, named
+    ``<dataset>-<image id>.png``; with ``replies`` each caption quotes the model's replies and
+    ``<dataset>-<image id>.reply.txt`` holds them (see the module docstring). The paths written."""
     import datasets
 
 
@@ -159,6 +173,15 @@ def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), 
     matches, records = matched(pair.predictions, pair.split)
     rows = pair.split.dataset.cast_column("image", datasets.Image(decode=False))  # decoded as the runner does
     position = {int(image_id): index for index, image_id in enumerate(rows["image_id"])}
+    if label_errors:
+        if not pair.label_errors:
+            raise DataError(pair.label, "label_error_files", "the row names no label-error candidates (a row scored "
+                            "before the error analysis, or none was found)")
+        by_file = {str(name): int(image_id) for name, image_id in zip(rows["file_name"], rows["image_id"])}
+        unknown_files = [name for name in pair.label_errors if name not in by_file]
+        if unknown_files:
+            raise DataError(pair.label, "label_error_files", f"{unknown_files[0]} is not a file of the split")
+        image_ids = [by_file[name] for name in pair.label_errors]
     unknown = [i for i in image_ids if i not in position]
     if unknown:
         shown = ", ".join(map(str, list(position)[:10]))
@@ -199,22 +222,29 @@ def _picture(row: dict[str, Any], predictions: list[tuple[int, dict[str, Any]]],
     font = _font(max(12, image.width // 60))
     width = max(2, image.width // 320)
     classes, category_of = pair.split.classes, dict(zip(pair.split.category_ids, pair.split.classes))
+    class_of = dict(zip(pair.split.category_ids, range(len(classes))))
     objects = row["objects"]
-    for bbox, category in zip(objects["bbox"], objects["category"]):
-        _box(canvas, bbox, scale, GROUND_TRUTH, classes[category], font, width, below=True)
+    types, found = image_errors(
+        np.asarray(objects["bbox"], dtype=np.float64), np.asarray(objects["category"]),
+        np.asarray([record["bbox"] for _, record in predictions], dtype=np.float64),
+        np.asarray([class_of[record["category_id"]] for _, record in predictions]),
+        np.asarray([outcomes.get(index) == MATCHED for index, _ in predictions]))
+    for bbox, category, hit in zip(objects["bbox"], objects["category"], found.tolist()):
+        _box(canvas, bbox, scale, GROUND_TRUTH if hit else MISSED, classes[category], font, width, below=True)
+    kind = {index: IGNORED if outcomes.get(index) == IGNORED else what
+            for (index, _), what in zip(predictions, types)}
     shown = sorted((p for p in predictions if p[1]["score"] >= min_score), key=lambda p: -p[1]["score"])
     for index, record in shown[:MAX_PREDICTIONS]:
-        colour = COLOURS.get(outcomes.get(index, ""), UNMATCHED_COLOUR)
         label = f"{category_of[record['category_id']]} {record['score']:.2f}"
-        _box(canvas, record["bbox"], scale, colour, label, font, width, below=False)
+        _box(canvas, record["bbox"], scale, COLOURS[kind[index]], label, font, width, below=False)
     caption = [
         f"{pair.label}: image {row['image_id']} ({row.get('file_name', '')})",
-        f"green: ground truth ({len(objects['bbox'])}); blue: prediction matching a box at IoU 0.5, orange: "
-        f"matching none, grey: matching a crowd box; {min(len(shown), MAX_PREDICTIONS)} of {len(predictions)} "
-        f"predictions shown (score >= {min_score:g})",
+        f"{int(found.sum())} of {len(objects['bbox'])} ground-truth boxes found; "
+        f"{min(len(shown), MAX_PREDICTIONS)} of {len(predictions)} predictions shown (score >= {min_score:g}), "
+        "coloured by TIDE's error types at IoU 0.5 (background below 0.1)",
         *quoted,
     ]
-    return _with_caption(image, caption, font)
+    return _with_caption(image, caption, font, LEGEND)
 
 
 def _box(canvas: Any, bbox: Sequence[float], scale: float, colour: tuple[int, int, int], label: str, font: Any,
@@ -232,18 +262,33 @@ def _box(canvas: Any, bbox: Sequence[float], scale: float, colour: tuple[int, in
     canvas.text((tag_x + 2 - left, tag_y + 2 - top), label, fill=(0, 0, 0) if light else (255, 255, 255), font=font)
 
 
-def _with_caption(image: Any, paragraphs: list[str], font: Any) -> Any:
-    """The image above a white band holding the text, wrapped to the image's width."""
+def _with_caption(image: Any, paragraphs: list[str], font: Any,
+                  legend: Sequence[tuple[tuple[int, int, int], str]] = ()) -> Any:
+    """The image above a white band holding the legend (a swatch before each name, wrapped) and
+    the text, wrapped to the image's width."""
     from PIL import Image, ImageDraw
 
     measure = ImageDraw.Draw(image)
     lines = [line for paragraph in paragraphs for line in _wrapped(paragraph, measure, font, image.width - 12)]
     step = measure.textbbox((0, 0), "Ag", font=font)[3] + 6
-    framed = Image.new("RGB", (image.width, image.height + step * len(lines) + 8), (255, 255, 255))
+    swatch = step - 6
+    places, x, legend_rows = [], 6.0, 0
+    for colour, name in legend:
+        wide = swatch + 4 + measure.textlength(name, font=font) + 14
+        if places and x + wide > image.width - 6:
+            x, legend_rows = 6.0, legend_rows + 1
+        places.append((x, legend_rows, colour, name))
+        x += wide
+    rows = legend_rows + 1 if legend else 0
+    framed = Image.new("RGB", (image.width, image.height + step * (len(lines) + rows) + 8), (255, 255, 255))
     framed.paste(image, (0, 0))
     canvas = ImageDraw.Draw(framed)
+    for left, row, colour, name in places:
+        top = image.height + 4 + row * step
+        canvas.rectangle([left, top + 1, left + swatch, top + 1 + swatch], fill=colour, outline=(0, 0, 0))
+        canvas.text((left + swatch + 4, top), name, fill=(0, 0, 0), font=font)
     for number, line in enumerate(lines):
-        canvas.text((6, image.height + 4 + number * step), line, fill=(0, 0, 0), font=font)
+        canvas.text((6, image.height + 4 + (rows + number) * step), line, fill=(0, 0, 0), font=font)
     return framed
 
 

@@ -8,7 +8,9 @@
 - ``predictions/<model>/<dataset>/``: what each pair answered, in its kind's format
   (``<split>.json``: COCO results, or ``<split>.jsonl``: one record per image), and with
   ``--rf100vl-log-samples`` the samples log of a model that answers in text
-  (``<split>.samples.jsonl``: one line per image, what it was sent and wrote).
+  (``<split>.samples.jsonl``: one line per image, what it was sent and wrote); a detection
+  pair's confusion matrix, labelled with class names (``<split>.confusion.csv``,
+  ``docs/errors.md``).
 
 Every byte written here passes the session's scrubber first (:mod:`rf100vl_hf.redact`): no
 file of the folder shows a key or a URL's credentials, whatever a row, an error or a server
@@ -82,6 +84,13 @@ class ResultsWriter:
         path = self.predictions_dir(spec) / dataset / f"{split}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(scrub("".join(json.dumps(record, default=str) + "\n" for record in records)), encoding="utf-8")
+        return path
+
+    def write_file(self, spec: str, dataset: str, name: str, text: str) -> Path:
+        """A text file of a pair beside its predictions (its confusion matrix, say)."""
+        path = self.predictions_dir(spec) / dataset / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(scrub(text), encoding="utf-8")
         return path
 
     def append(self, row: dict[str, Any]) -> None:

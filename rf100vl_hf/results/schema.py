@@ -7,7 +7,8 @@ knows it (the README's "What a run leaves" lists every column):
 - :class:`ModelColumns` (the session, from the adapter): the model and how it ran;
 - :class:`DataColumns` (the benchmark kind): the dataset, split and what made them;
 - the kind's scores (:class:`DetectionScores` for RF100-VL, :class:`GroundingScores` for UOUO,
-  in percent and fractions as their papers report them) and its data extras
+  in percent and fractions as their papers report them), the errors behind them
+  (:class:`DetectionErrors`, :class:`GroundingErrors`: ``docs/errors.md``) and its data extras
   (:class:`DetectionData`, :class:`MosaicData`);
 - :class:`CheckColumns` (the session): minimums, where they came from, the verdict;
 - :class:`ThroughputColumns` and :class:`OutputColumns` (the inference loop): speed, and what
@@ -147,6 +148,61 @@ class GroundingScores:
     predictions_file: str | None = None
 
 
+# ---------------------------------------------------------------- the errors behind a score (docs/errors.md)
+
+
+@dataclass
+class DetectionErrors:
+    """Why a detection row's AP is what it is: TIDE's ΔAP50 of each error type and of the two
+    oracles (in AP points, at IoU 0.5 with background below 0.1), the count of each type, the
+    most confused classes (the whole matrix is ``confusion_file``), calibration, and the files
+    of the images whose ground truth a confident detection disputes."""
+
+    tide_cls: float | None = None
+    tide_loc: float | None = None
+    tide_both: float | None = None
+    tide_dupe: float | None = None
+    tide_bkg: float | None = None
+    tide_miss: float | None = None
+    tide_fp: float | None = None
+    tide_fn: float | None = None
+    tide_cls_n: int | None = None
+    tide_loc_n: int | None = None
+    tide_both_n: int | None = None
+    tide_dupe_n: int | None = None
+    tide_bkg_n: int | None = None
+    tide_miss_n: int | None = None
+    confused_pairs: list[dict[str, Any]] | None = None
+    """The most frequent confusions, ``{truth, predicted, count}``, most frequent first."""
+    confusion_file: str | None = None
+    ece: float | None = None
+    mce: float | None = None
+    calibration_note: str | None = None
+    """Why ECE and MCE are missing (every box scored the same, or none was found)."""
+    label_error_files: list[str] | None = None
+
+
+@dataclass
+class GroundingErrors:
+    """A grounding row's answers by quadrant (the target's quadrant against the answer's, or
+    ``no answer``) and the spread of its box IoUs."""
+
+    quadrant_confusion: list[dict[str, Any]] | None = None
+    """``{truth, answer, count}`` of every answered pair that occurred."""
+    iou_histogram: list[int] | None = None
+    """Targets per IoU tenth: [0, 0.1), [0.1, 0.2), ... [0.9, 1.0]."""
+    iou_median: float | None = None
+
+
+ERRORS: dict[str, type] = {"rf100vl": DetectionErrors, "uouo": GroundingErrors}
+"""Each built-in benchmark's errors section."""
+ERROR_ARROW_TYPES: dict[str, Any] = {
+    "confused_pairs": (("truth", "string"), ("predicted", "string"), ("count", "int64")),
+    "quadrant_confusion": (("truth", "string"), ("answer", "string"), ("count", "int64")),
+}
+"""The errors sections' lists of structs, by field: what :func:`arrow_schema` types them as."""
+
+
 @dataclass
 class CheckColumns:
     minimums: dict[str, float | None] = field(default_factory=dict)
@@ -243,6 +299,8 @@ class ResultRow:
     columns, or ``None``."""
     data_extra: Any = None
     """The benchmark's own data columns (:data:`DATA`), or ``None``."""
+    errors: Any = None
+    """The errors behind the benchmark's scores (:data:`ERRORS`), or ``None``."""
     check: CheckColumns = field(default_factory=CheckColumns)
     throughput: ThroughputColumns = field(default_factory=ThroughputColumns)
     output: OutputColumns = field(default_factory=OutputColumns)
@@ -254,8 +312,8 @@ class ResultRow:
     """Columns no section declares (``pytest_rf100vl_result_row`` hooks, other kinds' scores)."""
 
     def sections(self) -> Iterator[Any]:
-        yield from (self.run, self.model, self.data, self.data_extra, self.scores, self.check, self.throughput,
-                    self.output, self.training, self.provenance)
+        yield from (self.run, self.model, self.data, self.data_extra, self.scores, self.errors, self.check,
+                    self.throughput, self.output, self.training, self.provenance)
 
     def to_dict(self) -> dict[str, Any]:
         """The row's columns, as ``results.jsonl`` holds them."""
@@ -282,8 +340,9 @@ class ResultRow:
             ("throughput", ThroughputColumns), ("output", OutputColumns), ("provenance", ProvenanceColumns))}
         scores = _section(SCORES[benchmark], left) if benchmark in SCORES else None
         data_extra = _section(DATA[benchmark], left) if benchmark in DATA else None
+        errors = _section(ERRORS[benchmark], left) if benchmark in ERRORS else None
         training = _section(TrainingColumns, left) if benchmark in TRAINED else None
-        return cls(scores=scores, data_extra=data_extra, training=training, extra=left, **made)
+        return cls(scores=scores, data_extra=data_extra, errors=errors, training=training, extra=left, **made)
 
 
 def _columns(section: Any) -> dict[str, Any]:
@@ -356,10 +415,15 @@ def arrow_schema() -> Any:
         "per_class": pa.list_(pa.struct([("class", pa.string()), ("ap", pa.float64()), ("ap50", pa.float64()),
                                          ("n_instances", pa.int64())])),
         "answer_counts": pa.list_(pa.struct([("name", pa.string()), ("count", pa.int64())])),
+        "iou_histogram": pa.list_(pa.int64()),
+        "label_error_files": pa.list_(pa.string()),
+        **{name: pa.list_(pa.struct([(key, getattr(pa, kind)()) for key, kind in struct]))
+           for name, struct in ERROR_ARROW_TYPES.items()},
     }
     plain = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
     fields: dict[str, Any] = {}
-    sections = (RunColumns, ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), CheckColumns,
+    sections = (RunColumns, ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), *ERRORS.values(),
+                CheckColumns,
                 ThroughputColumns, OutputColumns, TrainingColumns, ProvenanceColumns)
     for section in sections:
         hints = typing.get_type_hints(section)

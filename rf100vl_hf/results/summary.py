@@ -24,6 +24,7 @@ from rf100vl_hf.results.tables import (
     by_protocol,
     column_labels,
     decimal,
+    error_tables,
     plain,
     protocol_note,
     to_markdown,
@@ -237,13 +238,22 @@ def _ap_sections(rows: Sequence[dict[str, Any]], suffix: str) -> list[str]:
                     for name in dict.fromkeys(regime(row) for row in rows) if name not in REGIME_ORDER})
     present = {name: own for name, own in regimes.items() if own}
     if list(present) == ["zero-shot"]:
-        return [f"## AP50:95 (%){suffix}", "", *to_markdown(ap_table(rows)), ""]
+        return [f"## AP50:95 (%){suffix}", "", *to_markdown(ap_table(rows)), "", *_error_sections(rows, suffix)]
     lines: list[str] = []
     for name, own in present.items():
-        lines += [f"## AP50:95 (%), {_regime_title(name, own)}{suffix}", "", *to_markdown(ap_table(own)), ""]
+        lines += [f"## AP50:95 (%), {_regime_title(name, own)}{suffix}", "", *to_markdown(ap_table(own)), "",
+                  *_error_sections(own, f", {_regime_title(name, own)}{suffix}")]
         spread = seed_sections(own)
         if spread:
             lines += [f"### Spread over seeds, {_regime_title(name, own)}{suffix}", "", *spread]
+    return lines
+
+
+def _error_sections(rows: Sequence[dict[str, Any]], suffix: str) -> list[str]:
+    """The "Errors by type" tables of the rows that have them: one per model (``docs/errors.md``)."""
+    lines: list[str] = []
+    for table in error_tables(rows).values():
+        lines += [f"### {table.title}{suffix}", "", *to_markdown(table), ""]
     return lines
 
 

@@ -38,6 +38,10 @@ from rf100vl_hf.results.rows import IDENTITY, LIMIT, identity_value
 MISSING = "—"
 METRICS: dict[str, str] = {"ap": "AP50:95", "ap50": "AP50", "ap75": "AP75"}
 """Row key -> the name the paper prints (values in percent)."""
+ERROR_METRICS: dict[str, str] = {f"tide_{name}": label for name, label in (
+    ("cls", "Cls"), ("loc", "Loc"), ("both", "Both"), ("dupe", "Dupe"), ("bkg", "Bkg"), ("miss", "Miss"),
+    ("fp", "FP oracle"), ("fn", "FN oracle"))}
+"""Row key -> the header of a TIDE ΔAP50 (AP points: ``docs/errors.md``), in tidecv's order."""
 FORMATS = ("md", "csv", "latex")
 SMOKE_MARK = "(smoke)"
 """Ends the label of a model with a smoke row: random weights (or a replay of them), scores mean nothing."""
@@ -242,11 +246,12 @@ def over_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def domain_scores(rows: Sequence[dict[str, Any]], metric: str = "ap") -> dict[str, dict[str, float]]:
-    """Model column -> domain (and ``All``) -> mean of the metric over the datasets scored
-    (over the seeds first, for a model fine-tuned with several)."""
+    """Model column -> domain (and ``All``) -> mean of the metric (one of :data:`METRICS` or
+    :data:`ERROR_METRICS`) over the datasets scored (over the seeds first, for a model
+    fine-tuned with several)."""
     from rf100vl_hf.metrics.aggregate import domain_means
 
-    key = _metric(metric)
+    key = metric if metric in ERROR_METRICS else _metric(metric)
     rows = over_seeds(rows)
     by_column: dict[str, list[tuple[str, str, float]]] = {}
     for label, row in zip(column_labels(rows), rows):
@@ -319,6 +324,20 @@ def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list
         body = [[name, plain(instances[name]), *(values.get(c) for c in columns)] for name, values in classes.items()]
         tables.append(Table(["Class", "Instances", *columns], body, range(2, 2 + len(columns)),
                             title=f"{dataset}: {METRICS[metric]} per class (%)"))
+    return tables
+
+
+def error_tables(rows: Sequence[dict[str, Any]]) -> dict[str, Table]:
+    """Model column -> (for a model with TIDE columns) AP50 and the ΔAP50 of each error type and
+    oracle (AP points), as means over each domain's datasets and over all (``docs/errors.md``)."""
+    explained = [row for row in rows if _value(row, "tide_miss") is not None]
+    means = {key: domain_scores(explained, key) for key in ("ap50", *ERROR_METRICS)} if explained else {"ap50": {}}
+    tables = {}
+    for label in means["ap50"]:
+        targets = list(dict.fromkeys(target for key in means for target in means[key].get(label, {})))
+        body = [[target, *(means[key].get(label, {}).get(target) for key in means)] for target in targets]
+        tables[label] = Table(["Domain", "AP50", *ERROR_METRICS.values()], body, range(1, 2 + len(ERROR_METRICS)),
+                              title=f"Errors by type, {label}: ΔAP50 if fixed (AP points)")
     return tables
 
 

@@ -58,6 +58,10 @@ def test_scores_a_hand_made_table():
     assert scores.quadrant_parse_failures == 3
     assert scores.parse_failures == 5
     assert scores.parse_failure_rate == 5 / 8
+    assert scores.quadrant_confusion == {("top-left", "top-left"): 4, ("top-left", "bottom-right"): 1,
+                                         ("top-left", "no answer"): 3}
+    assert scores.iou_histogram == (4, 0, 0, 1, 0, 0, 0, 0, 0, 3)  # four 0s, one 1/3, three 1s (the last bin)
+    assert scores.iou_median == pytest.approx(1 / 6)
 
 
 def test_refuses_mismatched_or_bad_targets():

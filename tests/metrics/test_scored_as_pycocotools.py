@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rf100vl_hf.boxes import MAX_DETECTIONS, sanitize_detections, xywh_to_xyxy, xyxy_to_xywh
-from rf100vl_hf.metrics import evaluate
+from rf100vl_hf.metrics import BACKENDS, evaluate
 
 from tests.support.coco_reference import precision_ap, pycocotools_eval
 
@@ -63,7 +63,7 @@ def through_sanitize(predictions: list[dict], category_ids: list[int], clip: boo
 
 
 @pytest.mark.parametrize("tied", [False, True], ids=["550-boxes", "tied-scores"])
-@pytest.mark.parametrize("backend", ["faster-coco-eval", "pycocotools"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
 def test_over_500_per_image_scores_what_pycocotools_gives_the_raw_output(tied, backend):
     ground_truth, predictions = crowded_case(tied)
     assert len(predictions) > MAX_DETECTIONS

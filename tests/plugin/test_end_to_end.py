@@ -35,7 +35,7 @@ def test_a_tiny_owlv2_on_the_embedded_sample_is_a_labelled_smoke_run(pytester: p
         [
             "rf100vl::test_detection[[]owlv2:tiny-sample[]] PASSED*",
             "*SMOKE RUN (random weights: scores are meaningless)*",
-            "Ran on cpu (float32, batch 1, sdpa attention) [[]CPU *[]]; torch *, transformers *, datasets *, faster-coco-eval *, pycocotools *, rf100vl-hf *, python *",
+            "Ran on cpu (float32, batch 1, sdpa attention) [[]CPU *[]]; torch *, transformers *, datasets *, hotcoco *, faster-coco-eval *, pycocotools *, rf100vl-hf *, python *",
             "| sample | custom | *",
         ]
     )

@@ -84,7 +84,7 @@ def test_both_trackers_log_each_row_as_it_finishes_then_the_summary(fakes: pytes
     assert "rf100vl: warning" not in result.stdout.str()
     expected = ap_table(rows)
     summary = (fakes.path / ".rf100vl" / "results" / "summary.md").read_text(encoding="utf-8")
-    plots = {"domain_means", "heatmap", "per_class_sample"}
+    plots = {"domain_means", "heatmap", "errors_by_type", "per_class_sample"}
 
     # W&B: one offline run; each increment of the rows table holds the row that had just finished
     files = wandb_run(offline["wandb"])

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from rf100vl_hf.metrics import QUADRANTS
 from rf100vl_hf.uouo.plan import MODES
 
 from pytest_rf100vl.kinds.uouo.kind import DATASETS as UOUO_DATASETS
@@ -141,6 +142,10 @@ def test_unread_quadrant_replies_are_parse_failures_and_a_failing_mosaic_costs_o
     assert pointer["accuracy"] == pytest.approx(np.mean(bottom_right)) and any(bottom_right)  # from the box centre
     assert (pointer["quadrant_parse_failures"], pointer["parse_failures"], pointer["failed_images"]) == (1, 1, 1)
     assert pointer["miou"] == talker["miou"]
+    assert {(c["truth"], c["answer"]) for c in talker["quadrant_confusion"]} <= {(q, "no answer") for q in QUADRANTS}
+    assert sum(c["count"] for c in talker["quadrant_confusion"]) == NUM_MOSAICS
+    assert {c["answer"] for c in pointer["quadrant_confusion"]} == {"bottom-right", "no answer"}
+    assert pointer["iou_histogram"] == np.bincount(np.minimum(np.array(ious) * 10, 9).astype(int), minlength=10).tolist()
     assert "RuntimeError: lost for words on mosaic 3" in talker["first_error"]
 
     lines = answers(talker)

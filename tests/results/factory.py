@@ -31,6 +31,18 @@ def detection_row(spec: str, dataset: str, ap: float | None, run_id: str = "run-
     }
 
 
+TIDE_KEYS = ("cls", "loc", "both", "dupe", "bkg", "miss", "fp", "fn")
+
+
+def error_columns(base: float) -> dict[str, Any]:
+    """A detection row's errors section: ΔAP50 of each type ``base``, ``base + 1``... (AP points)."""
+    return {**{f"tide_{name}": base + i for i, name in enumerate(TIDE_KEYS)},
+            **{f"tide_{name}_n": 3 + i for i, name in enumerate(TIDE_KEYS[:6])},
+            "confused_pairs": [{"truth": "x", "predicted": "y | z", "count": 4}], "ece": 0.1, "mce": 0.3,
+            "calibration_note": None, "label_error_files": ["a.jpg"],
+            "confusion_file": None}
+
+
 def uouo_row(spec: str, dataset: str, miou: float, accuracy: float, run_id: str = "run-a",
              timestamp: str = "2025-05-01T10:00:00+00:00") -> dict[str, Any]:
     return {

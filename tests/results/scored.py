@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.metrics import evaluate
+
 from tests.results.factory import detection_row, write_jsonl
 from tests.support.coco_reference import precision_ap, pycocotools_eval
 
@@ -54,8 +56,11 @@ def write_folder(folder: Path, spec: str, exported: dict[str, Exported],
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(records), encoding="utf-8")
         scores[name] = pycocotools_percent(exported[name].truth, records)
+        errors = evaluate(exported[name].truth, records, explain=True).errors
+        assert errors is not None
         columns = {"dataset_fingerprint": exported[name].fingerprint, "predictions_file": str(path),
-                   "n_images": TEST_IMAGES, **extra}
+                   "n_images": TEST_IMAGES, **{f"tide_{key}": 100 * value for key, value in errors.delta_ap.items()},
+                   **extra}
         rows.append(detection_row(spec, name, scores[name], **columns))
     write_jsonl(folder, rows)
     return scores

@@ -14,6 +14,7 @@ import pytest
 from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results.compare import compare
+from rf100vl_hf.results.rows import read_jsonl
 
 from tests.results.scored import DATASETS, TEST_IMAGES, write_exports, write_folder
 from tests.support.coco_reference import noisy_predictions
@@ -66,6 +67,22 @@ def test_a_better_model_wins_by_what_pycocotools_gives_with_intervals_around_it(
     for forward, backward in zip(result.datasets, swapped.datasets):  # the same draws: a mirror image
         assert (backward.difference, backward.low, backward.high) == pytest.approx(
             (-forward.difference, -forward.high, -forward.low), abs=1e-9)
+
+
+def test_each_error_type_changes_by_the_rows_difference_with_intervals_over_datasets(world) -> None:
+    result = compare(world["root"] / "a", world["root"] / "b", data_dir=world["data"], resamples=300, progress=False)
+    rows = {side: {row["dataset"]: row for row in read_jsonl(world["root"] / side / "results.jsonl")}
+            for side in ("a", "b")}
+    assert list(result.errors) == [f"tide_{name}" for name in ("cls", "loc", "both", "dupe", "bkg", "miss", "fp", "fn")]
+    for key, (flora, custom, every) in result.errors.items():
+        change = {name: rows["b"][name][key] - rows["a"][name][key] for name in DATASETS}
+        assert every.difference == pytest.approx(np.mean(list(change.values())), abs=1e-9)
+        assert (custom.difference, custom.low) == (pytest.approx(change["sample"], abs=1e-9), None)
+        assert min(change["bees"], change["fish-market-ggjso"]) - 1e-9 <= flora.low <= flora.high <= \
+            max(change["bees"], change["fish-market-ggjso"]) + 1e-9
+    assert result.errors["tide_loc"][-1].difference < 0  # B localises better: jitter 0.02 against 0.15
+    same = compare(world["root"] / "a", world["root"] / "a", data_dir=world["data"], resamples=50, progress=False)
+    assert all(m.difference == 0.0 for means in same.errors.values() for m in means)
 
 
 def test_intervals_are_seeded(world) -> None:
@@ -134,6 +151,8 @@ def test_the_command_prints_the_table_in_each_format(world, capsys) -> None:
     line = next(line for line in out.splitlines() if line.startswith("| bees |"))
     assert f"| {world['ap_a']['bees']:.2f} | {world['ap_b']['bees']:.2f} |" in line
     assert "| **All** | mean | 3 |" in out
+    assert "## Errors by type: change in ΔAP50 (B - A, AP points; less is fewer errors)" in out
+    assert "| Error type | Domain | n | ΔAP50 A | ΔAP50 B | B - A | 95% CI low | 95% CI high |" in out
     assert main([*args, "--format", "csv"]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines()[0] == "Dataset,Domain,n,AP A,AP B,B - A,95% CI low,95% CI high"

@@ -1,9 +1,11 @@
 """``draw``: a pair's predictions against the ground truth as PNG, boxes where the files put them,
-coloured by pycocotools' matching at IoU 0.5, from a results folder or a predictions file."""
+coloured by pycocotools' matching at IoU 0.5 and TIDE's error types, with a legend, from a
+results folder or a predictions file."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import numpy as np
@@ -12,33 +14,46 @@ from PIL import Image
 
 from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.metrics.resample import MATCHED
-from rf100vl_hf.results.draw import COLOURS, GROUND_TRUTH, MIN_SIDE, UNMATCHED_COLOUR, draw, pair_of
+from rf100vl_hf.metrics.errors import TRUE_POSITIVE
+from rf100vl_hf.results.draw import COLOURS, LEGEND, MIN_SIDE, MISSED, draw, pair_of
+from rf100vl_hf.results.predictions import load_split
+from rf100vl_hf.results.rows import read_jsonl
 
+from tests.results.factory import write_jsonl
 from tests.results.scored import write_exports, write_folder
 
-MATCHED_COLOUR = COLOURS[MATCHED]
+MATCHED_COLOUR = COLOURS[TRUE_POSITIVE]
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The bees export, and a folder whose predictions on its first image are: one ground-truth
-    box exactly (matched), one box far from every ground-truth box (matched to none), and one
-    box scoring too little to be drawn by default."""
+    box exactly (matched), the same box a little to the right (a duplicate), one box far from
+    every ground-truth box (background), another box with the wrong class (classification),
+    that box's class half a box off (localisation), and one box scoring too little to be drawn
+    by default."""
     root = tmp_path_factory.mktemp("draw")
     exported = write_exports(root / "data", ("bees",))
     truth = exported["bees"].truth
     first = truth["images"][0]
     boxes = [ann for ann in truth["annotations"] if ann["image_id"] == first["id"]]
-    hit = max(boxes, key=lambda ann: ann["bbox"][2] * ann["bbox"][3])
+    hit, other = sorted(boxes, key=lambda ann: -ann["bbox"][2] * ann["bbox"][3])[:2]
     lonely = free_spot(boxes, first["width"], first["height"])
+    wrong = next(c["id"] for c in truth["categories"] if c["id"] != other["category_id"])
+    x, y, w, h = other["bbox"]
+    shifted = [x + 0.6 * w, y, w, h]
+    twin = [hit["bbox"][0] + 3, *hit["bbox"][1:]]
     predictions = [
         {"image_id": first["id"], "category_id": hit["category_id"], "bbox": hit["bbox"], "score": 0.9},
+        {"image_id": first["id"], "category_id": hit["category_id"], "bbox": twin, "score": 0.5},
         {"image_id": first["id"], "category_id": hit["category_id"], "bbox": lonely, "score": 0.8},
+        {"image_id": first["id"], "category_id": wrong, "bbox": other["bbox"], "score": 0.7},
+        {"image_id": first["id"], "category_id": other["category_id"], "bbox": shifted, "score": 0.6},
         {"image_id": first["id"], "category_id": hit["category_id"], "bbox": [2.0, 2.0, 6.0, 6.0], "score": 0.1},
     ]
     write_folder(root / "run", "owlv2", exported, {"bees": predictions})
-    return {"root": root, "data": root / "data", "truth": truth, "first": first, "hit": hit, "lonely": lonely}
+    return {"root": root, "data": root / "data", "truth": truth, "first": first, "hit": hit, "lonely": lonely,
+            "other": other, "shifted": shifted, "twin": twin}
 
 
 def free_spot(boxes: list[dict[str, Any]], width: int, height: int, size: float = 40.0) -> list[float]:
@@ -57,11 +72,7 @@ def edge_colour(picture: Image.Image, bbox: list[float], scale: float) -> tuple[
     return picture.getpixel((round(x * scale) + 1, round((y + h * 0.6) * scale)))
 
 
-def colour_count(picture: Image.Image, colour: tuple[int, int, int]) -> int:
-    return int((np.asarray(picture) == colour).all(axis=-1).sum())
-
-
-def test_boxes_are_drawn_where_they_are_coloured_by_their_match(world, tmp_path) -> None:
+def test_boxes_are_drawn_where_they_are_coloured_by_their_error_type(world, tmp_path) -> None:
     (path,) = draw(pair_of(world["root"] / "run", "bees", data_dir=world["data"]), tmp_path,
                    image_ids=[world["first"]["id"]], progress=False)
     assert path == tmp_path / f"bees-{world['first']['id']}.png"
@@ -69,16 +80,37 @@ def test_boxes_are_drawn_where_they_are_coloured_by_their_match(world, tmp_path)
     scale = MIN_SIDE / max(world["first"]["width"], world["first"]["height"])
     assert picture.width == MIN_SIDE and picture.height > world["first"]["height"] * scale  # enlarged, captioned
     assert edge_colour(picture, world["hit"]["bbox"], scale) == MATCHED_COLOUR  # drawn over its ground truth
-    assert edge_colour(picture, world["lonely"], scale) == UNMATCHED_COLOUR
-    others = [ann for ann in world["truth"]["annotations"]
-              if ann["image_id"] == world["first"]["id"] and ann is not world["hit"] and ann["bbox"][2] > 2]
-    assert all(edge_colour(picture, ann["bbox"], scale) == GROUND_TRUTH for ann in others)
-    assert colour_count(picture, GROUND_TRUTH) > 0
+    assert edge_colour(picture, world["twin"], scale) == COLOURS["dupe"]
+    assert edge_colour(picture, world["lonely"], scale) == COLOURS["bkg"]
+    assert edge_colour(picture, world["other"]["bbox"], scale) == COLOURS["cls"]
+    assert edge_colour(picture, world["shifted"], scale) == COLOURS["loc"]
+    others = [ann for ann in world["truth"]["annotations"] if ann["image_id"] == world["first"]["id"]
+              and ann is not world["hit"] and ann is not world["other"] and ann["bbox"][2] > 2]
+    assert all(edge_colour(picture, ann["bbox"], scale) == MISSED for ann in others)  # nothing found them
+    legend = np.asarray(picture)[round(world["first"]["height"] * scale):]
+    for colour, name in LEGEND:  # each swatch is drawn under the image
+        assert (legend == colour).all(axis=-1).sum() > 50, name
 
     (everything,) = draw(pair_of(world["root"] / "run", "bees", data_dir=world["data"]), tmp_path / "all",
                          image_ids=[world["first"]["id"]], min_score=0.0, progress=False)
-    assert edge_colour(Image.open(everything).convert("RGB"), [2.0, 2.0, 6.0, 6.0], scale) == UNMATCHED_COLOUR
-    assert edge_colour(picture, [2.0, 2.0, 6.0, 6.0], scale) != UNMATCHED_COLOUR  # below the default score
+    assert edge_colour(Image.open(everything).convert("RGB"), [2.0, 2.0, 6.0, 6.0], scale) == COLOURS["bkg"]
+    assert edge_colour(picture, [2.0, 2.0, 6.0, 6.0], scale) != COLOURS["bkg"]  # below the default score
+
+
+def test_the_rows_label_error_candidates_are_drawn_by_their_files(world, tmp_path, capsys) -> None:
+    folder = tmp_path / "run"
+    shutil.copytree(world["root"] / "run", folder)
+    (row,) = read_jsonl(folder / "results.jsonl")
+    split = load_split("bees", "test", world["data"]).dataset
+    images = [{"id": i, "file_name": name} for i, name in zip(split["image_id"], split["file_name"])]
+    args = ["draw", str(folder), "--dataset", "bees", "--out", str(tmp_path / "out"), "--label-errors", "--data-dir",
+            str(world["data"])]
+    assert main(args) == 2
+    assert "the row names no label-error candidates" in capsys.readouterr().err
+    write_jsonl(folder, [dict(row, label_error_files=[images[3]["file_name"], images[1]["file_name"]])])
+    assert main(args) == 0
+    assert [line.split("/")[-1] for line in capsys.readouterr().out.splitlines()] == [
+        f"bees-{images[3]['id']}.png", f"bees-{images[1]['id']}.png"]
 
 
 def test_a_predictions_file_is_drawn_on_the_first_images_of_a_split(world, tmp_path) -> None:

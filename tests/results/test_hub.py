@@ -17,7 +17,7 @@ from rf100vl_hf.hub.results_repo import push_results
 from rf100vl_hf.network import HubError
 from rf100vl_hf.results import ap_table, read_results, render, select
 
-from tests.results.factory import detection_row, uouo_row, write_jsonl
+from tests.results.factory import detection_row, error_columns, uouo_row, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")
 
@@ -159,13 +159,22 @@ def test_a_failed_push_is_one_clear_line_in_bounded_time_and_a_retry_works(hub_s
     assert snapshot(folder) == before
 
 
-def test_with_predictions_uploads_the_files(hub_server, tmp_path):
+def test_with_predictions_uploads_the_files_and_the_rows_carry_the_error_columns(hub_server, tmp_path):
     folder = machine(tmp_path, "a", "owlv2", {"bees": 40.0})
+    (row,) = read_results([folder])
+    matrix = Path(row["predictions_file"]).with_name("test.confusion.csv")
+    matrix.write_text("truth \\ predicted,x,background\nx,3,1\nbackground,2,0\n", encoding="utf-8")
+    write_jsonl(folder, [{**row, **error_columns(1.0), "confusion_file": str(matrix)}])
     pushed = push_results([folder], "org/with-predictions", token=hub_server.token, with_predictions=True)
-    assert pushed.predictions == 1
+    assert pushed.predictions == 2
     path = "predictions/run-a/owlv2/bees/test.json"
     assert hub_server.files("org/with-predictions")[path] == b"[]"
-    assert loaded("org/with-predictions")[0]["predictions_file"] == path
+    assert hub_server.files("org/with-predictions")[path.replace(".json", ".confusion.csv")].startswith(b"truth")
+    (pushed_row,) = loaded("org/with-predictions")
+    assert pushed_row["predictions_file"] == path
+    assert pushed_row["confusion_file"] == path.replace(".json", ".confusion.csv")
+    assert {key: pushed_row[key] for key in error_columns(1.0) if key != "confusion_file"} == {
+        key: value for key, value in error_columns(1.0).items() if key != "confusion_file"}
 
 
 def test_a_server_without_xet_gets_the_results_through_lfs(hub_server, tmp_path, monkeypatch):

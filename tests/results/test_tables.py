@@ -10,6 +10,7 @@ import pytest
 
 from rf100vl_hf.results import (
     ap_table,
+    error_tables,
     leaderboard,
     per_class_tables,
     read_parquet,
@@ -22,7 +23,7 @@ from rf100vl_hf.results import (
     write_summary,
 )
 
-from tests.results.factory import DATASETS, detection_row, uouo_row, write_jsonl
+from tests.results.factory import DATASETS, detection_row, error_columns, uouo_row, write_jsonl
 
 
 @pytest.fixture
@@ -41,6 +42,18 @@ def test_table_2_groups_datasets_by_domain_then_means_and_all(rows):
         "| **Flora & Fauna**", "| **Sports**", "| **custom**", "| **All**"]
     assert lines[-1] == "| **All** | mean | 41.5 | 30.0 |"  # All is over datasets, not domain means
     assert "| actions | Sports | 42.0 | — |" in lines
+
+
+def test_errors_by_type_per_model_with_domain_means(rows):
+    explained = [dict(row, **error_columns(i)) for i, row in enumerate(rows[:3])] + rows[3:]
+    (table,) = error_tables(explained).values()  # gdino's rows have no TIDE columns
+    assert table.title == "Errors by type, owlv2: ΔAP50 if fixed (AP points)"
+    assert table.header == ["Domain", "AP50", "Cls", "Loc", "Both", "Dupe", "Bkg", "Miss", "FP oracle", "FN oracle"]
+    assert table.rows[0] == ["Flora & Fauna", 60.5, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5]  # bees and fish-market
+    assert table.rows[-1][:3] == ["All", 61.0, 1.0]
+    text = summary(explained)
+    assert "### Errors by type, owlv2: ΔAP50 if fixed (AP points)" in text
+    assert text.index("## AP50:95 (%)") < text.index("### Errors by type") < text.index("## Runs")
 
 
 def test_csv_and_latex_hold_the_same_numbers(rows):
@@ -105,7 +118,9 @@ def test_summary_header_says_what_ran(rows):
 
 
 def test_parquet_round_trips_per_class_and_answer_counts(tmp_path, rows):
-    grounding = [uouo_row("oracle", "uouo-mmd", 1.0, 1.0)]
+    rows = [dict(rows[0], **error_columns(1.0)), *rows[1:]]
+    grounding = [dict(uouo_row("oracle", "uouo-mmd", 1.0, 1.0), iou_histogram=[0] * 9 + [8], iou_median=1.0,
+                      quadrant_confusion=[{"truth": "top-left", "answer": "no answer", "count": 8}])]
     write_parquet(rows + grounding, tmp_path / "r.parquet")
     back = read_parquet(tmp_path / "r.parquet")
     for original, read in zip(rows + grounding, back):

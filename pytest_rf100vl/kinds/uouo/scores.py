@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.metrics.grounding import GroundingTarget, score_grounding
-from rf100vl_hf.results.schema import GroundingScores
+from rf100vl_hf.results.schema import GroundingErrors, GroundingScores
 
 from pytest_rf100vl.adapters.base import GroundingAnswer
 from pytest_rf100vl.engine.guard import first_error_line
@@ -102,5 +102,10 @@ def grounding_scores(answers: Answers, split: Split) -> Scored:
     if n and answers.counts.failed_images >= n:
         first = f"; first error: {first_error_line(answers.counts.first_error)}" if answers.counts.first_error else ""
         unscored = f"the model failed on every one of the {n} mosaics{first}"
+    errors = GroundingErrors(
+        quadrant_confusion=[{"truth": truth, "answer": answer, "count": count}
+                            for (truth, answer), count in sorted(scores.quadrant_confusion.items())],
+        iou_histogram=list(scores.iou_histogram), iou_median=scores.iou_median,
+    )
     return Scored({"accuracy": scores.quadrant_accuracy, "miou": scores.miou}, columns, records, "jsonl", unscored,
-                  scores)
+                  scores, errors)
