@@ -59,6 +59,7 @@ EXTRA_OF: dict[str, str] = {
     "rfdetr": "rfdetr",
     "wandb": "wandb",
     "mlflow": "mlflow",
+    **dict.fromkeys(("xgboost", "sklearn", "rembg", "onnxruntime", "onnx"), "curate"),
 }
 """Top-level module -> the extra of ``pyproject.toml`` that installs it (README, "Set-up")."""
 
