@@ -26,6 +26,7 @@ import csv
 import json
 import multiprocessing
 import os
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from rf100vl_hf.errors import DataError
-from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo import classifier
 from rf100vl_hf.uouo.curation_report import Statistics, write_report
 from rf100vl_hf.uouo.defaults import (
@@ -57,6 +58,10 @@ CUTOUTS = "cutouts"
 JOURNAL = "removal.jsonl"
 CHUNK = 8
 """Images a worker removes per task: large enough to amortise the hand-over, small enough to journal often."""
+
+
+class LicenceWarning(UserWarning):
+    """The remover's licence restricts use (BRIA's models: non-commercial)."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +264,9 @@ def remove_backgrounds(verdicts: list[Verdict], out: Path, remover: Remover, opt
     names = _cutout_names([v for v in verdicts if v.kept])
     todo = [(v.image, names[v.image.digest]) for v in verdicts if v.kept and v.image.digest not in done]
     journal.parent.mkdir(parents=True, exist_ok=True)
+    if journal.is_file() and not journal.read_bytes().endswith(b"\n"):
+        with journal.open("a", encoding="utf-8") as handle:  # a line torn by an interruption ends here
+            handle.write("\n")
     with journal.open("a", encoding="utf-8") as handle, \
             progress_bar(total=len(todo), desc=f"removing backgrounds with {remover.name}",
                          disable=not options.progress) as bar:
@@ -326,6 +334,8 @@ def _prefill_cache(out: Path, embedder: ClipEmbedder, options: CurateOptions) ->
 def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = CurateOptions()) -> CurationResult:
     """Curate ``raw_dir`` into ``out`` (see the module docstring)."""
     raw_dir, out = Path(raw_dir), Path(out)
+    if options.percentile_rule is not None and (options.labels or options.classifier_file):
+        raise ValueError("the percentile rule replaces the classifier: give it without labels and a classifier file")
     if options.labels is not None and not options.labels.is_file():
         raise DataError(options.labels, "labels", "no such file")
     collection = read_raw(raw_dir, options.progress)
@@ -350,8 +360,8 @@ def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = Curate
     scores = _decide(verdicts, options, work, known, {drop.source_id for drop in collection.dropped})
     _category_filter(verdicts, options.min_images, "after the classifier")
     remover = resolve_remover(options.remover, work, options.seed)
-    if remover.licence_note:
-        logger.warning("remover %s: %s", remover.name, remover.licence_note)
+    if remover.non_commercial:
+        warnings.warn(f"remover {remover.name}: {remover.licence_note}", LicenceWarning, stacklevel=2)
     remove_backgrounds(verdicts, out, remover, options)
     _category_filter(verdicts, options.min_images, "after background removal")
     write_outputs(out, verdicts, drops, remover, options)

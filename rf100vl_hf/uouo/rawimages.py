@@ -13,6 +13,7 @@ is not text are errors naming the path (:mod:`rf100vl_hf.safepaths`).
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,15 +80,20 @@ def decode_rgb(image: RawImage, max_side: int) -> Image.Image:
 
 def check_image(data: bytes, path: Path) -> tuple[tuple[int, int] | None, str]:
     """The displayed size of an image file, or ``None`` and why it is dropped."""
+    huge = f"huge: over {MAX_PIXELS} pixels (Pillow's decompression-bomb limit)"
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            width, height = im.size
-            frames = getattr(im, "n_frames", 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # refused below, by name
+            with Image.open(io.BytesIO(data)) as im:
+                width, height = im.size
+                frames = getattr(im, "n_frames", 1)
+    except Image.DecompressionBombError:
+        return None, huge
     except Exception:  # Pillow raises many types; probe_image below names the problem
         width = height = 0
         frames = 1
     if width * height > MAX_PIXELS:
-        return None, f"huge: {width}x{height} pixels, over {MAX_PIXELS} (Pillow's decompression-bomb limit)"
+        return None, f"{huge}: {width}x{height}"
     if frames > 1:
         return None, f"animated: {frames} frames"
     try:

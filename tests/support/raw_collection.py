@@ -80,7 +80,7 @@ def write_raw_collection(root: Path, per_category: int = 6, outliers: int = 2, s
         for n in range(per_category + outliers):
             image, alpha = compose(category if n < per_category else other, rng)
             name = f"{category}_{n:02d}.jpg"
-            image.save(folder / name, quality=95)
+            image.save(folder / name, quality=95, subsampling=0)  # 4:4:4: no colour bleeding past the object
             written.alphas[f"{category}/{name}"] = alpha
             if n >= per_category:
                 written.outliers.add(f"{category}/{name}")
@@ -100,7 +100,7 @@ def write_raw_collection(root: Path, per_category: int = 6, outliers: int = 2, s
     return written
 
 
-def write_saturation_remover(path: Path, steepness: float = 10.0, threshold: float = 1.2) -> Path:
+def write_saturation_remover(path: Path, steepness: float = 10.0, threshold: float = 1.0) -> Path:
     """A ``u2net_custom`` ONNX remover: ``sigmoid(steepness * (max_c x - min_c x - threshold))`` of the
     normalised input, so saturated pixels are object and grey ones background."""
     import onnx
