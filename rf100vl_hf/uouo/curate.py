@@ -250,7 +250,12 @@ def _removals(todo: list[tuple[RawImage, str]], out: Path, remover: Remover, opt
         for chunk in chunks:
             yield _remove_chunk(chunk, *settings, session=session)
         return
-    context = multiprocessing.get_context("spawn")  # onnxruntime and torch threads do not survive a fork
+    # Not a fork of this process (its torch and onnxruntime threads would not survive it): a fork server,
+    # started once per process with rembg imported, forks each pool's workers in milliseconds.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["rf100vl_hf.uouo.curate", "rembg", "onnxruntime"])
     with ProcessPoolExecutor(min(options.num_proc, len(chunks)), context, _start_worker, (remover,)) as pool:
         yield from pool.map(_remove_chunk, chunks, *([value] * len(chunks) for value in settings))
 

@@ -43,8 +43,8 @@ def category_features(embeddings: np.ndarray, text: np.ndarray) -> np.ndarray:
     vectors = embeddings.astype(np.float64)
     self_similarity = np.einsum("ij,ij->i", vectors, vectors)
     average = (vectors @ vectors.sum(axis=0) - self_similarity) / (count - 1)
-    below = (average[None, :] < average[:, None]).sum(axis=1)
-    at_or_below = (average[None, :] <= average[:, None]).sum(axis=1)
+    ordered = np.sort(average)
+    below, at_or_below = np.searchsorted(ordered, average, "left"), np.searchsorted(ordered, average, "right")
     percentile = 100.0 * (below + at_or_below) / (2 * count)
     columns = [average, vectors @ text.astype(np.float64), percentile,
                np.full(count, average.mean()), np.full(count, average.var())]

@@ -34,6 +34,7 @@ import xxhash
 from PIL import Image
 
 from rf100vl_hf.errors import DataError, Rf100vlError, needs_extra
+from rf100vl_hf.network import bounded
 from rf100vl_hf.uouo.defaults import TINY_REMOVER
 from rf100vl_hf.uouo.sources import MIN_ALPHA_PIXELS, MIN_ALPHA_SIDE, alpha_box
 
@@ -143,8 +144,6 @@ def _bria_14_session(sess_opts: Any) -> Any:
     normalised as ``x - 0.5``, and its file comes from the Hub."""
     from huggingface_hub import hf_hub_download
     from rembg.sessions.bria_rmbg import BriaRmBgSession
-
-    from rf100vl_hf.network import bounded
 
     class BriaRmbg14(BriaRmBgSession):
         def normalize(self, img: Any, mean: Any, std: Any, size: Any, *args: Any, **kwargs: Any) -> Any:
