@@ -160,6 +160,7 @@ def test_the_output_builds_uouo_mosaics_without_embedding_again(
 ) -> None:
     source = read_source(curated, progress=False)
     assert source.categories == sorted(CATEGORIES) and len(source.cutouts()) == 30
+    assert source.licence.note == "cut-outs made with saturation.onnx: a local ONNX file: its licence is its author's"
     monkeypatch.setattr(ClipEmbedder, "encode", lambda self, images: pytest.fail("embedded again"))
     builder = uouo_builder("mmd", curated, cache_dir=tmp_path, clip_model=options.clip_model, clip_pretrained=None,
                            num_mosaics=4, embedding_cache=str(options.embedding_cache), progress=False)
