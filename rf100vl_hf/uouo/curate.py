@@ -130,6 +130,7 @@ class Verdict:
     reason: str = ""
     cutout: str | None = None
     box: tuple[int, int, int, int] | None = None
+    removed: bool = False  # the remover was run on it
 
     @property
     def kept(self) -> bool:
@@ -284,6 +285,7 @@ def remove_backgrounds(verdicts: list[Verdict], out: Path, remover: Remover, opt
     for verdict in verdicts:
         if verdict.kept:
             record = done[verdict.image.digest]
+            verdict.removed = True
             verdict.box = tuple(record["box"]) if record["box"] else None
             if record["cutout"] is None:
                 verdict.stage, verdict.reason = "remover", record["reason"]
@@ -291,20 +293,24 @@ def remove_backgrounds(verdicts: list[Verdict], out: Path, remover: Remover, opt
                 verdict.cutout = record["cutout"]
 
 
-def _manifest_line(verdict: Verdict | None, drop: Drop | None, remover: Remover | None) -> dict[str, Any]:
-    if verdict is None:
-        assert drop is not None
-        return {"path": drop.source_id, "category": drop.category, "hash": drop.digest, "features": None,
-                "p_good": None, "label": None, "decision": "dropped", "stage": drop.stage, "reason": drop.reason,
-                "cutout": None, "box": None, "remover": None, "licence": None}
+def _dropped_line(drop: Drop) -> dict[str, Any]:
+    """The manifest line of a file dropped before its features (unreadable, duplicate, small category)."""
+    return {"path": drop.source_id, "category": drop.category, "hash": drop.digest, "features": None,
+            "p_good": None, "label": None, "decision": "dropped", "stage": drop.stage, "reason": drop.reason,
+            "cutout": None, "box": None, "remover": None, "licence": None}
+
+
+def _verdict_line(verdict: Verdict, remover: Remover) -> dict[str, Any]:
+    """The manifest line of an image with features: its decision, and its cut-out when kept."""
+    removed = verdict.removed
     return {
         "path": verdict.image.source_id, "category": verdict.image.category, "hash": verdict.image.digest,
         "features": {name: float(value) for name, value in zip(FEATURES, verdict.features)},
         "p_good": verdict.p_good, "label": None if verdict.label is None else ("good" if verdict.label else "bad"),
         "decision": "kept" if verdict.kept else "dropped", "stage": verdict.stage, "reason": verdict.reason,
         "cutout": verdict.cutout, "box": list(verdict.box) if verdict.box else None,
-        "remover": remover.name if remover else None,
-        "licence": {"id": remover.licence, "note": remover.licence_note} if remover else None,
+        "remover": remover.name if removed else None,
+        "licence": {"id": remover.licence, "note": remover.licence_note} if removed else None,
     }
 
 
@@ -323,9 +329,9 @@ def write_outputs(out: Path, verdicts: list[Verdict], drops: list[Drop], remover
     (out / MANIFEST).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
     with (_work(out) / "manifest.jsonl").open("w", encoding="utf-8") as handle:
         for drop in drops:
-            handle.write(json.dumps(_manifest_line(None, drop, None)) + "\n")
+            handle.write(json.dumps(_dropped_line(drop)) + "\n")
         for verdict in verdicts:
-            handle.write(json.dumps(_manifest_line(verdict, None, remover)) + "\n")
+            handle.write(json.dumps(_verdict_line(verdict, remover)) + "\n")
 
 
 def _prefill_cache(out: Path, embedder: ClipEmbedder, options: CurateOptions) -> None:
@@ -370,7 +376,7 @@ def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = Curate
     remove_backgrounds(verdicts, out, remover, options)
     _category_filter(verdicts, options.min_images, "after background removal")
     write_outputs(out, verdicts, drops, remover, options)
-    statistics = Statistics.of(collection, verdicts_by_category(verdicts), len(drops) + len(verdicts))
+    statistics = Statistics.of(collection, _kept_per_category(verdicts), len(drops) + len(verdicts))
     if statistics.kept_categories >= MOSAIC_CATEGORIES:
         _prefill_cache(out, embedder, options)
     result = CurationResult(out, statistics, scores, remover=remover, drops=_count(drops, verdicts))
@@ -379,7 +385,7 @@ def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = Curate
     return result
 
 
-def verdicts_by_category(verdicts: list[Verdict]) -> dict[str, int]:
+def _kept_per_category(verdicts: list[Verdict]) -> dict[str, int]:
     """Kept cut-outs per category."""
     kept: dict[str, int] = {}
     for verdict in verdicts:

@@ -20,7 +20,7 @@ from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError, MissingExtraError
 from rf100vl_hf.uouo import classifier, remover
 from rf100vl_hf.uouo.builder import uouo_builder
-from rf100vl_hf.uouo.curate import CurateOptions, curate
+from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, curate
 from rf100vl_hf.uouo.embeddings import ClipEmbedder
 from rf100vl_hf.uouo.features import FEATURES, category_features
 from rf100vl_hf.uouo.sources import read_source
@@ -257,3 +257,19 @@ def test_the_embedding_cache_holds_raw_images_and_cutouts(curated: Path, options
         models = dict(db.execute("SELECT model, COUNT(*) FROM embeddings GROUP BY model").fetchall())
     assert models[f"{options.clip_model}|raw-rgb-1"] == 5 * 8  # every distinct readable image of a usable category
     assert sum(count for model, count in models.items() if "|square-on-background" in model) == 30
+
+
+def test_a_non_commercial_remover_is_warned_and_recorded(
+    raw: RawCollectionFiles, options: CurateOptions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BRIA RMBG-1.4's licence, with the tiny remover standing in for its weights (no download)."""
+    bria = replace(remover.REMOVERS["bria-rmbg-1.4"], session="u2net_custom",
+                   model_file=remover.resolve_remover("tiny", tmp_path).model_file)
+    monkeypatch.setattr("rf100vl_hf.uouo.curate.resolve_remover", lambda *args: bria)
+    with pytest.warns(LicenceWarning, match="remover bria-rmbg-1.4: BRIA RMBG-1.4 .*non-commercial use only"):
+        curate(raw.root, tmp_path / "out", replace(options, labels=None, percentile_rule=10))
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["license_note"].startswith(
+        "cut-outs made with bria-rmbg-1.4: BRIA RMBG-1.4 (the paper's), BRIA's licence: non-commercial use only")
+    tried = [r for r in _manifest(tmp_path / "out").values() if r["remover"]]
+    assert tried and all(r["licence"] == {"id": "other", "note": bria.licence_note} for r in tried)
+    assert "non-commercial use only" in (tmp_path / "out" / "curation" / "report.md").read_text()
