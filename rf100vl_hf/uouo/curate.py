@@ -137,26 +137,47 @@ class Verdict:
         return not self.reason
 
 
-def _decide(verdicts: list[Verdict], options: CurateOptions, work: Path, known: set[str],
-            dropped: set[str]) -> classifier.Scores | None:
+@dataclass(frozen=True)
+class Decision:
+    """How good and bad are told apart, checked before anything long runs: the labels read, a saved
+    model loaded, or the percentile rule."""
+
+    labels: dict[str, bool]
+    model: Any = None
+    percentile_rule: float | None = None
+
+
+def _decision(options: CurateOptions, known: set[str], dropped: set[str]) -> Decision | None:
+    """The run's :class:`Decision`, or ``None`` when it has neither labels, nor a model, nor the rule."""
+    if options.percentile_rule is not None:
+        if options.labels or options.classifier_file:
+            raise ValueError("the percentile rule replaces the classifier: give it without labels and a classifier file")
+        return Decision({}, percentile_rule=options.percentile_rule)
+    if options.labels is None and options.classifier_file is None:
+        return None
+    if options.labels is not None and not options.labels.is_file():
+        raise DataError(options.labels, "labels", "no such file")
+    labels = classifier.read_labels(options.labels, known, dropped) if options.labels else {}
+    return Decision(labels, classifier.load(options.classifier_file) if options.classifier_file else None)
+
+
+def _decide(verdicts: list[Verdict], decision: Decision, options: CurateOptions, work: Path) -> classifier.Scores | None:
     """Good or bad for every verdict, by labels and the classifier, or by the percentile rule."""
     table = np.stack([v.features for v in verdicts]) if verdicts else np.zeros((0, len(FEATURES)))
-    if options.percentile_rule is not None:
-        keep = classifier.percentile_rule(table, options.percentile_rule)
+    if decision.percentile_rule is not None:
+        keep = classifier.percentile_rule(table, decision.percentile_rule)
         for verdict, good in zip(verdicts, keep):
             if not good:
                 verdict.stage, verdict.reason = "rule", (
-                    f"percentile {verdict.features[FEATURES.index('percentile')]:.1f} < {options.percentile_rule:g} "
+                    f"percentile {verdict.features[FEATURES.index('percentile')]:.1f} < {decision.percentile_rule:g} "
                     f"(percentile rule, {classifier.PERCENTILE_RULE})")
         return None
-    scores = None
-    labels = classifier.read_labels(options.labels, known, dropped) if options.labels else {}
-    if options.classifier_file is not None:
-        model = classifier.load(options.classifier_file)
-    else:
+    scores, model, labels = None, decision.model, decision.labels
+    if model is None:
         labelled = [v for v in verdicts if v.image.source_id in labels]
         truth = np.array([labels[v.image.source_id] for v in labelled], dtype=int)
         features = np.stack([v.features for v in labelled]) if labelled else np.zeros((0, len(FEATURES)))
+        assert options.labels is not None
         model, scores = classifier.train(features, truth, options.labels, options.grid, options.seed, options.num_proc)
         classifier.save(model, scores, work)
     for verdict, p_good in zip(verdicts, classifier.probability_good(model, table)):
@@ -242,12 +263,12 @@ def _journal(path: Path, key: str) -> dict[str, dict[str, Any]]:
 
 
 def _removals(todo: list[tuple[RawImage, str]], out: Path, remover: Remover, options: CurateOptions,
-              key: str) -> Iterator[list[dict[str, Any]]]:
+              key: str, session: Any = None) -> Iterator[list[dict[str, Any]]]:
     """Journal records chunk by chunk, in order: inline for one process, else in ``num_proc`` processes."""
     chunks = [todo[start : start + CHUNK] for start in range(0, len(todo), CHUNK)]
     settings = (out, options.alpha_threshold, options.max_side, key)
     if options.num_proc <= 1 or len(chunks) <= 1:
-        session = new_session(remover) if chunks else None
+        session = session or (new_session(remover) if chunks else None)
         for chunk in chunks:
             yield _remove_chunk(chunk, *settings, session=session)
         return
@@ -261,8 +282,10 @@ def _removals(todo: list[tuple[RawImage, str]], out: Path, remover: Remover, opt
         yield from pool.map(_remove_chunk, chunks, *([value] * len(chunks) for value in settings))
 
 
-def remove_backgrounds(verdicts: list[Verdict], out: Path, remover: Remover, options: CurateOptions) -> None:
-    """Cut out every kept image, reusing the journal of an interrupted run."""
+def remove_backgrounds(verdicts: list[Verdict], out: Path, remover: Remover, options: CurateOptions,
+                       session: Any = None) -> None:
+    """Cut out every kept image, reusing the journal of an interrupted run (``session``: the remover's,
+    when already loaded)."""
     key = json.dumps([remover.as_dict(), str(remover.model_file or ""), options.alpha_threshold, options.max_side])
     journal = _work(out) / JOURNAL
     done = {digest: record for digest, record in _journal(journal, key).items()
@@ -276,7 +299,7 @@ def remove_backgrounds(verdicts: list[Verdict], out: Path, remover: Remover, opt
     with journal.open("a", encoding="utf-8") as handle, \
             progress_bar(total=len(todo), desc=f"removing backgrounds with {remover.name}",
                          disable=not options.progress) as bar:
-        for records in _removals(todo, out, remover, options, key):
+        for records in _removals(todo, out, remover, options, key, session):
             for record in records:
                 handle.write(json.dumps(record) + "\n")
                 done[record["digest"]] = record
@@ -345,11 +368,16 @@ def _prefill_cache(out: Path, embedder: ClipEmbedder, options: CurateOptions) ->
 def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = CurateOptions()) -> CurationResult:
     """Curate ``raw_dir`` into ``out`` (see the module docstring)."""
     raw_dir, out = Path(raw_dir), Path(out)
-    if options.percentile_rule is not None and (options.labels or options.classifier_file):
-        raise ValueError("the percentile rule replaces the classifier: give it without labels and a classifier file")
-    if options.labels is not None and not options.labels.is_file():
-        raise DataError(options.labels, "labels", "no such file")
+    work = _work(out)
     collection = read_raw(raw_dir, options.progress)
+    known = {image.source_id for images in collection.images.values() for image in images}
+    decision = _decision(options, known, {drop.source_id for drop in collection.dropped})
+    remover = session = None
+    if decision is not None:  # the remover is loaded (downloaded) before the long work, so it fails first
+        remover = resolve_remover(options.remover, work, options.seed)
+        if remover.non_commercial:
+            warnings.warn(f"remover {remover.name}: {remover.licence_note}", LicenceWarning, stacklevel=2)
+        session = new_session(remover)
     drops = list(collection.dropped)
     usable: dict[str, list[RawImage]] = {}
     for name, images in collection.images.items():
@@ -359,21 +387,15 @@ def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = Curate
         else:
             usable[name] = images
     embedder = ClipEmbedder(options.clip_model, options.clip_pretrained, options.device, options.batch_size)
-    cache = EmbeddingCache(options.embedding_cache)
-    features = collection_features(usable, embedder, cache, options.progress)
-    work = _work(out)
+    features = collection_features(usable, embedder, EmbeddingCache(options.embedding_cache), options.progress)
     write_features(work / "features.csv", usable, features)
     verdicts = [Verdict(image, row) for name in sorted(usable) for image, row in zip(usable[name], features[name])]
-    if options.labels is None and options.classifier_file is None and options.percentile_rule is None:
+    if decision is None or remover is None:
         sheet = write_labelling(work / "labelling", usable, features)
         return CurationResult(out, labelling=sheet, drops=_count(drops, verdicts))
-    known = {image.source_id for images in collection.images.values() for image in images}
-    scores = _decide(verdicts, options, work, known, {drop.source_id for drop in collection.dropped})
+    scores = _decide(verdicts, decision, options, work)
     _category_filter(verdicts, options.min_images, "after the classifier")
-    remover = resolve_remover(options.remover, work, options.seed)
-    if remover.non_commercial:
-        warnings.warn(f"remover {remover.name}: {remover.licence_note}", LicenceWarning, stacklevel=2)
-    remove_backgrounds(verdicts, out, remover, options)
+    remove_backgrounds(verdicts, out, remover, options, session)
     _category_filter(verdicts, options.min_images, "after background removal")
     write_outputs(out, verdicts, drops, remover, options)
     statistics = Statistics.of(collection, _kept_per_category(verdicts), len(drops) + len(verdicts))

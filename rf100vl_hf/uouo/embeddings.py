@@ -37,7 +37,7 @@ from PIL import Image
 
 from rf100vl_hf import paths
 from rf100vl_hf.devices import resolve_device
-from rf100vl_hf.errors import Rf100vlError
+from rf100vl_hf.errors import Rf100vlError, unknown
 from rf100vl_hf.network import HubError, bounded
 from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo.compose import BACKGROUND
@@ -158,6 +158,8 @@ class ClipEmbedder:
         import open_clip
         import torch
 
+        if not self.model_name.startswith(("hf-hub:", "local-dir:")) and self.model_name not in open_clip.list_models():
+            raise unknown("open_clip model", self.model_name, open_clip.list_models())
         require_weights(self.model_name, self.pretrained)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_INIT_SEED)

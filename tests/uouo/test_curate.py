@@ -20,9 +20,10 @@ from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError, MissingExtraError
 from rf100vl_hf.uouo import classifier, remover
 from rf100vl_hf.uouo.builder import uouo_builder
-from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, curate
+from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, Verdict, curate, remove_backgrounds
 from rf100vl_hf.uouo.embeddings import ClipEmbedder
 from rf100vl_hf.uouo.features import FEATURES, category_features
+from rf100vl_hf.uouo.rawimages import read_raw
 from rf100vl_hf.uouo.sources import read_source
 from tests.support.raw_collection import CATEGORIES, RawCollectionFiles, write_raw_collection, write_saturation_remover
 
@@ -273,3 +274,16 @@ def test_a_non_commercial_remover_is_warned_and_recorded(
     tried = [r for r in _manifest(tmp_path / "out").values() if r["remover"]]
     assert tried and all(r["licence"] == {"id": "other", "note": bria.licence_note} for r in tried)
     assert "non-commercial use only" in (tmp_path / "out" / "curation" / "report.md").read_text()
+
+
+def test_removal_in_two_processes_writes_what_one_process_writes(
+    raw: RawCollectionFiles, options: CurateOptions, tmp_path: Path
+) -> None:
+    images = read_raw(raw.root, progress=False).images[CATEGORIES[1]]
+    saturation = remover.resolve_remover(str(options.remover), tmp_path)
+    for num_proc in (1, 2):
+        verdicts = [Verdict(image, np.zeros(len(FEATURES))) for image in images]
+        remove_backgrounds(verdicts, tmp_path / f"out-{num_proc}", saturation, replace(options, num_proc=num_proc))
+        assert all(v.removed and v.kept for v in verdicts)
+    one, two = ([p.read_bytes() for p in sorted((tmp_path / f"out-{n}" / "cutouts").rglob("*.png"))] for n in (1, 2))
+    assert len(one) == len(images) == 8 and one == two
