@@ -378,7 +378,7 @@ def cmd_uouo_curate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, remover=args.remover, num_proc=args.num_proc, min_images=args.min_images,
         alpha_threshold=args.alpha_threshold, max_side=args.max_side, seed=args.seed, license=args.license,
     )
-    with _clip_remedies(), needs_extra("rf100vl-hf uouo curate"):
+    with _clip_remedies(), needs_extra("rf100vl-hf uouo curate", "curate"):
         result = curate(args.raw_dir, args.out, options)
     if result.stopped:
         print(f"no labels: wrote the feature table and the labelling sheet {result.labelling} (with a contact sheet "

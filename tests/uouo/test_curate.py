@@ -247,10 +247,18 @@ def test_the_command_stops_with_a_labelling_sheet_then_runs_the_percentile_rule(
     assert "--percentile-rule (not the paper's method) replaces the classifier" in capsys.readouterr().err
 
 
-def test_a_missing_extra_names_its_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_extra_names_its_pip_install(
+    raw: RawCollectionFiles, options: CurateOptions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setitem(sys.modules, "xgboost", None)
     with pytest.raises(MissingExtraError, match=r'needs xgboost, which the \[curate\] extra installs: pip install "rf100vl-hf\[curate\]"'):
         classifier.train(np.zeros((10, 5)), np.array([0, 1] * 5), Path("labels.csv"))
+    monkeypatch.setitem(sys.modules, "torch", None)  # a module of the models extra, which curate brings too
+    assert main(["uouo", "curate", str(raw.root), "--out", str(tmp_path), "--clip-model", options.clip_model,
+                 "--remover", str(options.remover), "--percentile-rule", "10"]) == 2
+    assert capsys.readouterr().err.endswith('rf100vl-hf uouo curate needs torch, which the [curate] extra installs: '
+                                            'pip install "rf100vl-hf[curate]"\n')
 
 
 def test_the_embedding_cache_holds_raw_images_and_cutouts(curated: Path, options: CurateOptions) -> None:
