@@ -368,6 +368,8 @@ def _prefill_cache(out: Path, embedder: ClipEmbedder, options: CurateOptions) ->
 def curate(raw_dir: str | Path, out: str | Path, options: CurateOptions = CurateOptions()) -> CurationResult:
     """Curate ``raw_dir`` into ``out`` (see the module docstring)."""
     raw_dir, out = Path(raw_dir), Path(out)
+    if out.resolve().is_relative_to(raw_dir.resolve()):
+        raise DataError(out, "out", f"is inside the raw folder {raw_dir}, where it would be read as a category")
     work = _work(out)
     collection = read_raw(raw_dir, options.progress)
     known = {image.source_id for images in collection.images.values() for image in images}

@@ -33,7 +33,7 @@ import numpy as np
 import xxhash
 from PIL import Image
 
-from rf100vl_hf.errors import DataError, Rf100vlError, needs_extra
+from rf100vl_hf.errors import DataError, Rf100vlError, UnknownNameError, needs_extra, unknown
 from rf100vl_hf.network import bounded
 from rf100vl_hf.uouo.defaults import TINY_REMOVER
 from rf100vl_hf.uouo.sources import MIN_ALPHA_PIXELS, MIN_ALPHA_SIDE, alpha_box
@@ -135,7 +135,7 @@ def resolve_remover(name: str, work: Path, seed: int = 0) -> Remover:
         return Remover(path.name, "u2net_custom", "unknown", "a local ONNX file: its licence is its author's",
                        _install_custom(path))
     if name not in REMOVERS:
-        raise DataError(name, "remover", f"unknown; one of {', '.join(REMOVERS)}, {TINY_REMOVER} or a .onnx file")
+        raise UnknownNameError(f"{unknown('remover', name, [*REMOVERS, TINY_REMOVER])}; or a local .onnx file")
     return REMOVERS[name]
 
 

@@ -17,7 +17,7 @@ from PIL import Image
 from scipy.stats import percentileofscore
 
 from rf100vl_hf.cli import main
-from rf100vl_hf.errors import DataError, MissingExtraError
+from rf100vl_hf.errors import DataError, MissingExtraError, UnknownNameError
 from rf100vl_hf.uouo import classifier, remover
 from rf100vl_hf.uouo.builder import uouo_builder
 from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, Verdict, curate, remove_backgrounds
@@ -197,6 +197,8 @@ def test_bad_labels_are_one_line_errors(raw: RawCollectionFiles, options: Curate
     one_class.write_text("path,label\n" + "".join(f"star/star_0{n}.jpg,good\n" for n in range(6)))
     with pytest.raises(DataError, match=r"good.csv: label: 0 images labelled bad; 5-fold cross-validation needs"):
         curate(raw.root, tmp_path / "b", replace(options, labels=one_class))
+    with pytest.raises(DataError, match=r"out: is inside the raw folder"):
+        curate(raw.root, raw.root / "out", options)
     wrong = tmp_path / "wrong.csv"
     wrong.write_text("path,label\nstar/star_01.jpg,maybe\n")
     with pytest.raises(DataError, match=r"wrong.csv: line 2: label: must be good or bad, got 'maybe'"):
@@ -225,6 +227,8 @@ def test_the_tiny_remover_is_built_offline(tmp_path: Path) -> None:
     mask, reason = remover.predict_mask(remover.new_session(tiny), Image.new("RGB", (70, 30), "teal"))
     assert reason == "" and mask.shape == (30, 70)
     assert remover.REMOVERS["bria-rmbg-1.4"].non_commercial and not remover.REMOVERS["isnet-general-use"].non_commercial
+    with pytest.raises(UnknownNameError, match=r"unknown remover 'isnet-general'; closest: isnet-general-use"):
+        remover.resolve_remover("isnet-general", tmp_path)
 
 
 def test_the_command_stops_with_a_labelling_sheet_then_runs_the_percentile_rule(
