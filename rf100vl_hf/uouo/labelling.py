@@ -4,7 +4,7 @@ The CSV has one row per image (``path,category,number,avg_similarity,text_simila
 ``label`` blank); filled with ``good`` or ``bad`` it is the ``--labels`` file of the next run.
 A contact sheet shows a category's images in a grid, each numbered as its CSV row's ``number``,
 sorted by average similarity (the likeliest outliers first), so a person labels a category at
-a glance.
+a glance; a category of more than :data:`PAGE` images gets several sheets.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ SHEET = "labels.csv"
 THUMB = 160
 COLUMNS = 8
 LABEL_BAND = 18
+PAGE = 96
+"""Images per contact sheet (12 rows): a category of thousands gets several pages, ``<category>-page2.jpg``..."""
 
 
 def contact_sheet(images: list[RawImage], numbers: list[int], title: str) -> Image.Image:
@@ -56,6 +58,9 @@ def write_labelling(folder: Path, categories: dict[str, list[RawImage]], feature
                 row = features[name][index]
                 writer.writerow([categories[name][index].source_id, name, number, f"{row[average]:.4f}",
                                  f"{row[text]:.4f}", ""])
-            title = f"{name}: {len(images)} images, lowest average similarity first"
-            contact_sheet(images, numbers, title).save(folder / f"{name}.jpg", quality=85)
+            for start in range(0, len(images), PAGE):
+                end = min(start + PAGE, len(images))
+                title = f"{name}: images {start + 1}-{end} of {len(images)}, lowest average similarity first"
+                file = f"{name}.jpg" if start == 0 else f"{name}-page{start // PAGE + 1}.jpg"
+                contact_sheet(images[start:end], numbers[start:end], title).save(folder / file, quality=85)
     return folder / SHEET

@@ -18,7 +18,7 @@ from scipy.stats import percentileofscore
 
 from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError, MissingExtraError, UnknownNameError
-from rf100vl_hf.uouo import classifier, remover
+from rf100vl_hf.uouo import classifier, labelling, remover
 from rf100vl_hf.uouo.builder import uouo_builder
 from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, Verdict, curate, remove_backgrounds
 from rf100vl_hf.uouo.embeddings import ClipEmbedder
@@ -299,3 +299,18 @@ def test_removal_in_two_processes_writes_what_one_process_writes(
         assert all(v.removed and v.kept for v in verdicts)
     one, two = ([p.read_bytes() for p in sorted((tmp_path / f"out-{n}" / "cutouts").rglob("*.png"))] for n in (1, 2))
     assert len(one) == len(images) == 8 and one == two
+
+
+def test_a_large_category_gets_several_contact_sheets(
+    raw: RawCollectionFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(labelling, "PAGE", 3)
+    images = {"star": read_raw(raw.root, progress=False).images["star"]}
+    features = np.zeros((len(images["star"]), len(FEATURES)))
+    features[:, 0] = np.arange(len(images["star"]))[::-1]  # the last image has the lowest average similarity
+    sheet = labelling.write_labelling(tmp_path, images, {"star": features})
+    assert sorted(p.name for p in tmp_path.glob("*.jpg")) == ["star-page2.jpg", "star-page3.jpg", "star.jpg"]
+    one_row = (labelling.COLUMNS * labelling.THUMB, 2 * labelling.LABEL_BAND + labelling.THUMB)
+    assert Image.open(tmp_path / "star.jpg").size == Image.open(tmp_path / "star-page3.jpg").size == one_row
+    rows = sheet.read_text().splitlines()
+    assert rows[1].startswith(f"{images['star'][-1].source_id},star,1,")
