@@ -408,7 +408,9 @@ def _add_curate_command(commands: argparse._SubParsersAction) -> None:
         help="NOT the paper's method: drop images below the P-th percentile of average similarity in their category",
     )
     _add_clip_options(p, CURATE_CLIP_MODEL, CURATE_CLIP_PRETRAINED, "embed")
-    p.add_argument("--batch-size", type=POSITIVE_INTEGER, default=64, help="images per CLIP batch (default %(default)s)")
+    p.add_argument(
+        "--batch-size", type=POSITIVE_INTEGER, default=64, help="images per CLIP batch (default %(default)s)"
+    )
     p.add_argument("--remover", default=DEFAULT_REMOVER, help="background remover (see below; default %(default)s)")
     p.add_argument("--num-proc", type=POSITIVE_INTEGER, default=1, help="processes removing backgrounds (default 1)")
     p.add_argument(
@@ -423,7 +425,9 @@ def _add_curate_command(commands: argparse._SubParsersAction) -> None:
         "--max-side", type=POSITIVE_INTEGER, default=DEFAULT_MAX_SIDE,
         help="longest side a cut-out is made at (default %(default)s)",
     )
-    p.add_argument("--seed", type=INTEGER, default=DEFAULT_SEED, help="cross-validation folds, tiny remover (default 0)")
+    p.add_argument(
+        "--seed", type=INTEGER, default=DEFAULT_SEED, help="cross-validation folds, tiny remover (default %(default)s)"
+    )
     p.add_argument("--license", help="the raw images' licence as a Hub licence id, recorded for the dataset card")
     p.set_defaults(func=cmd_uouo_curate)
 

@@ -151,7 +151,7 @@ def _decision(options: CurateOptions, known: set[str], dropped: set[str]) -> Dec
     """The run's :class:`Decision`, or ``None`` when it has neither labels, nor a model, nor the rule."""
     if options.percentile_rule is not None:
         if options.labels or options.classifier_file:
-            raise ValueError("the percentile rule replaces the classifier: give it without labels and a classifier file")
+            raise ValueError("the percentile rule replaces the classifier: give it without labels or a classifier")
         return Decision({}, percentile_rule=options.percentile_rule)
     if options.labels is None and options.classifier_file is None:
         return None
@@ -161,7 +161,8 @@ def _decision(options: CurateOptions, known: set[str], dropped: set[str]) -> Dec
     return Decision(labels, classifier.load(options.classifier_file) if options.classifier_file else None)
 
 
-def _decide(verdicts: list[Verdict], decision: Decision, options: CurateOptions, work: Path) -> classifier.Scores | None:
+def _decide(verdicts: list[Verdict], decision: Decision, options: CurateOptions,
+            work: Path) -> classifier.Scores | None:
     """Good or bad for every verdict, by labels and the classifier, or by the percentile rule."""
     table = np.stack([v.features for v in verdicts]) if verdicts else np.zeros((0, len(FEATURES)))
     if decision.percentile_rule is not None:

@@ -62,7 +62,8 @@ class Remover:
         return {"name": self.name, "session": self.session, "licence": self.licence, "licence_note": self.licence_note}
 
 
-BRIA_NOTE = f"BRIA's licence: {NON_COMMERCIAL}; commercial use of the model (and of what it makes) needs an agreement with BRIA AI"
+BRIA_NOTE = (f"BRIA's licence: {NON_COMMERCIAL}; commercial use of the model (and of what it makes) needs an "
+             "agreement with BRIA AI")
 REMOVERS: dict[str, Remover] = {
     "isnet-general-use": Remover("isnet-general-use", "isnet-general-use", "apache-2.0"),
     "u2net": Remover("u2net", "u2net", "apache-2.0"),
@@ -126,8 +127,8 @@ def resolve_remover(name: str, work: Path, seed: int = 0) -> Remover:
     """The remover ``name`` means (see the module docstring); a tiny one is written under ``work``."""
     if name == TINY_REMOVER:
         path = write_tiny_remover(work / f"tiny-remover-seed{seed}.onnx", seed)
-        return Remover(TINY_REMOVER, "u2net_custom", "apache-2.0", "seeded random weights: a smoke run, masks mean nothing",
-                       _install_custom(path))
+        return Remover(TINY_REMOVER, "u2net_custom", "apache-2.0",
+                       "seeded random weights: a smoke run, masks mean nothing", _install_custom(path))
     if name.lower().endswith(".onnx"):
         path = Path(name)
         if not path.is_file():

@@ -49,7 +49,8 @@ class RawCollectionFiles:
 def _background(rng: np.random.Generator) -> Image.Image:
     """A grey texture: a smooth gradient, stripes and noise, every pixel grey."""
     y, x = np.mgrid[0:CANVAS, 0:CANVAS]
-    base = 120 + 40 * np.sin(x / rng.uniform(6, 14)) * np.cos(y / rng.uniform(8, 20)) + rng.normal(0, 8, (CANVAS, CANVAS))
+    waves = 40 * np.sin(x / rng.uniform(6, 14)) * np.cos(y / rng.uniform(8, 20))
+    base = 120 + waves + rng.normal(0, 8, (CANVAS, CANVAS))
     grey = np.clip(base + rng.uniform(-20, 20), 60, 200).astype(np.uint8)
     return Image.fromarray(np.stack([grey] * 3, axis=-1))
 

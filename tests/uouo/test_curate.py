@@ -256,7 +256,8 @@ def test_a_missing_extra_names_its_pip_install(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setitem(sys.modules, "xgboost", None)
-    with pytest.raises(MissingExtraError, match=r'needs xgboost, which the \[curate\] extra installs: pip install "rf100vl-hf\[curate\]"'):
+    installs = r'needs xgboost, which the \[curate\] extra installs: pip install "rf100vl-hf\[curate\]"'
+    with pytest.raises(MissingExtraError, match=installs):
         classifier.train(np.zeros((10, 5)), np.array([0, 1] * 5), Path("labels.csv"))
     monkeypatch.setitem(sys.modules, "torch", None)  # a module of the models extra, which curate brings too
     assert main(["uouo", "curate", str(raw.root), "--out", str(tmp_path), "--clip-model", options.clip_model,
