@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+from PIL import Image
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.progress import progress_bar
@@ -223,7 +224,7 @@ _SESSION: Any = None
 
 def _start_worker(remover: Remover) -> None:
     global _SESSION
-    _SESSION = new_session(remover)
+    _SESSION = new_session(remover, threads=1)
 
 
 def _remove_chunk(chunk: list[tuple[RawImage, str]], out: Path, alpha_threshold: int, max_side: int,
@@ -231,9 +232,13 @@ def _remove_chunk(chunk: list[tuple[RawImage, str]], out: Path, alpha_threshold:
     """Cut out each image of ``chunk`` (written atomically under ``out``), its journal records."""
     records = []
     for image, name in chunk:
-        rgb = decode_rgb(image, max_side)
-        mask, reason = predict_mask(session or _SESSION, rgb)
-        result = cut_out(rgb, mask, alpha_threshold) if mask is not None else None
+        try:
+            rgb = decode_rgb(image, max_side)
+        except (OSError, ValueError, Image.DecompressionBombError) as exc:  # changed on disk since it was read
+            rgb, mask, reason = None, None, f"cannot be read any more: {exc}"
+        else:
+            mask, reason = predict_mask(session or _SESSION, rgb)
+        result = cut_out(rgb, mask, alpha_threshold) if rgb is not None and mask is not None else None
         record = {"key": key, "digest": image.digest, "cutout": None, "box": None,
                   "reason": reason or (result.reason if result else "")}
         if result is not None and result.cutout is not None:
@@ -265,7 +270,8 @@ def _journal(path: Path, key: str) -> dict[str, dict[str, Any]]:
 
 def _removals(todo: list[tuple[RawImage, str]], out: Path, remover: Remover, options: CurateOptions,
               key: str, session: Any = None) -> Iterator[list[dict[str, Any]]]:
-    """Journal records chunk by chunk, in order: inline for one process, else in ``num_proc`` processes."""
+    """Journal records chunk by chunk, in order: inline for one process (onnxruntime using every core),
+    else in ``num_proc`` processes of one thread each."""
     chunks = [todo[start : start + CHUNK] for start in range(0, len(todo), CHUNK)]
     settings = (out, options.alpha_threshold, options.max_side, key)
     if options.num_proc <= 1 or len(chunks) <= 1:

@@ -160,13 +160,15 @@ def _bria_14_session(sess_opts: Any) -> Any:
     return BriaRmbg14("bria-rmbg-1.4", sess_opts)
 
 
-def new_session(remover: Remover) -> Any:
-    """rembg's session for ``remover``, one thread per process (parallelism is ``num_proc`` processes)."""
+def new_session(remover: Remover, threads: int | None = None) -> Any:
+    """rembg's session for ``remover``; ``threads`` limits onnxruntime's threads (1 in each of
+    ``num_proc`` worker processes; by default onnxruntime's own, every core)."""
     with needs_extra("background removal"):
         import onnxruntime
         from rembg import new_session as rembg_session
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    if threads:
+        options.intra_op_num_threads = options.inter_op_num_threads = threads
     try:
         if remover.session == "bria-rmbg-1.4":
             return _bria_14_session(options)

@@ -20,7 +20,7 @@ from rf100vl_hf.cli import main
 from rf100vl_hf.errors import DataError, MissingExtraError, UnknownNameError
 from rf100vl_hf.uouo import classifier, labelling, remover
 from rf100vl_hf.uouo.builder import uouo_builder
-from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, Verdict, curate, remove_backgrounds
+from rf100vl_hf.uouo.curate import CurateOptions, LicenceWarning, Verdict, _remove_chunk, curate, remove_backgrounds
 from rf100vl_hf.uouo.embeddings import ClipEmbedder
 from rf100vl_hf.uouo.features import FEATURES, category_features
 from rf100vl_hf.uouo.rawimages import read_raw
@@ -315,3 +315,11 @@ def test_a_large_category_gets_several_contact_sheets(
     assert Image.open(tmp_path / "star.jpg").size == Image.open(tmp_path / "star-page3.jpg").size == one_row
     rows = sheet.read_text().splitlines()
     assert rows[1].startswith(f"{images['star'][-1].source_id},star,1,")
+
+
+def test_an_image_changed_since_it_was_read_is_dropped_not_raised(raw: RawCollectionFiles, tmp_path: Path) -> None:
+    image = read_raw(raw.root, progress=False).images["ring"][0]
+    moved = replace(image, path=tmp_path / "gone.jpg")
+    records = _remove_chunk([(moved, "cutouts/ring/x.png")], tmp_path, 8, 1024, "key")
+    assert records[0]["cutout"] is None and records[0]["reason"].startswith("cannot be read any more: ")
+    assert records[0]["reason"].endswith("gone.jpg: file: cannot be read (No such file or directory)")
