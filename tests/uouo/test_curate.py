@@ -323,3 +323,23 @@ def test_an_image_changed_since_it_was_read_is_dropped_not_raised(raw: RawCollec
     records = _remove_chunk([(moved, "cutouts/ring/x.png")], tmp_path, 8, 1024, "key")
     assert records[0]["cutout"] is None and records[0]["reason"].startswith("cannot be read any more: ")
     assert records[0]["reason"].endswith("gone.jpg: file: cannot be read (No such file or directory)")
+
+
+def test_a_saved_classifier_is_applied_to_another_run(
+    curated: Path, raw: RawCollectionFiles, options: CurateOptions, tmp_path: Path
+) -> None:
+    saved = curated / "curation" / classifier.MODEL_FILE
+    result = curate(raw.root, tmp_path / "shard", replace(options, labels=None, classifier_file=saved))
+    assert result.scores is None and not result.stopped
+    lines = [r for r in _manifest(tmp_path / "shard").values() if r["features"] is not None]
+    model = classifier.load(saved)
+    for line in lines:
+        p_good = classifier.probability_good(model, np.array([[line["features"][name] for name in FEATURES]]))[0]
+        assert line["p_good"] == pytest.approx(float(p_good)) and line["label"] is None
+        assert (line["stage"] == "classifier") == (p_good < classifier.THRESHOLD)
+    assert "A saved classifier was applied" in (tmp_path / "shard" / "curation" / "report.md").read_text()
+    meta = saved.with_name(classifier.META_FILE)
+    (tmp_path / classifier.META_FILE).write_text(meta.read_text().replace("percentile", "rank"))
+    (tmp_path / classifier.MODEL_FILE).write_bytes(saved.read_bytes())
+    with pytest.raises(DataError, match=r"classifier-meta.json: features: are \['avg_similarity', 'text_similarity', 'rank'"):
+        classifier.load(tmp_path / classifier.MODEL_FILE)
