@@ -68,14 +68,16 @@ EXTRA_OF: dict[str, str] = {
     "rfdetr": "rfdetr",
     "wandb": "wandb",
     "mlflow": "mlflow",
+    **dict.fromkeys(("xgboost", "sklearn", "rembg", "onnxruntime", "onnx"), "curate"),
 }
 """Top-level module -> the extra of ``pyproject.toml`` that installs it (README, "Set-up")."""
 
 
 @contextmanager
-def needs_extra(what: str) -> Iterator[None]:
+def needs_extra(what: str, extra: str | None = None) -> Iterator[None]:
     """Turn a missing module of an extra, imported inside the block, into a
-    :class:`MissingExtraError` saying that ``what`` needs it and which extra brings it.
+    :class:`MissingExtraError` saying that ``what`` needs it and which extra brings it
+    (``extra`` when given: a feature whose one extra brings all it needs, others' included).
 
     Example::
 
@@ -88,7 +90,7 @@ def needs_extra(what: str) -> Iterator[None]:
         module = (error.name or "").partition(".")[0]
         if module not in EXTRA_OF:
             raise
-        extra = EXTRA_OF[module]
+        extra = extra or EXTRA_OF[module]
         raise MissingExtraError(f'{what} needs {module}, which the [{extra}] extra installs: '
                                 f'pip install "rf100vl-hf[{extra}]"') from error
 

@@ -45,6 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the real Hub
     os.environ["YOLO_CONFIG_DIR"] = str(cache / "ultralytics")  # ultralytics writes its settings there
     os.environ["YOLO_OFFLINE"] = "1"
+    os.environ["U2NET_HOME"] = str(cache / "rembg")  # rembg's models folder: the tiny removers are written there
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     for name in USER_DATA_VARIABLES:
         os.environ.pop(name, None)

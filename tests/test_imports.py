@@ -118,6 +118,7 @@ HEAVY = frozenset({
     "torch", "torchvision", "transformers", "datasets", "pyarrow", "open_clip", "matplotlib", "numpy", "PIL",
     "scipy", "faster_coco_eval", "pycocotools", "ultralytics", "openai", "google", "wandb", "mlflow", "rfdetr",
     "huggingface_hub", "httpx", "pandas", "timm", "accelerate", "simplejpeg", "cv2", "pytest_benchmark",
+    "xgboost", "sklearn", "rembg", "onnxruntime", "onnx",
 })
 """Third-party packages that take long to import (or pull what does): a module that imports one
 may be imported inside a function, so that light paths (pytest starting, ``--help``) stay light."""

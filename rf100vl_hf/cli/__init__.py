@@ -26,6 +26,7 @@ from rf100vl_hf.arguments import (
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     REPO_ID,
+    checked,
 )
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra, os_error_line
@@ -39,15 +40,21 @@ from rf100vl_hf.rf100vl.request import (
     SplitParameters,
 )
 from rf100vl_hf.uouo.defaults import (
+    CURATE_CLIP_MODEL,
+    CURATE_CLIP_PRETRAINED,
+    CURATE_MIN_IMAGES,
     DEFAULT_ALPHA_THRESHOLD,
     DEFAULT_CLIP_MODEL,
     DEFAULT_CLIP_PRETRAINED,
+    DEFAULT_MAX_SIDE,
     DEFAULT_NUM_MOSAICS,
+    DEFAULT_REMOVER,
     DEFAULT_ROUTE,
     DEFAULT_SEED,
     DEFAULT_SIGMA,
     MODES,
     ROUTES,
+    TINY_REMOVER,
 )
 
 USAGE_ERROR = 2
@@ -246,6 +253,16 @@ the cut-outs:
 """
 
 
+def _add_clip_options(parser: argparse.ArgumentParser, model: str, pretrained: str, work: str) -> None:
+    """The open_clip model and weights that embed images, and where."""
+    parser.add_argument("--clip-model", default=model, help="open_clip model name (default %(default)s)")
+    parser.add_argument(
+        "--clip-pretrained", default=pretrained, type=lambda v: None if v.lower() == "none" else v,
+        help="open_clip pretrained tag or weights file; 'none' for a seeded random init (default %(default)s)",
+    )
+    parser.add_argument("--device", help=f"where to {work} (default: auto, i.e. cuda, then mps, then cpu)")
+
+
 def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
     """The UOUO builder's options, with the builder's defaults."""
     parser.add_argument("--source-dir", type=DIRECTORY, help="folder of cut-outs, one sub-folder per category")
@@ -265,12 +282,7 @@ def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
         "--route", choices=ROUTES, default=DEFAULT_ROUTE,
         help="nearest categories: exact MMD, mean embeddings, or auto by category count (default %(default)s)",
     )
-    parser.add_argument("--clip-model", default=DEFAULT_CLIP_MODEL, help="open_clip model name (default %(default)s)")
-    parser.add_argument(
-        "--clip-pretrained", default=DEFAULT_CLIP_PRETRAINED, type=lambda v: None if v.lower() == "none" else v,
-        help="open_clip pretrained tag or weights file; 'none' for a seeded random init (default %(default)s)",
-    )
-    parser.add_argument("--device", help="where to embed and compute MMD (default: auto, i.e. cuda, then mps, then cpu)")
+    _add_clip_options(parser, DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED, "embed and compute MMD")
     parser.add_argument(
         "--alpha-threshold", type=INTEGER, default=DEFAULT_ALPHA_THRESHOLD,
         help="alpha at or below this is background, so a faint haze is ignored (default %(default)s)",
@@ -328,6 +340,99 @@ def cmd_uouo_export(args: argparse.Namespace) -> int:
     return 0
 
 
+CURATE_DESCRIPTION = """\
+The UOUO paper's curation, from a raw image collection (one sub-folder of images per
+category) to a folder of cut-outs that 'rf100vl-hf uouo prepare --source-dir OUT' reads:
+read and check every file, the paper's CLIP features (§3), an XGBoost classifier trained
+from --labels (stratified 5-fold cross-validation and a grid search), the category filter,
+background removal (rembg), the manifest and the report (Appendix A's statistics and the
+classifier's scores beside the paper's). Without --labels, --classifier or
+--percentile-rule it writes the feature table and a labelling sheet (a CSV and a contact
+sheet per category) and stops. An interrupted run resumes: embeddings are cached and each
+removal is journalled. See docs/uouo.md, "Curation".
+"""
+
+CURATE_EPILOG = f"""\
+removers:
+  isnet-general-use (default, Apache-2.0), u2net, birefnet-general (rembg downloads them at
+  first use); bria-rmbg (BRIA RMBG-2.0) and bria-rmbg-1.4 (the paper's) are non-commercial;
+  FILE.onnx (rembg's u2net_custom layout); {TINY_REMOVER} (seeded random, offline: a smoke run).
+"""
+
+
+def _percentile(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 100:
+        raise ValueError(text)
+    return value
+
+
+def cmd_uouo_curate(args: argparse.Namespace) -> int:
+    from rf100vl_hf.uouo.curate import CurateOptions, curate
+
+    if args.percentile_rule is not None and (args.labels or args.classifier):
+        raise CommandError("--percentile-rule (not the paper's method) replaces the classifier: give it without "
+                           "--labels and --classifier")
+    options = CurateOptions(
+        labels=args.labels, classifier_file=args.classifier, percentile_rule=args.percentile_rule,
+        clip_model=args.clip_model, clip_pretrained=args.clip_pretrained, device=args.device,
+        batch_size=args.batch_size, remover=args.remover, num_proc=args.num_proc, min_images=args.min_images,
+        alpha_threshold=args.alpha_threshold, max_side=args.max_side, seed=args.seed, license=args.license,
+    )
+    with _clip_remedies(), needs_extra("rf100vl-hf uouo curate", "curate"):
+        result = curate(args.raw_dir, args.out, options)
+    if result.stopped:
+        print(f"no labels: wrote the feature table and the labelling sheet {result.labelling} (with a contact sheet "
+              f"per category); fill in its label column (good or bad) and rerun with --labels {result.labelling}")
+        return 0
+    stats = result.statistics
+    assert stats is not None and result.remover is not None
+    print(f"kept {stats.kept_categories} of {stats.categories_in} categories and {stats.kept_images} of "
+          f"{stats.images_in} images in {args.out}; report: {args.out / 'curation' / 'report.md'}")
+    pretrained = args.clip_pretrained or "none"
+    print(f"  build mosaics with: rf100vl-hf uouo prepare --source-dir {args.out} --clip-model {args.clip_model} "
+          f"--clip-pretrained {pretrained}  (the cut-outs' embeddings are cached)")
+    return 0
+
+
+def _add_curate_command(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "curate", help="curate a raw image collection into cut-outs (the paper's cleaning and background removal)",
+        description=CURATE_DESCRIPTION, epilog=CURATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("raw_dir", type=DIRECTORY, metavar="RAW_DIR", help="one sub-folder of images per category")
+    p.add_argument("--out", type=FOLDER, required=True, help="the cut-out folder to write (resumed when it exists)")
+    p.add_argument("--labels", type=Path, help="CSV of path,label (good or bad), paths relative to RAW_DIR")
+    p.add_argument("--classifier", type=Path, help="apply a classifier.json saved by an earlier curation")
+    p.add_argument(
+        "--percentile-rule", type=checked(_percentile, lambda v: True, "a percentile in 0..100"), metavar="P",
+        help="NOT the paper's method: drop images below the P-th percentile of average similarity in their category",
+    )
+    _add_clip_options(p, CURATE_CLIP_MODEL, CURATE_CLIP_PRETRAINED, "embed")
+    p.add_argument(
+        "--batch-size", type=POSITIVE_INTEGER, default=64, help="images per CLIP batch (default %(default)s)"
+    )
+    p.add_argument("--remover", default=DEFAULT_REMOVER, help="background remover (see below; default %(default)s)")
+    p.add_argument("--num-proc", type=POSITIVE_INTEGER, default=1, help="processes removing backgrounds (default 1)")
+    p.add_argument(
+        "--min-images", type=POSITIVE_INTEGER, default=CURATE_MIN_IMAGES,
+        help="drop a category left with fewer images (default %(default)s, the paper's)",
+    )
+    p.add_argument(
+        "--alpha-threshold", type=INTEGER, default=DEFAULT_ALPHA_THRESHOLD,
+        help="mask values at or below this are background (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-side", type=POSITIVE_INTEGER, default=DEFAULT_MAX_SIDE,
+        help="longest side a cut-out is made at (default %(default)s)",
+    )
+    p.add_argument(
+        "--seed", type=INTEGER, default=DEFAULT_SEED, help="cross-validation folds, tiny remover (default %(default)s)"
+    )
+    p.add_argument("--license", help="the raw images' licence as a Hub licence id, recorded for the dataset card")
+    p.set_defaults(func=cmd_uouo_curate)
+
+
 def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
     """The ``uouo`` command and its sub-commands."""
     uouo = sub.add_parser("uouo", help="build, export and push UOUO mosaics", description=UOUO_DESCRIPTION)
@@ -359,6 +464,7 @@ def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
     )
     _add_export_options(p)
     p.set_defaults(func=cmd_uouo_export)
+    _add_curate_command(commands)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:

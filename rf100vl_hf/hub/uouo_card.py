@@ -56,8 +56,15 @@ def card_licence(rows: list[tuple[ConfigExport, dict[str, Any]]], stated: str | 
     """The card's YAML licence fields and the paragraph that explains them.
 
     ``stated`` (a Hub licence id given by whoever exports) wins; otherwise the sources'
-    licences decide: one shared licence is the card's, several different ones are ``other``."""
+    licences decide: one shared licence is the card's, several different ones are ``other``. A
+    source's note (a restriction such as a non-commercial remover's) is repeated either way."""
     licences = _source_licences(rows)
+    fields, text = _card_licence(licences, stated)
+    notes = [f"`{name}`: {lic['note']}" for name, lic in sorted(licences.items()) if lic.get("note")]
+    return fields, text + (f" Restrictions stated by the source: {'; '.join(notes)}." if notes else "")
+
+
+def _card_licence(licences: dict[str, dict[str, str]], stated: str | None) -> tuple[dict[str, Any], str]:
     if stated:
         return {"license": stated}, f"`{stated}`, as stated when this repository was exported."
     ids = {lic["id"] for lic in licences.values()}

@@ -5,6 +5,7 @@ documented module by module: :mod:`.sources` (reading cut-outs), :mod:`.embeddin
 (CLIP), :mod:`.mmd` (category distances), :mod:`.plan` and :mod:`.compose` (mosaics),
 :mod:`.prompts` (the two questions), :mod:`.builder` (the ``uouo`` datasets builder),
 :mod:`.defaults` (names and defaults); its Hub repository is :mod:`rf100vl_hf.hub.uouo_card`.
+:mod:`.curate` turns a raw image collection into cut-outs, as the UOUO paper curated its own.
 
 Names are imported on first use, so ``rf100vl_hf.uouo.defaults`` stays light.
 """
@@ -24,6 +25,8 @@ _EXPORTS = {
     "QUADRANTS": "prompts",
     "box_prompt": "prompts",
     "quadrant_prompt": "prompts",
+    "CurateOptions": "curate",
+    "curate": "curate",
     "CutoutSource": "sources",
     "read_source": "sources",
 }

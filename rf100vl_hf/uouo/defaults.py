@@ -54,3 +54,17 @@ def resolve_route(route: str, num_categories: int) -> str:
     :data:`EXACT_LIMIT` categories and ``auto`` above (decided by measurement at build time)."""
     check_route(route)
     return "exact" if route == "auto" and num_categories <= EXACT_LIMIT else route
+
+
+# The curation of raw images into cut-outs (rf100vl-hf uouo curate; docs/uouo.md, "Curation").
+CURATE_CLIP_MODEL = "EVA02-B-16"
+"""The paper cites EVA-CLIP without naming a size; this is open_clip's smallest EVA-CLIP (ViT-B/16)."""
+CURATE_CLIP_PRETRAINED = "merged2b_s8b_b131k"
+CURATE_MIN_IMAGES = 5
+"""A category left with fewer images is dropped (the paper's minimum, Appendix A)."""
+DEFAULT_REMOVER = "isnet-general-use"
+"""rembg's permissively licensed general model (Apache-2.0); the paper's BRIA RMBG-1.4 is non-commercial."""
+TINY_REMOVER = "tiny"
+"""``--remover tiny``: a seeded random ONNX remover built offline (tests and smoke runs)."""
+DEFAULT_MAX_SIDE = 1024
+"""Longest side a cut-out is made at: a mosaic cell is 400 pixels, so larger photos are reduced first."""

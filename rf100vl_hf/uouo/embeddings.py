@@ -29,7 +29,7 @@ import os
 import sqlite3
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import xxhash
@@ -37,7 +37,7 @@ from PIL import Image
 
 from rf100vl_hf import paths
 from rf100vl_hf.devices import resolve_device
-from rf100vl_hf.errors import Rf100vlError
+from rf100vl_hf.errors import Rf100vlError, unknown
 from rf100vl_hf.network import HubError, bounded
 from rf100vl_hf.progress import progress_bar
 from rf100vl_hf.uouo.compose import BACKGROUND
@@ -49,6 +49,7 @@ VIEW_VERSION = "square-on-background-1"
 """Changes whenever :func:`embedding_view` changes, so old cache entries stop matching."""
 RANDOM_INIT_SEED = 0
 WEIGHTS_PROBE_TIMEOUT = 10.0
+T = TypeVar("T")
 """Seconds to wait for the Hub when checking that weights not yet cached can be downloaded."""
 
 
@@ -151,11 +152,14 @@ class ClipEmbedder:
         self.batch_size = batch_size
         self._model: Any = None
         self._preprocess: Any = None
+        self._tokenizer: Any = None
 
     def _load(self) -> None:
         import open_clip
         import torch
 
+        if not self.model_name.startswith(("hf-hub:", "local-dir:")) and self.model_name not in open_clip.list_models():
+            raise unknown("open_clip model", self.model_name, open_clip.list_models())
         require_weights(self.model_name, self.pretrained)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_INIT_SEED)
@@ -164,6 +168,7 @@ class ClipEmbedder:
             )
         self._model = model.eval()
         self._preprocess = preprocess
+        self._tokenizer = open_clip.get_tokenizer(self.model_name)
 
     def encode(self, images: Sequence[Image.Image]) -> np.ndarray:
         """Unit-norm float32 embeddings of RGB images, shape ``(len(images), dim)``."""
@@ -175,6 +180,19 @@ class ClipEmbedder:
             batch = torch.stack([self._preprocess(image) for image in images]).to(self.device)
             features = self._model.encode_image(batch, normalize=True)
             return features.float().cpu().numpy()
+
+    def encode_text(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float32 text embeddings, shape ``(len(texts), dim)`` (the curation's category names)."""
+        import torch
+
+        if self._model is None:
+            self._load()
+        chunks = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                tokens = self._tokenizer(list(texts[start : start + self.batch_size])).to(self.device)
+                chunks.append(self._model.encode_text(tokens, normalize=True).float().cpu().numpy())
+        return np.concatenate(chunks) if chunks else np.zeros((0, 0), dtype=np.float32)
 
 
 class EmbeddingCache:
@@ -221,6 +239,38 @@ class EmbeddingCache:
             )
 
 
+def embed_views(
+    items: Sequence[T],
+    digest: Callable[[T], str],
+    view: Callable[[T], Image.Image],
+    embedder: ClipEmbedder,
+    model_key: str,
+    cache: EmbeddingCache | None = None,
+    progress: bool = True,
+    desc: str = "embedding",
+) -> np.ndarray:
+    """Embeddings of ``items`` in order, ``(len(items), dim)``: each item's ``view`` embedded once per
+    ``digest`` under ``model_key``; only cache misses are computed, and each batch is stored as it
+    is computed, so an interrupted run resumes where it stopped."""
+    cache = cache or EmbeddingCache()
+    known = cache.get((digest(item) for item in items), model_key, embedder.weights)
+    missing = list({digest(item): item for item in items if digest(item) not in known}.items())
+    with progress_bar(total=len(missing), desc=f"{desc} with {embedder.model_name}", disable=not progress) as bar:
+        for start in range(0, len(missing), embedder.batch_size):
+            batch = missing[start : start + embedder.batch_size]
+            vectors = embedder.encode([view(item) for _, item in batch])
+            fresh = {key: vector for (key, _), vector in zip(batch, vectors)}
+            cache.put(fresh, model_key, embedder.weights)
+            known.update(fresh)
+            bar.update(len(batch))
+    return np.stack([known[digest(item)] for item in items]) if items else np.zeros((0, 0), dtype=np.float32)
+
+
+def cutout_model_key(model_name: str, alpha_threshold: int) -> str:
+    """The cache's model field for cut-outs: the model, the view and the alpha threshold."""
+    return f"{model_name}|{VIEW_VERSION}|alpha>{alpha_threshold}"
+
+
 def embed_cutouts(
     cutouts: Sequence[Cutout],
     embedder: ClipEmbedder,
@@ -228,19 +278,9 @@ def embed_cutouts(
     progress: bool = True,
 ) -> np.ndarray:
     """Embeddings of ``cutouts`` in order, ``(len(cutouts), dim)``; only cache misses are computed."""
-    cache = cache or EmbeddingCache()
     thresholds = {c.alpha_threshold for c in cutouts}
     if len(thresholds) > 1:
         raise ValueError(f"cut-outs read with different alpha thresholds {sorted(thresholds)}")
-    model = f"{embedder.model_name}|{VIEW_VERSION}|alpha>{thresholds.pop() if thresholds else 0}"
-    known = cache.get((c.digest for c in cutouts), model, embedder.weights)
-    missing = list({c.digest: c for c in cutouts if c.digest not in known}.values())
-    with progress_bar(total=len(missing), desc=f"embedding cut-outs with {embedder.model_name}", disable=not progress) as bar:
-        for start in range(0, len(missing), embedder.batch_size):
-            batch = missing[start : start + embedder.batch_size]
-            vectors = embedder.encode([embedding_view(c) for c in batch])
-            fresh = {c.digest: v for c, v in zip(batch, vectors)}
-            cache.put(fresh, model, embedder.weights)
-            known.update(fresh)
-            bar.update(len(batch))
-    return np.stack([known[c.digest] for c in cutouts]) if cutouts else np.zeros((0, 0), dtype=np.float32)
+    model = cutout_model_key(embedder.model_name, thresholds.pop() if thresholds else 0)
+    return embed_views(cutouts, lambda c: c.digest, embedding_view, embedder, model, cache, progress,
+                       "embedding cut-outs")

@@ -9,12 +9,15 @@ Where it is read from, first found wins:
 
 A recognised licence becomes its Hub id (:func:`rf100vl_hf.licences.hub_id`); a named one
 the Hub does not list becomes ``other`` with its name; a source that says nothing is ``unknown``, and the card says so.
+
+The manifest's ``"license_note"`` is a restriction beside the licence that the card repeats: a
+curated source (``rf100vl-hf uouo curate``) whose cut-outs a non-commercial remover made says so there.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +33,17 @@ UNKNOWN = "unknown"
 @dataclass(frozen=True)
 class Licence:
     """``id`` is a Hub licence id (``other`` or ``unknown`` when none fits); ``name`` what the
-    source calls it; ``origin`` the file it was read from (empty when unknown)."""
+    source calls it; ``origin`` the file it was read from (empty when unknown); ``note`` the
+    manifest's restriction beside it (empty when none)."""
 
     id: str = UNKNOWN
     name: str = ""
     origin: str = ""
+    note: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {"id": self.id, "name": self.name, "origin": self.origin}
+        found = {"id": self.id, "name": self.name, "origin": self.origin}
+        return {**found, "note": self.note} if self.note else found
 
 
 def _from_text(text: str, origin: Path, name: str) -> Licence:
@@ -45,7 +51,15 @@ def _from_text(text: str, origin: Path, name: str) -> Licence:
 
 
 def source_licence(root: Path, manifest_data: dict[str, Any], manifest: Path) -> Licence:
-    """The licence of the source at ``root`` (see the module docstring)."""
+    """The licence of the source at ``root``, with the manifest's note (see the module docstring)."""
+    note = manifest_data.get("license_note", "")
+    if not isinstance(note, str):
+        raise DataError(manifest, "license_note", f"must be a string, got {shown(note)}")
+    found = _stated_licence(root, manifest_data, manifest)
+    return replace(found, note=note.strip()) if note.strip() else found
+
+
+def _stated_licence(root: Path, manifest_data: dict[str, Any], manifest: Path) -> Licence:
     stated = manifest_data.get("license")
     if stated is not None:
         if not isinstance(stated, str) or not stated.strip():

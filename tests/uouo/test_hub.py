@@ -112,6 +112,8 @@ def _meta(name: str, licence: dict | None) -> tuple[None, dict]:
           ("b", {"id": "cc-by-4.0", "name": "CC BY 4.0", "origin": "LICENSE"})], None,
          {"license": "other", "license_name": "CC BY 4.0, MIT License"}, "not one Hub licence id"),
         ([("a", None)], "cc0-1.0", {"license": "cc0-1.0"}, "as stated when this repository was exported"),
+        ([("a", {"id": "unknown", "name": "", "origin": "", "note": "made with bria-rmbg: non-commercial use only"})],
+         "cc0-1.0", {"license": "cc0-1.0"}, "Restrictions stated by the source: `a`: made with bria-rmbg"),
     ],
 )
 def test_card_licence_is_the_sources(sources, stated, fields, says) -> None:
