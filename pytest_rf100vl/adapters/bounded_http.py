@@ -115,8 +115,9 @@ class Clients(Generic[C]):
         self._http = http or httpx.Client
         self._max_body = max_body
         self._verify = httpx.create_ssl_context()  # loaded once: a lane is cheap to make
-        self._idle: list[_Lane] = []
+        self._idle = [self._lane()]  # the first now: a client that cannot be made fails here, not per request
         self._lock = threading.Lock()
+        self._closed = False
 
     @contextlib.contextmanager
     def lease(self) -> Iterator[tuple[C, float]]:
@@ -139,19 +140,24 @@ class Clients(Generic[C]):
             watchdog.cancel()
             with lane.lock:
                 lane.busy = False
-            if not lane.cut:
-                with self._lock:
+            with self._lock:
+                kept = not lane.cut and not self._closed
+                if kept:
                     self._idle.append(lane)
+            if not kept:
+                lane.http.close()
 
     def _take(self) -> _Lane:
         with self._lock:
             lane = self._idle.pop() if self._idle else None
-        if lane is None:
-            lane = _Lane()
-            hooks = {"response": [functools.partial(self._arrived, lane)]}
-            lane.http = self._http(verify=self._verify, event_hooks=hooks)
-            lane.client = self._connect(lane.http)
+        lane = lane or self._lane()
         lane.socket, lane.busy = None, True
+        return lane
+
+    def _lane(self) -> _Lane:
+        lane = _Lane()
+        lane.http = self._http(verify=self._verify, event_hooks={"response": [functools.partial(self._arrived, lane)]})
+        lane.client = self._connect(lane.http)
         return lane
 
     def _arrived(self, lane: _Lane, response: Any) -> None:
@@ -174,8 +180,8 @@ class Clients(Generic[C]):
             lane.http.close()
 
     def close(self) -> None:
-        """Close every idle client (one in use is closed by its request's end or its watchdog)."""
+        """Close every client (one in use when its request ends)."""
         with self._lock:
-            lanes, self._idle = self._idle, []
+            lanes, self._idle, self._closed = self._idle, [], True
         for lane in lanes:
             lane.http.close()

@@ -171,8 +171,8 @@ class GeminiAdapter(ServedChatAdapter):
             return genai.Client(api_key=key or NO_KEY, http_options=options)
 
         clients = Clients(client, httpx, self.calls.deadline, http=partial(httpx.Client, follow_redirects=True))
-        return GeminiApi(clients, str(self.checkpoint), self.temperature, max_output_tokens, None if budget is None else int(budget), json_output,
-                         schema, self.calls.policy.timeout)
+        return GeminiApi(clients, str(self.checkpoint), self.temperature, max_output_tokens,
+                         None if budget is None else int(budget), json_output, schema, self.calls.policy.timeout)
 
     def _schema(self, value: str) -> dict[str, Any] | None:
         """The ``response_schema`` option as a schema (``None``: JSON without one)."""

@@ -37,8 +37,8 @@ from urllib.parse import parse_qs, urlsplit
 
 WRITE_LIMIT_S = 20.0
 """The longest any response is written for, whatever the client does."""
-BEHAVIOURS = ("dribble_body", "stall_body", "dribble_headers", "endless_slow", "endless_fast", "huge", "echo", "echo_error",
-              "retry_after")
+BEHAVIOURS = ("dribble_body", "stall_body", "dribble_headers", "endless_slow", "endless_fast", "huge", "echo",
+              "echo_error", "retry_after")
 HUGE_BYTES = 64 * 2**20
 ENDLESS_BYTES = 256 * 2**20
 
