@@ -1,25 +1,25 @@
 """HTTP requests that end by their deadline whatever the server sends, for the served adapters'
-clients (``openai`` and ``google-genai`` both take an httpx transport).
+clients (``openai`` and ``google-genai`` both take an httpx client: ``httpx``, or its fork
+``httpx2``), bounded from outside through the clients' public settings.
 
 httpx's time-outs bound each network operation, so a read time-out starts again with every
 byte: a server that sends its body a byte at a time, its headers slowly, or a chunked body
-without end holds a request for as long as it likes. A :func:`bounded_transport` bounds the
-whole request instead:
+without end holds a request for as long as it likes. :class:`Clients` bounds the whole
+request instead:
 
-- **a deadline**: ``deadline()`` says, when a request starts, the moment (``time.monotonic``)
-  by which it must be answered, connection, headers and body together. Every time-out of the
-  request is cut to what is left of it, each chunk of the body is checked against it, and
-  when it passes the connection's socket is shut down, which ends a read the server keeps
-  alive byte by byte. The request then raises the library's ``ReadTimeout``.
-- **a cap on the body**: a body longer than ``max_body`` bytes raises a ``TransportError`` of
-  the library that is also a :class:`BodyTooLarge`, before more of it is read.
+- **one client per request in flight**: a request leases an SDK client on an httpx client of
+  its own (:meth:`Clients.lease`), given back when it ends, so keep-alive still works and a
+  request cut at its deadline takes no other request with it;
+- **a watchdog**: ``deadline()`` says, when a request starts, the moment (``time.monotonic``)
+  by which it must be answered, connection, headers and body together; the request's own
+  time-out is the time left (a server that sends nothing ends by it), and a timer closes the
+  httpx client at the deadline and shuts down the socket of the response being read (httpx's
+  ``network_stream`` extension), which ends a read the server keeps alive byte by byte. The
+  request then raises :class:`DeadlinePassed`, and its client is not used again;
+- **a cap on the body**: a response hook (httpx's ``event_hooks``) counts the body as it is
+  read and raises :class:`BodyTooLarge` past ``max_body`` bytes, before more of it is read.
 
-To know the socket of each request, the transport keeps lanes: connection pools of one
-connection, each serving one request at a time (so keep-alive still works), whose socket
-httpcore's documented ``trace`` extension reports when it connects. Proxies are taken from
-the environment as urllib reads them (``HTTPS_PROXY``, ``NO_PROXY``...), so a request through
-a proxy is bounded too: give the client ``trust_env=False``, or it would mount transports of
-its own for them.
+Proxies are the httpx client's own (``HTTPS_PROXY``, ``NO_PROXY``...), and bounded the same way.
 """
 
 from __future__ import annotations
@@ -30,28 +30,30 @@ import importlib
 import socket
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Generic, TypeVar
 
 MAX_BODY_BYTES = 16 * 2**20
 """The most bytes a response body may have (an answer of 500 boxes is about 50 kB)."""
-CONNECTED = (".connect_tcp.complete", ".connect_unix_socket.complete", ".start_tls.complete")
-"""httpcore trace events whose ``return_value`` is the stream a request goes on."""
+
+C = TypeVar("C")
 
 
 class BodyTooLarge(Exception):
-    """A response body longer than the transport's cap (raised as a ``TransportError`` of the
-    library too, so clients report it as they report a broken connection)."""
+    """A response body longer than the cap."""
+
+
+class DeadlinePassed(Exception):
+    """A request that was not answered by its deadline (cut there, or never sent)."""
 
 
 def httpx_module_of(client_class: type) -> ModuleType:
     """The httpx-like library (``httpx``, or its fork ``httpx2``) ``client_class`` derives from."""
     for cls in client_class.__mro__:
         module = importlib.import_module(cls.__module__.split(".")[0])
-        if cls.__name__ == "Client" and hasattr(module, "BaseTransport"):
+        if cls.__name__ == "Client" and hasattr(module, "SyncByteStream"):
             return module
     raise TypeError(f"{client_class.__name__} is not an httpx client")
 
@@ -66,155 +68,120 @@ def installed_httpx(*names: str) -> ModuleType:
     raise ImportError(f"none of {', '.join(names)} is installed")
 
 
-def proxy_for(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (``None``: none, or ``NO_PROXY`` says so)."""
-    parts = urlsplit(url)
-    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
-        return None
-    proxies = urllib.request.getproxies()
-    return proxies.get(parts.scheme) or proxies.get("all")
+class _Capped:
+    """A response body that raises :class:`BodyTooLarge` once more than ``max_body`` bytes came."""
 
+    def __init__(self, inner: Any, max_body: int):
+        self._inner, self._max_body = inner, max_body
 
-class _Lane:
-    """A pool of one connection, held by one request at a time, and the stream it is on."""
+    def __iter__(self) -> Iterator[bytes]:
+        received = 0
+        for chunk in self._inner:
+            received += len(chunk)
+            if received > self._max_body:
+                raise BodyTooLarge(f"the response body is longer than {self._max_body} bytes: not read further")
+            yield chunk
 
-    def __init__(self, transport: Any):
-        self.transport = transport
-        self.stream: Any = None
-        self.holder: object | None = None
-        self.lock = threading.Lock()
-
-    def traced(self, chained: Callable[[str, dict[str, Any]], Any] | None) -> Callable[[str, dict[str, Any]], Any]:
-        def trace(name: str, info: dict[str, Any]) -> Any:
-            if name.endswith(CONNECTED) and info.get("return_value") is not None:
-                self.stream = info["return_value"]
-            return chained(name, info) if chained is not None else None
-
-        return trace
-
-    def cut(self, holder: object) -> None:
-        """Shut the connection down, if ``holder``'s request still holds it (its deadline passed)."""
-        with self.lock:
-            if self.holder is not holder or self.stream is None:
-                return
-            sock = self.stream.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-def _clipped(timeouts: dict[str, float | None] | None, left: float) -> dict[str, float]:
-    """The request's time-outs, none longer than ``left`` seconds."""
-    given = timeouts or {}
-    return {name: min(left, given.get(name) or left) for name in ("connect", "read", "write", "pool")}
+    def close(self) -> None:
+        self._inner.close()
 
 
 @functools.cache
-def _transport_class(httpx: ModuleType) -> type:
-    """The bounded transport and its body stream, as classes of ``httpx`` (clients check them)."""
+def _capped_stream(httpx: ModuleType) -> type:
+    """:class:`_Capped` as a byte stream of ``httpx`` (its responses read only those)."""
+    return type("CappedStream", (_Capped, httpx.SyncByteStream), {})
 
-    class TooLarge(httpx.TransportError, BodyTooLarge):
-        """A response body longer than the transport's cap."""
 
-    class BoundedStream(httpx.SyncByteStream):
-        def __init__(self, inner: Any, ends: float, max_body: int, request: Any, release: Callable[[], None]):
-            self._inner, self._ends, self._max_body = inner, ends, max_body
-            self._request, self._release = request, release
+@dataclass(eq=False)
+class _Lane:
+    """An SDK client and the httpx client under it, leased to one request at a time."""
 
-        def __iter__(self) -> Iterator[bytes]:
-            received = 0
-            try:
-                for chunk in self._inner:
-                    received += len(chunk)
-                    if received > self._max_body:
-                        raise TooLarge(f"the response body is longer than {self._max_body} bytes: not read further",
-                                           request=self._request)
-                    if time.monotonic() > self._ends:
-                        raise httpx.ReadTimeout("the response was not complete by its deadline",
-                                                request=self._request)
-                    yield chunk
-            except httpx.TransportError as error:
-                if time.monotonic() >= self._ends and not isinstance(error, (httpx.TimeoutException, TooLarge)):
-                    raise httpx.ReadTimeout("the response was not complete by its deadline",
-                                            request=self._request) from None
-                raise
+    http: Any = None
+    client: Any = None
+    socket: Any = None  # the socket of the response being read
+    busy: bool = False
+    cut: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-        def close(self) -> None:
-            try:
-                self._inner.close()
-            finally:
-                self._release()
 
-    class BoundedTransport(httpx.BaseTransport):
-        def __init__(self, deadline: Callable[[], float], max_body: int, proxy: str | None, **options: Any):
-            self._deadline, self._max_body = deadline, max_body
-            self._make = lambda: httpx.HTTPTransport(
-                proxy=proxy, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1), **options)
-            self._idle: list[_Lane] = []
-            self._lanes: list[_Lane] = []
-            self._lock = threading.Lock()
+class Clients(Generic[C]):
+    """SDK clients made by ``connect(http_client)`` on httpx clients made by ``http(**settings)``
+    (``httpx.Client`` of ``httpx``, the default, or the SDK's own subclass), each request ending
+    by ``deadline()`` with a body of at most ``max_body`` bytes (see the module docstring)."""
 
-        def _take(self, holder: object) -> _Lane:
-            with self._lock:
-                lane = self._idle.pop() if self._idle else None
-                if lane is None:
-                    lane = _Lane(self._make())
-                    self._lanes.append(lane)
+    def __init__(self, connect: Callable[[Any], C], httpx: ModuleType, deadline: Callable[[], float],
+                 http: Callable[..., Any] | None = None, max_body: int = MAX_BODY_BYTES):
+        self._connect, self._httpx, self._deadline = connect, httpx, deadline
+        self._http = http or httpx.Client
+        self._max_body = max_body
+        self._verify = httpx.create_ssl_context()  # loaded once: a lane is cheap to make
+        self._idle = [self._lane()]  # the first now: a client that cannot be made fails here, not per request
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[tuple[C, float]]:
+        """An SDK client for one request, and the seconds left to its deadline (its time-out);
+        :class:`DeadlinePassed` when the watchdog cut it, or no time was left to send it."""
+        left = self._deadline() - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed("no time was left for the request")
+        lane = self._take()
+        watchdog = threading.Timer(left, self._cut, (lane,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            yield lane.client, left
+        except Exception:
+            if lane.cut:
+                raise DeadlinePassed("the request was cut at its deadline") from None
+            raise
+        finally:
+            watchdog.cancel()
             with lane.lock:
-                lane.holder = holder
-            return lane
-
-        def _give(self, lane: _Lane, holder: object) -> None:
-            with lane.lock:
-                if lane.holder is not holder:
-                    return
-                lane.holder = None
+                lane.busy = False
             with self._lock:
-                self._idle.append(lane)
+                kept = not lane.cut and not self._closed
+                if kept:
+                    self._idle.append(lane)
+            if not kept:
+                lane.http.close()
 
-        def handle_request(self, request: Any) -> Any:
-            ends = self._deadline()
-            left = ends - time.monotonic()
-            if left <= 0:
-                raise httpx.ConnectTimeout("no time was left for the request", request=request)
-            holder = object()
-            lane = self._take(holder)
-            watch = threading.Timer(left, lane.cut, (holder,))
-            watch.daemon = True
-            watch.start()
+    def _take(self) -> _Lane:
+        with self._lock:
+            lane = self._idle.pop() if self._idle else None
+        lane = lane or self._lane()
+        lane.socket, lane.busy = None, True
+        return lane
 
-            def release() -> None:
-                watch.cancel()
-                self._give(lane, holder)
+    def _lane(self) -> _Lane:
+        lane = _Lane()
+        lane.http = self._http(verify=self._verify, event_hooks={"response": [functools.partial(self._arrived, lane)]})
+        lane.client = self._connect(lane.http)
+        return lane
 
-            request.extensions["trace"] = lane.traced(request.extensions.get("trace"))
-            request.extensions["timeout"] = _clipped(request.extensions.get("timeout"), left)
-            try:
-                response = lane.transport.handle_request(request)
-            except httpx.TransportError as error:
-                release()
-                if time.monotonic() >= ends and not isinstance(error, httpx.TimeoutException):
-                    raise httpx.ReadTimeout("no answer by the deadline", request=request) from None
-                raise
-            except BaseException:
-                release()
-                raise
-            return httpx.Response(status_code=response.status_code, headers=response.headers,
-                                  stream=BoundedStream(response.stream, ends, self._max_body, request, release),
-                                  extensions=response.extensions)
+    def _arrived(self, lane: _Lane, response: Any) -> None:
+        """httpx's response hook: note the response's socket for the watchdog, and cap its body."""
+        stream = response.extensions.get("network_stream")
+        lane.socket = stream.get_extra_info("socket") if stream is not None else None
+        response.stream = _capped_stream(self._httpx)(response.stream, self._max_body)
 
-        def close(self) -> None:
-            with self._lock:
-                lanes, self._lanes, self._idle = self._lanes, [], []
-            for lane in lanes:
-                lane.transport.close()
+    @staticmethod
+    def _cut(lane: _Lane) -> None:
+        """The watchdog, at the deadline: end the lane's request if it still runs (its client is
+        then never leased again)."""
+        with lane.lock:
+            if not lane.busy:
+                return
+            lane.cut = True
+            if lane.socket is not None:
+                with contextlib.suppress(OSError):
+                    lane.socket.shutdown(socket.SHUT_RDWR)
+            lane.http.close()
 
-    return BoundedTransport
-
-
-def bounded_transport(httpx: ModuleType, url: str, deadline: Callable[[], float],
-                      max_body: int = MAX_BODY_BYTES) -> Any:
-    """An ``httpx.BaseTransport`` of the library ``httpx`` for requests to ``url`` (its proxy
-    taken from the environment), each ending by ``deadline()`` with a body of at most
-    ``max_body`` bytes (see the module docstring)."""
-    return _transport_class(httpx)(deadline, max_body, proxy_for(url))
+    def close(self) -> None:
+        """Close every client (one in use when its request ends)."""
+        with self._lock:
+            lanes, self._idle, self._closed = self._idle, [], True
+        for lane in lanes:
+            lane.http.close()

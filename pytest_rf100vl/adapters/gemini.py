@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from rf100vl_hf.redact import scrub
 
-from pytest_rf100vl.adapters.bounded_http import BodyTooLarge
+from pytest_rf100vl.adapters.bounded_http import BodyTooLarge, Clients, DeadlinePassed
 from pytest_rf100vl.adapters.image_payload import SentImage
 from pytest_rf100vl.adapters.prompts import Conversation
 from pytest_rf100vl.adapters.registry import listed
@@ -75,9 +77,10 @@ def contents(conversation: Conversation, examples: list[SentImage], image: SentI
 class GeminiApi:
     """``generateContent`` through the ``google-genai`` client: a question is its contents
     (:func:`contents`) and a generation config of the adapter's settings, with structured
-    output (``schema``, when ``json_output``) for detection questions only."""
+    output (``schema``, when ``json_output``) for detection questions only; each request on a
+    client leased from ``client`` (:class:`~.bounded_http.Clients`)."""
 
-    client: Any
+    client: Clients[Any]
     model: str
     temperature: float
     max_output_tokens: int
@@ -86,12 +89,13 @@ class GeminiApi:
     schema: dict[str, Any] | None
     timeout: float
 
-    def config(self, question: Question) -> Any:
-        """The generation settings of one question."""
+    def config(self, question: Question, seconds: float) -> Any:
+        """The generation settings of one question, sent within ``seconds``."""
         from google.genai import types
 
         structured = self.json_output and question.detection
         return types.GenerateContentConfig(
+            http_options=types.HttpOptions(timeout=math.ceil(seconds * 1000)),
             system_instruction=question.conversation.system,
             temperature=self.temperature,
             max_output_tokens=self.max_output_tokens,
@@ -106,14 +110,15 @@ class GeminiApi:
 
         timeouts, transports = transport_errors()
         try:
-            return self.client.models.generate_content(
-                model=self.model, contents=contents(question.conversation, list(question.examples), image),
-                config=self.config(question),
-            )
+            with self.client.lease() as (client, seconds):
+                return client.models.generate_content(
+                    model=self.model, contents=contents(question.conversation, list(question.examples), image),
+                    config=self.config(question, seconds),
+                )
         except errors.APIError as error:
             headers = error.response.headers if getattr(error, "response", None) is not None else {}
             raise status_fault(int(error.code or 0), scrub(str(error.message or error)), headers) from None
-        except timeouts:
+        except (DeadlinePassed, *timeouts):
             raise Fault(f"no answer within timeout={self.timeout:g} s", retry=True) from None
         except BodyTooLarge as error:
             raise Fault(f"unreadable response: {error}", retry=True, unreadable=True) from None
@@ -158,13 +163,16 @@ class GeminiAdapter(ServedChatAdapter):
         schema = self._schema(str(self.options["response_schema"])) if json_output else None
         chosen = os.environ.get("GOOGLE_GENAI_HTTP_CLIENT", "").strip().lower()  # google-genai's own setting
         httpx = installed_httpx(*([chosen] if chosen in ("httpx", "httpx2") else []), "httpx2", "httpx")
-        client = httpx.Client(transport=self.http_transport(httpx), trust_env=False, follow_redirects=True)
         retry = {"retry_options": types.HttpRetryOptions(attempts=1)} if hasattr(types, "HttpRetryOptions") else {}
-        options = types.HttpOptions(base_url=self.base_url, api_version="v1beta",
-                                    timeout=int(self.calls.policy.timeout * 1000), httpx_client=client, **retry)
-        return GeminiApi(genai.Client(api_key=key or NO_KEY, http_options=options), str(self.checkpoint),
-                         self.temperature, max_output_tokens, None if budget is None else int(budget), json_output,
-                         schema, self.calls.policy.timeout)
+
+        def client(http: Any) -> genai.Client:  # its own retries off: remote.RemoteCalls retries
+            options = types.HttpOptions(base_url=self.base_url, api_version="v1beta",
+                                        timeout=int(self.calls.policy.timeout * 1000), httpx_client=http, **retry)
+            return genai.Client(api_key=key or NO_KEY, http_options=options)
+
+        clients = Clients(client, httpx, self.calls.deadline, http=partial(httpx.Client, follow_redirects=True))
+        return GeminiApi(clients, str(self.checkpoint), self.temperature, max_output_tokens,
+                         None if budget is None else int(budget), json_output, schema, self.calls.policy.timeout)
 
     def _schema(self, value: str) -> dict[str, Any] | None:
         """The ``response_schema`` option as a schema (``None``: JSON without one)."""

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from rf100vl_hf.redact import scrub
 
-from pytest_rf100vl.adapters.bounded_http import BodyTooLarge
+from pytest_rf100vl.adapters.bounded_http import BodyTooLarge, Clients, DeadlinePassed
 from pytest_rf100vl.adapters.image_payload import SentImage
 from pytest_rf100vl.adapters.prompts import Conversation
 from pytest_rf100vl.adapters.registry import listed
@@ -48,9 +48,10 @@ def chat_messages(conversation: Conversation, examples: list[SentImage], image: 
 class OpenAIApi:
     """Chat completions through the ``openai`` client: a question is its messages
     (:func:`chat_messages`), sent with the adapter's temperature and token limit (``limit_key``:
-    ``max_completion_tokens`` for OpenAI's own API, whose reasoning models refuse ``max_tokens``)."""
+    ``max_completion_tokens`` for OpenAI's own API, whose reasoning models refuse ``max_tokens``),
+    each request on a client leased from ``client`` (:class:`~.bounded_http.Clients`)."""
 
-    client: Any
+    client: Clients[Any]
     model: str
     temperature: float
     max_tokens: int
@@ -61,15 +62,17 @@ class OpenAIApi:
         import openai
 
         try:
-            return self.client.chat.completions.create(
-                model=self.model,
-                messages=chat_messages(question.conversation, list(question.examples), image),
-                temperature=self.temperature,
-                **{self.limit_key: self.max_tokens},
-            )
+            with self.client.lease() as (client, seconds):
+                return client.chat.completions.create(
+                    model=self.model,
+                    messages=chat_messages(question.conversation, list(question.examples), image),
+                    temperature=self.temperature,
+                    timeout=seconds,
+                    **{self.limit_key: self.max_tokens},
+                )
         except openai.APIStatusError as error:
             raise status_fault(error.status_code, scrub(error.message), error.response.headers) from None
-        except openai.APITimeoutError:
+        except (openai.APITimeoutError, DeadlinePassed):
             raise Fault(f"no answer within timeout={self.timeout:g} s", retry=True) from None
         except openai.APIConnectionError as error:
             cause = error.__cause__ or error
@@ -104,11 +107,13 @@ class OpenAIChatAdapter(ServedChatAdapter):
         if max_tokens < 1:
             raise ValueError(f"adapter {self.name!r}: option max_tokens={max_tokens} (at least 1)")
         official = urlsplit(self.base_url).hostname in self.official_hosts
-        transport = self.http_transport(httpx_module_of(openai.DefaultHttpxClient))
-        client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0,
-                               timeout=self.calls.policy.timeout,
-                               http_client=openai.DefaultHttpxClient(transport=transport, trust_env=False))
-        return OpenAIApi(client, str(self.checkpoint), self.temperature, max_tokens,
+        def client(http: Any) -> openai.OpenAI:  # its own retries off: remote.RemoteCalls retries
+            return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, max_retries=0,
+                                 timeout=self.calls.policy.timeout, http_client=http)
+
+        clients = Clients(client, httpx_module_of(openai.DefaultHttpxClient), self.calls.deadline,
+                          http=openai.DefaultHttpxClient)
+        return OpenAIApi(clients, str(self.checkpoint), self.temperature, max_tokens,
                          "max_completion_tokens" if official else "max_tokens", self.calls.policy.timeout)
 
     def describe(self) -> dict[str, Any]:

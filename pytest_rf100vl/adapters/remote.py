@@ -5,11 +5,12 @@ free of secrets; one implementation for every served adapter (``openai``, ``gemi
   request is on the wire, not while it waits to be retried).
 - **Time**: every attempt ends within ``timeout`` seconds, connection, headers and body
   together, however slowly the server sends them (:meth:`RemoteCalls.deadline`, which the
-  adapters' transports hold to: :mod:`.bounded_http`); a question is given up after
+  adapters' clients hold to: :mod:`.bounded_http`); a question is given up after
   ``max_retries`` retries; with ``pair_timeout``, the requests of a pair end within that many
   seconds of its start (a request in flight is cut at it, later ones are not sent).
 - **Retries**: 408, 409, 429, 5xx, time-outs, connection errors and unreadable responses
-  (not JSON, cut short) are retried with exponential backoff and jitter
+  (not JSON, cut short) are retried by ``tenacity`` (the clients' own retries are off, so
+  every attempt is admitted, counted and capped here) with exponential backoff and jitter
   (``retry_base_delay * 2**n``, at most ``retry_max_delay``, the wait drawn from its upper
   half), or after exactly the ``Retry-After`` the server asked for (seconds or an HTTP date);
   a server asking for more than ``retry_max_delay`` is not waited for. Each timing option has
@@ -37,16 +38,16 @@ Per-pair columns (:meth:`RemoteCalls.pair_columns`): ``api_requests``, ``api_ret
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+import tenacity
 
 from rf100vl_hf import redact
 
@@ -234,6 +235,10 @@ class RemoteCalls:
         self._attempt = threading.local()  # the end of the attempt this thread is making
         self._slots = threading.BoundedSemaphore(policy.concurrency)
         self._lock = threading.Lock()
+        # base * 2**n seconds, at most max, drawn from the upper half: half of it fixed, half random
+        half_base, half_max = policy.retry_base_delay / 2, policy.retry_max_delay / 2
+        self._backoff = (tenacity.wait_exponential(multiplier=half_base, max=half_max)
+                         + tenacity.wait_random_exponential(multiplier=half_base, max=half_max))
 
     @staticmethod
     def scrub(text: str) -> str:
@@ -253,26 +258,46 @@ class RemoteCalls:
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """``attempt()`` until it answers, within the policy; :class:`RequestFailed` when it
         cannot. ``attempt`` raises :class:`Fault` for a failed attempt (anything else it
-        raises is a failure too, never retried). The answer's text and model are scrubbed."""
-        for tries in range(self.policy.max_retries + 1):
-            self._admit(retry=tries > 0)
-            try:
-                with self._slots:
-                    began = time.perf_counter()
-                    self._attempt.ends = self._fresh_deadline()
-                    answer = attempt()
-            except Fault as fault:
-                self._faulted(fault, tries)
-                continue
-            except Exception as error:  # a bug or an unforeseen client error: not retried
-                self._fail(f"{type(error).__name__}: {error}")
-            finally:
-                self._attempt.ends = None
-            answer = replace(answer, text=redact.scrub(answer.text),
-                             model=redact.scrub(answer.model) if answer.model else answer.model)
-            self._answered(answer, time.perf_counter() - began)
-            return answer
-        raise AssertionError("unreachable: the last attempt's fault raises")  # pragma: no cover
+        raises is a failure too, never retried). The answer's text and model are scrubbed.
+
+        tenacity makes the attempts: :meth:`_admit` before each, :meth:`_wait` between them,
+        :meth:`_verdict` to stop, and :func:`pause` to sleep."""
+        retrying = tenacity.Retrying(
+            before=lambda state: self._admit(retry=state.attempt_number > 1),
+            retry=tenacity.retry_if_exception(lambda error: isinstance(error, Fault) and error.retry),
+            wait=self._wait, stop=lambda state: self._verdict(state) is not None, sleep=pause,
+            before_sleep=lambda state: log.info("%s: %s; retrying in %.2f s", self.label,
+                                                redact.scrub(state.outcome.exception().reason), state.upcoming_sleep),
+            retry_error_callback=lambda state: self._fail(self._verdict(state) or state.outcome.exception().reason),
+        )
+        try:
+            return retrying(self._attempt_once, attempt)
+        except Fault as fault:  # not worth another try
+            self._fail(fault.reason)
+
+    def _attempt_once(self, attempt: Callable[[], Answer]) -> Answer:
+        """One attempt, within a slot and its deadline; a fault is counted and raised."""
+        try:
+            with self._slots:
+                began = time.perf_counter()
+                self._attempt.ends = self._fresh_deadline()
+                answer = attempt()
+        except Fault as fault:
+            with self._lock:
+                for tally in (self.total, self.pair):
+                    tally.unreadable_responses += int(fault.unreadable)
+                if fault.fatal:
+                    self._fatal = (f"the server refused an earlier request ({redact.scrub(fault.reason)}); "
+                                   "no further requests are sent")
+            raise
+        except Exception as error:  # a bug or an unforeseen client error: not retried
+            self._fail(f"{type(error).__name__}: {error}")
+        finally:
+            self._attempt.ends = None
+        answer = replace(answer, text=redact.scrub(answer.text),
+                         model=redact.scrub(answer.model) if answer.model else answer.model)
+        self._answered(answer, time.perf_counter() - began)
+        return answer
 
     def _pair_over(self) -> bool:
         return self._pair_ends is not None and time.monotonic() >= self._pair_ends
@@ -299,40 +324,27 @@ class RemoteCalls:
         if refusal is not None:
             self._fail(refusal)
 
-    def _faulted(self, fault: Fault, tries: int) -> None:
-        """After a failed attempt: wait and let the loop try again, or fail the question."""
-        reason = redact.scrub(fault.reason)
-        if fault.unreadable:
-            with self._lock:
-                self.total.unreadable_responses += 1
-                self.pair.unreadable_responses += 1
-        if fault.fatal:
-            with self._lock:
-                self._fatal = f"the server refused an earlier request ({reason}); no further requests are sent"
-            self._fail(reason)
-        if not fault.retry:
-            self._fail(reason)
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """The wait before the next attempt: the ``Retry-After`` the server asked for, else the backoff."""
+        fault = state.outcome.exception()  # type: ignore[union-attr]
+        return fault.retry_after if fault.retry_after is not None else self._backoff(state)
+
+    def _verdict(self, state: tenacity.RetryCallState) -> str | None:
+        """Why a failed attempt is the question's last (``None``: wait ``upcoming_sleep`` and retry)."""
+        fault = state.outcome.exception()  # type: ignore[union-attr]
+        reason, tries, delay = fault.reason, state.attempt_number, state.upcoming_sleep
         if self._pair_over():
-            self._fail(f"{reason}; pair_timeout={self.policy.pair_timeout:g} s reached")
-        if tries >= self.policy.max_retries:
-            self._fail(f"{reason} (gave up after {tries + 1} attempt{'s' if tries else ''})")
-        delay = self.backoff(tries)
-        if fault.retry_after is not None:
-            if fault.retry_after > self.policy.retry_max_delay:
-                self._fail(f"{reason}; the server asked to wait {fault.retry_after:g} s, more than "
-                           f"retry_max_delay={self.policy.retry_max_delay:g}")
-            delay = fault.retry_after
+            return f"{reason}; pair_timeout={self.policy.pair_timeout:g} s reached"
+        if tries > self.policy.max_retries:
+            return f"{reason} (gave up after {tries} attempt{'s' if tries > 1 else ''})"
+        if fault.retry_after is not None and fault.retry_after > self.policy.retry_max_delay:
+            return (f"{reason}; the server asked to wait {fault.retry_after:g} s, more than "
+                    f"retry_max_delay={self.policy.retry_max_delay:g}")
         if self._pair_ends is not None and time.monotonic() + delay >= self._pair_ends:
-            self._fail(f"{reason}; waiting {delay:.2f} s would pass pair_timeout={self.policy.pair_timeout:g} s")
-        log.info("%s: %s; retrying in %.2f s", self.label, reason, delay)
-        pause(delay)
+            return f"{reason}; waiting {delay:.2f} s would pass pair_timeout={self.policy.pair_timeout:g} s"
+        return None
 
-    def backoff(self, tries: int) -> float:
-        """The wait after the ``tries``-th failed retry: exponential, from the upper half of its step."""
-        step = min(self.policy.retry_max_delay, self.policy.retry_base_delay * 2**tries)
-        return step / 2 + random.uniform(0, step / 2)
-
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str) -> NoReturn:
         with self._lock:
             self.total.failed_requests += 1
             self.pair.failed_requests += 1

@@ -36,8 +36,8 @@ no variable's name (the key given in its place) are told to the session's scrubb
 (:meth:`ServedChatAdapter.secrets`, which the plugin asks before anything is printed), so no
 text the plugin writes shows them, whatever a server echoes back.
 
-Transport: each client gets a :mod:`.bounded_http` transport, so a request ends at its
-deadline (:meth:`~.remote.RemoteCalls.deadline`) and a body over the cap is not read.
+Clients: each request leases a client of the API's :class:`~.bounded_http.Clients`, so it ends
+at its deadline (:meth:`~.remote.RemoteCalls.deadline`) and a body over the cap is not read.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from functools import partial
-from types import ModuleType
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
@@ -146,7 +145,7 @@ class ChatApi(Protocol):
         """The text, usage and stop reason of a response (:class:`~.remote.Fault` when it has none)."""
 
     client: Any
-    """The client library's client (closed with the adapter)."""
+    """The client library's clients, each request on one of them (closed with the adapter)."""
 
 
 class ServedTransport:
@@ -301,13 +300,6 @@ class ServedChatAdapter(ChatAdapter[Shown, Question]):
         naming the option and its range), before anything is built."""
         super().check_options(options)
         CallPolicy.from_options(cls.resolved_options(options), f"adapter {cls.name!r}")
-
-    def http_transport(self, httpx: ModuleType) -> Any:
-        """A transport of the library ``httpx`` (``httpx`` or ``httpx2``: the client's) whose
-        every request ends by :meth:`~.remote.RemoteCalls.deadline` (:mod:`.bounded_http`)."""
-        from pytest_rf100vl.adapters.bounded_http import bounded_transport
-
-        return bounded_transport(httpx, self.base_url, self.calls.deadline)
 
     def _whole(self, key: str, minimum: int) -> int | None:
         """Option ``key`` as a whole number of at least ``minimum`` (``None`` stays ``None``)."""

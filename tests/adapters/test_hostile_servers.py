@@ -1,6 +1,6 @@
 """The served adapters against a hostile server (``tests/support/hostile_servers.py``): a body
-or headers dribbled a byte at a time and an endless chunked body end at the adapter's
-``timeout``; a huge or endless fast body ends at the body cap; the pair's own deadline
+or headers dribbled a byte at a time, a body that stops coming and an endless chunked body end
+at the adapter's ``timeout``; a huge or endless fast body ends at the body cap; the pair's own deadline
 (``pair_timeout``) stops its requests; absurd back-off settings are refused; and a key the
 server echoes back, in any form, reaches nothing the plugin writes.
 
@@ -73,6 +73,17 @@ def test_a_server_that_dribbles_is_given_up_at_the_timeout(api: str, behaviour: 
             within(12, lambda: ask(adapter))
         assert time.monotonic() - started < 2.5
         assert adapter.pair_columns()["api_failed_requests"] == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_server_that_falls_silent_mid_body_is_cut_at_the_deadline_not_a_read_timeout_later(api: str) -> None:
+    # its last byte comes at 0.8 s: a read time-out of 1 s from then would end the request at 1.8 s
+    with serve_hostile("stall_body", stall_after=0.8) as server:
+        adapter = adapter_for(api, server, timeout=1.0, max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(RequestFailed, match=r"no answer within timeout=1 s"):
+            within(12, lambda: ask(adapter))
+        assert time.monotonic() - started < 1.5
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -388,6 +388,27 @@ def test_a_hanging_server_costs_at_most_the_timeout_per_attempt(openai_server: S
     assert len(adapter.predict([stored_item((300, 200))])) == 1  # a retry after one hang answers
 
 
+def test_a_request_cut_at_its_deadline_takes_no_other_request_with_it(openai_server: StandInOpenAI) -> None:
+    # the first request hangs and is cut at 0.9 s, while the second (sent at 0.4 s) waits for its answer until 1.0 s
+    from concurrent.futures import ThreadPoolExecutor
+
+    openai_server.answer = lambda received: '[{"bbox_2d": [0, 0, 1, 1], "label": "cat"}]'
+    openai_server.inject(HANG)
+    openai_server.delay = 0.6
+    adapter = served(openai_server, family="generic", timeout=0.9, max_retries=0, concurrency=2)
+    adapter.start_pair()
+    adapter.set_task(task())
+    with ThreadPoolExecutor(2) as pool:
+        hung = pool.submit(adapter.predict, [stored_item((300, 200), 1)])
+        time.sleep(0.4)
+        answered = pool.submit(adapter.predict, [stored_item((300, 200), 2)])
+        with pytest.raises(RequestFailed, match=r"no answer within timeout=0.9 s"):
+            hung.result(timeout=10)
+        assert answered.result(timeout=10)[0].labels.tolist() == [0]
+    columns = adapter.pair_columns()
+    assert (columns["api_requests"], columns["api_retries"], columns["api_failed_requests"]) == (2, 0, 1)
+
+
 def test_garbage_and_truncated_bodies_are_counted_unreadable_and_never_crash(
     openai_server: StandInOpenAI, waits: list[float]
 ) -> None:

@@ -3,6 +3,8 @@ Gemini's ``generateContent`` for the official clients, and then misbehaves as to
 the raw bytes itself (``http.server`` would not let it dribble):
 
 - ``dribble_body``: a correct answer whose body comes a byte every :attr:`HostileServer.gap` seconds;
+- ``stall_body``: a correct answer's body dribbled for :attr:`HostileServer.stall_after`
+  seconds, then nothing more, the connection held open;
 - ``dribble_headers``: headers a byte at a time, without end;
 - ``endless_slow``: a chunked body of small chunks, one every ``gap``, without end;
 - ``endless_fast``: a chunked body of 64 KiB chunks as fast as the socket takes them, without
@@ -35,8 +37,8 @@ from urllib.parse import parse_qs, urlsplit
 
 WRITE_LIMIT_S = 20.0
 """The longest any response is written for, whatever the client does."""
-BEHAVIOURS = ("dribble_body", "dribble_headers", "endless_slow", "endless_fast", "huge", "echo", "echo_error",
-              "retry_after")
+BEHAVIOURS = ("dribble_body", "stall_body", "dribble_headers", "endless_slow", "endless_fast", "huge", "echo",
+              "echo_error", "retry_after")
 HUGE_BYTES = 64 * 2**20
 ENDLESS_BYTES = 256 * 2**20
 
@@ -68,6 +70,7 @@ class HostileServer:
     behaviour: str
     echo: tuple[str, ...] = ()
     gap: float = 0.05
+    stall_after: float = 0.8
     retry_after: str = "1000000000"
     requests: list[Request] = field(default_factory=list)
 
@@ -188,6 +191,18 @@ class _Handler(socketserver.BaseRequestHandler):
             self.request.sendall(bytes([byte]))
             time.sleep(self.hostile.gap)
 
+    def stall_body(self, request: Request) -> None:
+        body = self.hostile.answer(request)
+        self.request.sendall(self._head("200 OK", len(body)))
+        stalls = time.monotonic() + self.hostile.stall_after
+        for byte in body:
+            if time.monotonic() >= stalls:
+                break
+            self.request.sendall(bytes([byte]))
+            time.sleep(self.hostile.gap)
+        while self._going():  # silent, the connection open: only the client can end it
+            time.sleep(self.hostile.gap)
+
     def dribble_headers(self, request: Request) -> None:
         for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
             self.request.sendall(bytes([byte]))
@@ -232,7 +247,8 @@ class _Handler(socketserver.BaseRequestHandler):
 
 @contextmanager
 def serve_hostile(behaviour: str, **settings: object) -> Iterator[HostileServer]:
-    """A started :class:`HostileServer` for a ``with`` block (``echo``, ``gap``, ``retry_after``)."""
+    """A started :class:`HostileServer` for a ``with`` block (``echo``, ``gap``, ``stall_after``,
+    ``retry_after``)."""
     server = HostileServer(behaviour, **settings)  # type: ignore[arg-type]
     server.start()
     try:
