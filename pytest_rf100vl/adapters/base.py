@@ -172,7 +172,8 @@ class Adapter(ABC):
     are converted to the type of their default (:func:`typed_option`)."""
     repeatable: ClassVar[bool] = True
     """Whether the runner may run the model again over a split too small to time (answers
-    discarded): ``False`` for a model billed per request, or a replayed file."""
+    discarded): ``False`` for a model billed per request, a replayed file, or one whose throughput
+    means nothing (the oracle)."""
     transport_options: ClassVar[frozenset[str]] = frozenset()
     """Options that change how answers are fetched, not what they are (concurrency, time-outs,
     retries, spending caps, prices): left out of answer-cache keys and of the identity a row is
