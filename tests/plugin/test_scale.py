@@ -208,13 +208,14 @@ def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
     assert sorted((model, dataset, run) for _, _, model, dataset, run in lines) == sorted(
         (row["spec"], row["dataset"], row["run_id"]) for row in rows)
     assert scores(rows) == scores(results(pytester.path / "single")) and len({row["run_id"] for row in rows}) == 1
-    # each model ran in one worker, its pairs one after another (so it was loaded once)
+    # the pairs (all of one cost) were split evenly by cost, not by model; each worker ran its
+    # part model by model, so it loaded each of its models once
     log = asked(scale, pids=True)
-    for model in ("a", "b"):
-        assert len({pid for m, _, _, pid in log if m == model}) == 1
-        datasets = [d for m, d, _, _ in log if m == model]
-        assert sorted(dict.fromkeys(datasets)) == sorted(DATASETS) and len(datasets) == 8 * len(DATASETS)
-    assert len({pid for *_, pid in log}) == 2
+    assert sorted((m, d) for m, d, _, _ in log) == sorted((m, d) for m in "ab" for d in DATASETS for _ in range(8))
+    by_worker = {pid: [(m, d) for m, d, _, p in log if p == pid] for pid in {pid for *_, pid in log}}
+    assert len(by_worker) == 2 and all(len(set(pairs)) == 3 for pairs in by_worker.values())
+    assert all({m for m, _ in pairs} == {"a", "b"} for pairs in by_worker.values())  # not grouped by model
+    assert all([m for m, _ in pairs] == sorted(m for m, _ in pairs) for pairs in by_worker.values())
     parquet = pytest.importorskip("pyarrow.parquet").read_table(folder / "results.parquet").to_pylist()
     assert [(row["spec"], row["dataset"]) for row in parquet] == [(m, d) for m in MODELS for d in DATASETS]
     summary = (folder / "summary.md").read_text(encoding="utf-8")
