@@ -307,6 +307,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         self.manifest = file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
         verify = verify or self._params.verify_images == "full"
         matched = None if verify else _build_matching(version_dir, _manifest_digest(self.manifest))
+        self.reused_unread = matched is not None
+        """Whether a build of the same files (by ``stat``) was found, so no file was read."""
         if matched is not None:  # no file changed since this build: read nothing
             content_hash, info = matched.name, datasets.DatasetInfo.from_directory(str(matched))
         else:
