@@ -2,9 +2,10 @@
 
 - Under xdist's default ``--dist load`` (and ``loadgroup``) the plugin schedules by expected
   cost: the matrix is split into one part per worker as ``--rf100vl-shard`` splits it
-  (``session/shard.py``: each pair's kind's cost, pairs from the most to the least costly,
-  each to the part with the least so far), and each worker runs its part in matrix order, so
-  it loads each of its models once. Grouping by model instead left a worker idle whenever
+  (``session/shard.py``: each pair's kind's cost, from the most to the least costly, each to
+  the part with the least so far), a dataset's pairs kept in one part (so each dataset is
+  loaded by one worker), and each worker runs its part in matrix order, so it loads each of
+  its models once. Grouping by model instead left a worker idle whenever
   models differ in speed or number (other ``--dist`` modes are left as they are). A test that
   is not a pair is a group of its own.
 - Worker ``gwI`` takes ``cuda:I`` (modulo the number of GPUs) when the device is ``auto`` or
@@ -111,8 +112,8 @@ def cost_scheduling(config: pytest.Config, log: Any, pairs: list[Pair], cost: Ca
     class CostScheduling(LoadScopeScheduling):
         def __init__(self, config: pytest.Config, log: Any = None):
             super().__init__(config, log)
-            self.parts = {pair.id: index for index, part in enumerate(parts(pairs, self.numnodes, cost))
-                          for pair in part}
+            split = parts(pairs, self.numnodes, cost, together=lambda pair: pair.dataset)
+            self.parts = {pair.id: index for index, part in enumerate(split) for pair in part}
 
         def _split_scope(self, nodeid: str) -> str:
             return part_of(nodeid, self.parts)

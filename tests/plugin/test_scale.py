@@ -15,6 +15,7 @@ from rf100vl_hf.results.rows import latest, read_results
 
 from pytest_rf100vl.core.config import ModelSpec
 from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.session.shard import parts as grouped_parts
 from pytest_rf100vl.session.shard import shard
 
 from tests.plugin.helpers import link, results
@@ -170,6 +171,9 @@ def test_shards_are_balanced_deterministic_and_cover_the_matrix() -> None:
     assert parts == [shard(pairs, part, 3, lambda pair: sizes[pair.dataset]) for part in (1, 2, 3)]
     assert all(part == [pair for pair in pairs if pair in part] for part in parts)  # matrix order kept
     assert shard(pairs, 1, 1, lambda pair: 1.0) == pairs
+    by_dataset = grouped_parts(pairs, 3, lambda pair: sizes[pair.dataset], together=lambda pair: pair.dataset)
+    assert [sorted({pair.dataset for pair in part}) for part in by_dataset] == [["a"], ["b", "e"], ["c", "d"]]
+    assert all(part == [pair for pair in pairs if pair in part] for part in by_dataset)
 
 
 def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -208,13 +212,14 @@ def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
     assert sorted((model, dataset, run) for _, _, model, dataset, run in lines) == sorted(
         (row["spec"], row["dataset"], row["run_id"]) for row in rows)
     assert scores(rows) == scores(results(pytester.path / "single")) and len({row["run_id"] for row in rows}) == 1
-    # the pairs (all of one cost) were split evenly by cost, not by model; each worker ran its
-    # part model by model, so it loaded each of its models once
+    # the pairs were split by cost, a dataset's pairs in one worker (so it loaded each dataset
+    # once), not by model; each worker ran its part model by model, so it loaded each model once
     log = asked(scale, pids=True)
     assert sorted((m, d) for m, d, _, _ in log) == sorted((m, d) for m in "ab" for d in DATASETS for _ in range(8))
     by_worker = {pid: [(m, d) for m, d, _, p in log if p == pid] for pid in {pid for *_, pid in log}}
-    assert len(by_worker) == 2 and all(len(set(pairs)) == 3 for pairs in by_worker.values())
-    assert all({m for m, _ in pairs} == {"a", "b"} for pairs in by_worker.values())  # not grouped by model
+    assert sorted(len(set(pairs)) for pairs in by_worker.values()) == [2, 4]  # 2 datasets and 1, both models
+    assert all({m for m, _ in pairs} == {"a", "b"} for pairs in by_worker.values())
+    assert all([m for m, _ in pairs] == sorted(m for m, _ in pairs) for pairs in by_worker.values())
     assert all([m for m, _ in pairs] == sorted(m for m, _ in pairs) for pairs in by_worker.values())
     parquet = pytest.importorskip("pyarrow.parquet").read_table(folder / "results.parquet").to_pylist()
     assert [(row["spec"], row["dataset"]) for row in parquet] == [(m, d) for m in MODELS for d in DATASETS]
