@@ -510,6 +510,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         staging folder, renamed into place when complete (see the module docstring)."""
         if output_dir is not None and os.path.normpath(str(output_dir)) != os.path.normpath(self._cache_dir):
             return super().download_and_prepare(output_dir, *args, **kwargs)
+        if self.reused_unread and not args and not kwargs:  # found by stat, its info loaded: nothing to do
+            return None
         final = Path(self._cache_dir)
         staging = final.with_name(f".{final.name}{STAGING_SUFFIX}")
         final.parent.mkdir(parents=True, exist_ok=True)
