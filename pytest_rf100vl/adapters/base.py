@@ -256,6 +256,13 @@ class Adapter(ABC):
         return None
 
     @classmethod
+    def pair_revision(cls, checkpoint: str | None, dataset: str, split: str) -> str | None:
+        """The :attr:`revision` a pair of ``dataset``'s ``split`` will record, known before
+        building the model: :meth:`stored_revision` where one revision serves every dataset; an
+        adapter whose revision depends on the dataset (a replayed file per dataset) overrides it."""
+        return cls.stored_revision(checkpoint or cls.default_checkpoint)
+
+    @classmethod
     def planned_identity(cls, checkpoint: str | None, options: dict[str, Any]) -> dict[str, Any]:
         """The ``model``, ``checkpoint``, ``model_revision`` and ``adapter_options`` (resolved,
         with defaults) that :meth:`describe` and :attr:`options` would give for ``checkpoint``

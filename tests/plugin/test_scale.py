@@ -128,6 +128,29 @@ def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
     assert [bool(row["reused_from"]) for row in run_rows(folder)] == [False, True]
 
 
+def test_a_replayed_file_is_reused_while_its_bytes_are_the_same(
+    pytester: pytest.Pytester, small_sample: Path, data_dir: Path
+) -> None:
+    link(data_dir, "alpha", small_sample)
+    common = ["--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu",
+              "-p", "no:cacheprovider", "--benchmark-disable"]
+    pytester.runpytest("--rf100vl-model", "oracle", f"--rf100vl-results={pytester.path / 'oracle'}",
+                       *common).assert_outcomes(passed=1)
+    submitted = pytester.path / "oracle" / "predictions" / "oracle" / "alpha" / "test.json"
+    replay = ["--rf100vl-model", f"predictions:{submitted.parent.parent}", f"--rf100vl-results={pytester.path / 'r'}",
+              *common]
+    for _ in range(2):
+        pytester.runpytest(*replay).assert_outcomes(passed=1)
+    first, again = results(pytester.path / "r")
+    assert again["reused_from"] == first["run_id"] and again["model_revision"] == first["model_revision"]
+    records = json.loads(submitted.read_text())
+    submitted.write_text(json.dumps(records[1:]))  # a box fewer: another file, its pair runs again
+    pytester.runpytest(*replay).assert_outcomes(passed=1)
+    changed = results(pytester.path / "r")[-1]
+    assert not changed["reused_from"] and changed["model_revision"] != first["model_revision"]
+    assert changed["ap"] < first["ap"]
+
+
 def test_an_interrupted_session_says_which_pairs_did_not_finish(
     fakes: pytest.Pytester, small_sample: Path, data_dir: Path
 ) -> None:
