@@ -35,6 +35,7 @@ import shutil
 import time
 import warnings
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -665,11 +666,33 @@ def builder_of(request: DatasetRequest, name: str, progress: bool = True, verify
                            request.verify_images, verify, **asdict(request.splits))
 
 
+class Splits(Mapping[str, "datasets.Dataset"]):
+    """A prepared dataset's splits by name, each opened the first time it is asked for: a pair
+    scored on ``test`` opens that split alone (opening one costs a copy of the dataset's info)."""
+
+    def __init__(self, builder: Rf100vl):
+        self._builder = builder
+        self._opened: dict[str, datasets.Dataset] = {}
+
+    def __getitem__(self, name: str) -> datasets.Dataset:
+        if name not in self._builder.info.splits:
+            raise KeyError(name)
+        if name not in self._opened:
+            self._opened[name] = self._builder.as_dataset(split=name)
+        return self._opened[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builder.info.splits)
+
+    def __len__(self) -> int:
+        return len(self._builder.info.splits)
+
+
 def load_request(
     request: DatasetRequest, name: str, split: str | None = None, progress: bool = True
-) -> datasets.Dataset | datasets.DatasetDict:
-    """Dataset ``name`` as ``request`` asks for it (one split, or all), prepared first when no
-    build matches its exports (:func:`load_rf100vl`)."""
+) -> datasets.Dataset | Splits:
+    """Dataset ``name`` as ``request`` asks for it (one split, or all as :class:`Splits`),
+    prepared first when no build matches its exports (:func:`load_rf100vl`)."""
     builder = builder_of(request, name, progress)
     builder.download_and_prepare()
-    return builder.as_dataset(split=split)
+    return builder.as_dataset(split=split) if split is not None else Splits(builder)
