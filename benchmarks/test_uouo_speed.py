@@ -50,23 +50,25 @@ BUILD_ROUNDS = 3
 MIN_PARALLEL_SPEEDUP = 1.6
 
 
-def _clustered_embeddings(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Unit-norm float32 embeddings: categories gather around cluster centres, images around their category."""
+def clustered_embeddings(categories: int = CATEGORIES, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-norm float32 embeddings, ``IMAGES`` per category: categories gather around cluster
+    centres (as many as at the paper's scale, in proportion), images around their category."""
     rng = np.random.default_rng(seed)
+    clusters = max(1, round(CLUSTERS * categories / CATEGORIES))
 
     def unit(x: np.ndarray) -> np.ndarray:
         return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
-    centres = unit(rng.standard_normal((CLUSTERS, DIM), dtype=np.float32))
-    means = centres[rng.integers(CLUSTERS, size=CATEGORIES)] + 0.5 * unit(
-        rng.standard_normal((CATEGORIES, DIM), dtype=np.float32)
+    centres = unit(rng.standard_normal((clusters, DIM), dtype=np.float32))
+    means = centres[rng.integers(clusters, size=categories)] + 0.5 * unit(
+        rng.standard_normal((categories, DIM), dtype=np.float32)
     )
-    features = np.empty((CATEGORIES * IMAGES, DIM), dtype=np.float32)
-    for start in range(0, CATEGORIES, 2048):  # in blocks, so the float64 temporaries stay small
+    features = np.empty((categories * IMAGES, DIM), dtype=np.float32)
+    for start in range(0, categories, 2048):  # in blocks, so the float64 temporaries stay small
         block = np.repeat(means[start : start + 2048], IMAGES, axis=0)
         noise = rng.standard_normal(block.shape, dtype=np.float32) * np.float32(0.6 / np.sqrt(DIM))
         features[start * IMAGES : start * IMAGES + len(block)] = unit(block + noise)
-    return features, np.repeat(np.arange(CATEGORIES), IMAGES)
+    return features, np.repeat(np.arange(categories), IMAGES)
 
 
 def _print(benchmark: Any, text: str, **figures: Any) -> None:
@@ -75,7 +77,7 @@ def _print(benchmark: Any, text: str, **figures: Any) -> None:
 
 
 def test_neighbours_at_paper_scale(benchmark):
-    features, labels = _clustered_embeddings()
+    features, labels = clustered_embeddings()
 
     def scalable() -> np.ndarray:
         return nearest_by_means(category_means(features, labels, CATEGORIES), k=3, progress=False)[0]

@@ -74,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_rf100vl.session.live import PLUGIN_NAME, LiveProgress
 
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
-        workers.configure(config)  # pytest-xdist: pairs grouped by model, one device per worker
+        workers.configure(config)  # pytest-xdist: pairs balanced by cost, one device per worker
         trackers.configure(config, run)  # --rf100vl-wandb, --rf100vl-mlflow
         config.pluginmanager.register(LiveProgress(config), PLUGIN_NAME)  # progress and logs of long steps
 

@@ -84,6 +84,23 @@ def test_prepare_then_bare_load_dataset(sample_root: Path, tmp_path: Path, capsy
     assert int(done.stdout.strip()) > 0
 
 
+def test_prepare_of_unchanged_files_reads_none_and_verify_reads_them_all(tmp_path: Path, capsys) -> None:
+    from rf100vl_hf.sample import write_sample_export
+
+    export = write_sample_export(tmp_path / "data" / "sample")
+    args = ["prepare", "sample", "--data-dir", str(tmp_path / "data"), "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0 and "sample: prepared" in capsys.readouterr().out
+    # a damaged image with its size and modification time kept: only reading the file can tell
+    image = next(export.glob("test/*.jpg"))
+    before = image.stat()
+    image.write_bytes(image.read_bytes()[:-2] + b"\0\0")  # its JPEG end marker gone
+    os.utime(image, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert main(args) == 0 and "sample: reused (no file changed" in capsys.readouterr().out
+    assert main([*args, "--verify"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bars of the re-reading
+    assert image.name in last and "image: cannot be decoded" in last
+
+
 def test_prepare_with_parameters_names_the_config_id(sample_root: Path, tmp_path: Path, capsys) -> None:
     args = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path), "--fewshot-k", "3"]
     assert main(args) == 0

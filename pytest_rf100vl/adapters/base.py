@@ -175,7 +175,8 @@ class Adapter(ABC):
     are converted to the type of their default (:func:`typed_option`)."""
     repeatable: ClassVar[bool] = True
     """Whether the runner may run the model again over a split too small to time (answers
-    discarded): ``False`` for a model billed per request, or a replayed file."""
+    discarded): ``False`` for a model billed per request, a replayed file, or one whose throughput
+    means nothing (the oracle)."""
     transport_options: ClassVar[frozenset[str]] = frozenset()
     """Options that change how answers are fetched, not what they are (concurrency, time-outs,
     retries, spending caps, prices): left out of answer-cache keys and of the identity a row is
@@ -256,6 +257,13 @@ class Adapter(ABC):
         model (the plugin resumes on it); ``None`` when it cannot be known before. An adapter
         whose :attr:`revision` is not ``None`` overrides this too, or its rows are never reused."""
         return None
+
+    @classmethod
+    def pair_revision(cls, checkpoint: str | None, dataset: str, split: str) -> str | None:
+        """The :attr:`revision` a pair of ``dataset``'s ``split`` will record, known before
+        building the model: :meth:`stored_revision` where one revision serves every dataset; an
+        adapter whose revision depends on the dataset (a replayed file per dataset) overrides it."""
+        return cls.stored_revision(checkpoint or cls.default_checkpoint)
 
     @classmethod
     def planned_identity(cls, checkpoint: str | None, options: dict[str, Any]) -> dict[str, Any]:

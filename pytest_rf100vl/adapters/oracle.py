@@ -21,6 +21,7 @@ class OracleAdapter(Adapter):
     name = "oracle"
     default_checkpoint, prompt_modes, tasks = listed(name)
     needs_ground_truth = True
+    repeatable = False  # its answers are the labels: a timing round would time nothing
     option_defaults: ClassVar[dict[str, Any]] = {}
 
     def set_task(self, task: DetectionTask) -> None:

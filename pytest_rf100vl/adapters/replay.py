@@ -54,6 +54,11 @@ def predictions_file(path: Path, dataset: str, split: str) -> Path:
     raise FileNotFoundError(f"{path}: no predictions for dataset {dataset!r}, split {split!r} (looked for {tried})")
 
 
+def file_revision(path: Path) -> str:
+    """A replayed file's revision: the hash of its bytes."""
+    return f"xxh3:{xxhash.xxh3_128_hexdigest(path.read_bytes())}"
+
+
 def _number(value: Any, path: Path, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise DataError(path, field, f"expected a finite number, got {value!r}")
@@ -188,7 +193,16 @@ class ReplayAdapter(Adapter):
         self.float_ids = replayed.float_ids
         self.ignored_in_all += replayed.ignored
         self.float_ids_in_all += replayed.float_ids
-        self._revision = f"xxh3:{xxhash.xxh3_128_hexdigest(self.file.read_bytes())}"
+        self._revision = file_revision(self.file)
+
+    @classmethod
+    def pair_revision(cls, checkpoint: str | None, dataset: str, split: str) -> str | None:
+        """The content hash of the file the pair would replay (``None`` when there is none): a
+        finished pair is reused as long as its file's bytes are the same."""
+        try:
+            return file_revision(predictions_file(Path(checkpoint or "").expanduser(), dataset, split))
+        except (FileNotFoundError, OSError):
+            return None
 
     def predict(self, batch: list[ImageItem]) -> list[Detections]:
         if self.task is None:

@@ -6,6 +6,7 @@ imports them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pytest_rf100vl.core.config import RunConfig
@@ -28,3 +29,7 @@ class MatrixView(Protocol):
     missing: dict[str, str]
     errors: dict[str, str]
     left_out: dict[str, str]
+
+    def cost_of(self, pairs: list[Pair]) -> Callable[[Pair], float]:
+        """Each pair's expected cost (shards and xdist workers are balanced on it)."""
+        ...

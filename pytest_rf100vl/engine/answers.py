@@ -1,7 +1,10 @@
 """The answer cache as the inference loop uses it: before a batch goes to the model, the
 images already answered are taken from the cache; after the model answered, each answer is
 stored. Only answers reach the cache: an image the model raised on is never stored, so it
-is asked again on the next run (see :mod:`pytest_rf100vl.engine.answer_cache`)."""
+is asked again on the next run (see :mod:`pytest_rf100vl.engine.answer_cache`). An answer
+stored by the same pass is not taken back: a byte-identical copy of an image in one split
+is asked like any other image, so a fresh run is never mistaken for a resumed one (its
+timing rounds and answer counts stay those of every image)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class PairAnswers(Generic[A]):
         self.kind = kind
         self._keys: dict[int, str] = {}  # image id -> key, for the images looked up and not found
         self._task_parts: tuple[str, ...] | None = None  # the task's key parts, the same for every image
+        self._stored: set[str] = set()  # the keys this pass stored: a duplicate image's, not a resumed answer
 
     def found(self, items: Sequence[ImageItem], queries: Sequence[GroundingQuery] | None = None) -> dict[int, A]:
         """Image id -> the cached answer, for the items that have one."""
@@ -37,7 +41,7 @@ class PairAnswers(Generic[A]):
             self._task_parts = self.adapter.answer_key_parts(None)
         for item, query in zip(items, queries if queries is not None else [None] * len(items)):
             key = key_for(self.adapter, item.image, query, self._task_parts if query is None else None)
-            payload = self.cache.get(key)
+            payload = None if key in self._stored else self.cache.get(key)
             answer = answer_from(payload) if payload is not None else None
             if isinstance(answer, self.kind):
                 found[item.image_id] = answer
@@ -47,7 +51,9 @@ class PairAnswers(Generic[A]):
 
     def keep(self, item: ImageItem, answer: A) -> None:
         """Store the model's answer for ``item`` (looked up before and not found)."""
-        self.cache.put(self._keys.pop(item.image_id), payload_of(answer))
+        key = self._keys.pop(item.image_id)
+        self._stored.add(key)
+        self.cache.put(key, payload_of(answer))
 
     def close(self) -> None:
         self.cache.close()

@@ -6,6 +6,7 @@ runs do not share it. It never names a kind: each pair runs through the same sta
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,8 +85,13 @@ class MatrixSession:
         chosen = self.config.matrix.shard
         if chosen is None:
             return pairs
+        return shard(pairs, *chosen, self.cost_of(pairs))
+
+    def cost_of(self, pairs: list[Pair]) -> Callable[[Pair], float]:
+        """Each pair's expected cost, by its kind's :meth:`BenchmarkKind.cost` of its dataset
+        (asked once per dataset): what shards and xdist workers are balanced on."""
         costs = {dataset: self.kinds[kind].cost(dataset) for dataset, kind in {(p.dataset, p.kind) for p in pairs}}
-        return shard(pairs, *chosen, lambda pair: costs[pair.dataset])
+        return lambda pair: costs[pair.dataset]
 
     def _cache_folder(self) -> Path | None:
         """The answer cache folder: ``--rf100vl-cache DIR``, none with ``off``, by default

@@ -13,9 +13,10 @@ identity is worked out without building the model:
 
 - the model's columns from the adapter's class (:meth:`Adapter.planned_identity`): its
   name, the checkpoint (or its default), the options with their defaults, and the revision
-  the checkpoint has on disk now (a Hub checkpoint's commit read from the local Hub cache, a
-  local folder's content hash); a revision that cannot be known before the model is built
-  never matches a recorded one, so such pairs run again;
+  the checkpoint has on disk now (:meth:`Adapter.pair_revision`: a Hub checkpoint's commit
+  read from the local Hub cache, a local folder's content hash, a replayed file's content
+  hash); a revision that cannot be known before the model is built never matches a recorded
+  one, so such pairs run again;
 - the dataset's columns from the split its kind loads (:attr:`Split.identity`: the prepared
   dataset, not the model), and the training columns from the pair's training plan.
 
@@ -60,15 +61,16 @@ def earlier_rows(folder: Path) -> list[dict[str, Any]]:
         return read_jsonl(path)
 
 
-def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None") -> dict[str, Any]:
-    """The model's identity columns for ``spec``, worked out without building the model; for
-    an adapter the registry does not know (``cls`` ``None``: a hook makes it), the spec and the
-    options as given."""
+def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None", dataset: str, split: str) -> dict[str, Any]:
+    """The model's identity columns for ``spec`` on ``dataset``'s ``split``, worked out without
+    building the model; for an adapter the registry does not know (``cls`` ``None``: a hook
+    makes it), the spec and the options as given."""
     options = spec.option_values
     if cls is None:
         return {"spec": spec.text, "requested_options": options_column(options)}
     identity = cls.planned_identity(spec.checkpoint, options)
-    return {**identity, "adapter_options": options_column(identity["adapter_options"])}
+    return {**identity, "adapter_options": options_column(identity["adapter_options"]),
+            "model_revision": cls.pair_revision(spec.checkpoint, dataset, split)}
 
 
 def answers_in_text(cls: "type[Adapter] | None") -> bool:
@@ -98,7 +100,8 @@ def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split", trains: b
     """The column values a reusable row of ``pair`` must have (``split``: the split it runs on;
     ``trains``: its kind's rows carry the training columns)."""
     training = asdict(identity_columns(pair.training, split)) if trains else {}
-    return {**model_identity(pair.spec, cls), "dataset": pair.dataset, "split": split.name, **split.identity,
+    return {**model_identity(pair.spec, cls, pair.dataset, split.name), "dataset": pair.dataset, "split": split.name,
+            **split.identity,
             **{key: training[key] for key in TRAINING_IDENTITY if key in training},
             "scoring_version": SCORING_VERSION,
             LIMIT: config.matrix.limit}  # a full run wants None: a limited row is never reused for it

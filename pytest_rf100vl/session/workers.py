@@ -1,9 +1,13 @@
 """pytest-xdist: ``pytest -n 8 --rf100vl-model ...`` runs the matrix on 8 workers, one per device.
 
-- Under xdist's default ``--dist load`` (and ``loadgroup``) the plugin schedules by model:
-  all of a model's pairs go to one worker, in matrix order, so the model is loaded once and
-  the models are spread over the workers (other ``--dist`` modes are left as they are). A
-  test that is not a pair is a group of its own.
+- Under xdist's default ``--dist load`` (and ``loadgroup``) the plugin schedules by expected
+  cost: the matrix is split into one part per worker as ``--rf100vl-shard`` splits it
+  (``session/shard.py``: each pair's kind's cost, from the most to the least costly, each to
+  the part with the least so far), a dataset's pairs kept in one part (so each dataset is
+  loaded by one worker), and each worker runs its part in matrix order, so it loads each of
+  its models once. Grouping by model instead left a worker idle whenever
+  models differ in speed or number (other ``--dist`` modes are left as they are). A test that
+  is not a pair is a group of its own.
 - Worker ``gwI`` takes ``cuda:I`` (modulo the number of GPUs) when the device is ``auto`` or
   ``cuda`` and CUDA is there; an explicit ``cuda:N``, ``cpu`` or ``mps`` is kept.
 - Every process of the session shares the controller's run id; workers append their rows to
@@ -12,22 +16,27 @@
   did not finish by the rows: those it planned with no row in ``results.jsonl``.
 - The controller alone reads the run's rows back from ``results.jsonl``, in matrix order,
   writes ``summary.md`` and ``results.parquet``, runs the checks of means and prints the
-  summary once; as each worker's pair ends, it reads that pair's row back and tells
-  ``pytest_rf100vl_row_written`` of it (so an experiment tracker logs one run per session).
+  summary once; as each worker's pair ends, it reads the lines appended since the last pair
+  (never the whole file again) and tells ``pytest_rf100vl_row_written`` of that pair's row (so
+  an experiment tracker logs one run per session).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rf100vl_hf.results.rows import JsonlTail
+
 from pytest_rf100vl.core.matrix_view import MatrixView
 from pytest_rf100vl.core.pairs import Pair, pair_of, row_key
 from pytest_rf100vl.core.stash import SESSION_KEY
 from pytest_rf100vl.session import listeners
+from pytest_rf100vl.session.shard import parts
 
 RUN_ID = "rf100vl_run_id"
 COMMAND = "rf100vl_command"
@@ -79,29 +88,37 @@ def worker_device(config: pytest.Config, requested: str, resolved: str) -> str:
 
 
 def configure(config: pytest.Config) -> None:
-    """Register the xdist hooks on the controller (scheduling by model, the shared run id, the
+    """Register the xdist hooks on the controller (scheduling by cost, the shared run id, the
     workers' reports)."""
     if is_controller(config):
         config.pluginmanager.register(XdistHooks(config), "rf100vl-xdist")
 
 
-def model_of(nodeid: str, models: dict[str, str]) -> str:
-    """The scheduling group of a test: the model of the pair it is parametrized with (the
-    ``[...]`` id ends its node id), else the test itself."""
+def part_of(nodeid: str, parts: dict[str, int]) -> str:
+    """The scheduling scope of a test: the part of the matrix its pair is in (the ``[...]`` id
+    ends its node id), else the test itself."""
     if nodeid.endswith("]") and "[" in nodeid:
-        return models.get(nodeid[nodeid.index("[") + 1 : -1], nodeid)
+        part = parts.get(nodeid[nodeid.index("[") + 1 : -1])
+        if part is not None:
+            return f"rf100vl-part-{part}"
     return nodeid
 
 
-def model_scheduling(config: pytest.Config, log: Any, models: dict[str, str]) -> Any:
-    """xdist's scope scheduling with a model's pairs as one scope (see the module docstring)."""
+def cost_scheduling(config: pytest.Config, log: Any, pairs: list[Pair], cost: Callable[[Pair], float]) -> Any:
+    """xdist's scope scheduling with one scope per worker: its part of the matrix by cost
+    (see the module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModelScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return model_of(nodeid, models)
+    class CostScheduling(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: Any = None):
+            super().__init__(config, log)
+            split = parts(pairs, self.numnodes, cost, together=lambda pair: pair.dataset)
+            self.parts = {pair.id: index for index, part in enumerate(split) for pair in part}
 
-    return ModelScheduling(config, log)
+        def _split_scope(self, nodeid: str) -> str:
+            return part_of(nodeid, self.parts)
+
+    return CostScheduling(config, log)
 
 
 class XdistHooks:
@@ -111,20 +128,23 @@ class XdistHooks:
         self.config = config
         self.told: set[tuple[Any, Any, Any]] = set()
         """The rows ``pytest_rf100vl_row_written`` was told of, by :func:`row_key`."""
+        self.tail: JsonlTail | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A worker's test has ended: tell ``pytest_rf100vl_row_written`` of the rows of the run
-        that are new in ``results.jsonl`` (the worker appended its pair's row before)."""
+        appended to ``results.jsonl`` since the last test (the worker appended its pair's row
+        before)."""
 
         if report.when != "teardown" or SESSION_KEY not in self.config.stash:
             return
         if not self.config.hook.pytest_rf100vl_row_written.get_hookimpls():
             return
         state = self.config.stash[SESSION_KEY]
+        self.tail = self.tail or JsonlTail(state.writer.jsonl)
         pairs = {pair.key: pair for pair in state.pairs}
-        for row in rows_of_run(state.writer.jsonl, state.writer.run_id, state.pairs):
+        for row in self.tail.new_rows():
             key = row_key(row)
-            if key in pairs and key not in self.told:
+            if row.get("run_id") == state.writer.run_id and key in pairs and key not in self.told:
                 self.told.add(key)
                 listeners.row_written(self.config, pairs[key], row)
 
@@ -132,7 +152,8 @@ class XdistHooks:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if config.getoption("dist") not in ("load", "loadgroup") or SESSION_KEY not in config.stash:
             return None
-        return model_scheduling(config, log, {pair.id: pair.model for pair in config.stash[SESSION_KEY].pairs})
+        state = config.stash[SESSION_KEY]
+        return cost_scheduling(config, log, state.pairs, state.cost_of(state.pairs))
 
     def pytest_configure_node(self, node: Any) -> None:
         if SESSION_KEY in node.config.stash:

@@ -168,10 +168,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     request = DatasetRequest(args.data_dir, args.fewshot_dir, args.cache_dir, args.verify_images,
                              SplitParameters(**params))
     for name in args.names:
-        builder = builder_of(request, name, verify=True)
+        builder = builder_of(request, name, verify=args.verify)
         builder.download_and_prepare()
         splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
-        print(f"{name}: prepared {splits}\n  in {builder.cache_dir}")
+        how = "reused (no file changed since its build; --verify re-reads them)" if builder.reused_unread else "prepared"
+        print(f"{name}: {how} {splits}\n  in {builder.cache_dir}")
         if builder.config_id == name:
             print(f"  load it anywhere with: load_dataset('rf100vl', '{name}', split='test')")
         else:
@@ -501,7 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="validate exports and build the Arrow cache that load_dataset('rf100vl', NAME) reads",
         description=(
             "Read and validate every file of each export, then write datasets' Arrow cache, unless a "
-            "build of the same contents exists (then it is reused). Afterwards "
+            "build of the same contents exists (then it is reused). An export none of whose files changed "
+            "(size and modification time) since its build is reused after a stat of each file, reading "
+            "none; --verify reads and checks every file anyway. Afterwards "
             "load_dataset('rf100vl', NAME, split=...) works from any directory, offline "
             "(set HF_HUB_OFFLINE=1 on a machine without network to skip the Hub lookup), and "
             "load_rf100vl and the pytest plugin reuse the build after a stat of each file, as long "
@@ -539,6 +542,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verify-images", choices=["header", "full"], default="header",
         help="header: parse headers and check JPEG/PNG end markers (fast, default); full: decode every image",
+    )
+    p.add_argument(
+        "--verify", action="store_true",
+        help="read, check and fingerprint every file even when none changed since the build (default: a build "
+        "of unchanged files is reused after a stat of each file)",
     )
     p.set_defaults(func=cmd_prepare)
 

@@ -101,18 +101,22 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         data = path.read_bytes()
     except OSError as exc:
         raise DataError(path, "file", f"cannot be read ({exc.strerror or exc})") from None
-    lines = data.split(b"\n")
+    return _parsed(path, data.split(b"\n"), 1, torn_last=True)
+
+
+def _parsed(path: Path, lines: list[bytes], first: int, torn_last: bool) -> list[dict[str, Any]]:
+    """The rows of ``lines`` of ``path``, numbered from ``first`` (see :func:`read_jsonl`)."""
     rows = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
-        torn = number == len(lines)  # only the last piece lacks its line break
+        torn = torn_last and number == first + len(lines) - 1  # only the last piece lacks its line break
         try:
             row = json.loads(line)
         except (ValueError, RecursionError) as exc:
             if torn:
                 warnings.warn(f"{path}: line {number}: cut short (no line break, not JSON); skipped",
-                              TornLineWarning, stacklevel=2)
+                              TornLineWarning, stacklevel=3)
                 continue
             raise DataError(path, f"line {number}", f"not JSON ({str(exc)[:120]})") from None
         if not isinstance(row, dict):
@@ -122,6 +126,33 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise DataError(path, f"line {number}: {problem[0]}", problem[1])
         rows.append(row)
     return rows
+
+
+class JsonlTail:
+    """Follows a ``results.jsonl`` that others append to: each :meth:`new_rows` reads only
+    the whole lines added since the last call (a line still being written waits for the next),
+    so following a run's rows costs each row once, not the whole file per row."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._offset = 0
+        self._lines = 0
+
+    def new_rows(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise DataError(self.path, "file", f"cannot be read ({exc.strerror or exc})") from None
+        whole = data[: data.rfind(b"\n") + 1]
+        lines = whole.split(b"\n")[:-1]
+        rows = _parsed(self.path, lines, self._lines + 1, torn_last=False)
+        self._offset += len(whole)
+        self._lines += len(lines)
+        return rows
 
 
 def results_file(folder: Path) -> Path:

@@ -35,6 +35,7 @@ import shutil
 import time
 import warnings
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -307,6 +308,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         self.manifest = file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
         verify = verify or self._params.verify_images == "full"
         matched = None if verify else _build_matching(version_dir, _manifest_digest(self.manifest))
+        self.reused_unread = matched is not None
+        """Whether a build of the same files (by ``stat``) was found, so no file was read."""
         if matched is not None:  # no file changed since this build: read nothing
             content_hash, info = matched.name, datasets.DatasetInfo.from_directory(str(matched))
         else:
@@ -510,6 +513,8 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         staging folder, renamed into place when complete (see the module docstring)."""
         if output_dir is not None and os.path.normpath(str(output_dir)) != os.path.normpath(self._cache_dir):
             return super().download_and_prepare(output_dir, *args, **kwargs)
+        if self.reused_unread and not args and not kwargs:  # found by stat, its info loaded: nothing to do
+            return None
         final = Path(self._cache_dir)
         staging = final.with_name(f".{final.name}{STAGING_SUFFIX}")
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -669,11 +674,33 @@ def builder_of(request: DatasetRequest, name: str, progress: bool = True, verify
                            request.verify_images, verify, **asdict(request.splits))
 
 
+class Splits(Mapping[str, "datasets.Dataset"]):
+    """A prepared dataset's splits by name, each opened the first time it is asked for: a pair
+    scored on ``test`` opens that split alone (opening one costs a copy of the dataset's info)."""
+
+    def __init__(self, builder: Rf100vl):
+        self._builder = builder
+        self._opened: dict[str, datasets.Dataset] = {}
+
+    def __getitem__(self, name: str) -> datasets.Dataset:
+        if name not in self._builder.info.splits:
+            raise KeyError(name)
+        if name not in self._opened:
+            self._opened[name] = self._builder.as_dataset(split=name)
+        return self._opened[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builder.info.splits)
+
+    def __len__(self) -> int:
+        return len(self._builder.info.splits)
+
+
 def load_request(
     request: DatasetRequest, name: str, split: str | None = None, progress: bool = True
-) -> datasets.Dataset | datasets.DatasetDict:
-    """Dataset ``name`` as ``request`` asks for it (one split, or all), prepared first when no
-    build matches its exports (:func:`load_rf100vl`)."""
+) -> datasets.Dataset | Splits:
+    """Dataset ``name`` as ``request`` asks for it (one split, or all as :class:`Splits`),
+    prepared first when no build matches its exports (:func:`load_rf100vl`)."""
     builder = builder_of(request, name, progress)
     builder.download_and_prepare()
-    return builder.as_dataset(split=split)
+    return builder.as_dataset(split=split) if split is not None else Splits(builder)

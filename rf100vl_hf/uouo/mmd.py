@@ -242,18 +242,21 @@ def means_agreement(
     order = np.argsort(labels, kind="stable")
     groups = np.split(order, np.cumsum(np.bincount(labels, minlength=len(candidates)))[:-1])
     anchors = np.random.default_rng(seed).choice(len(candidates), size=min(sample, len(candidates)), replace=False)
-    x = np.asarray(features, dtype=np.float64)
+    features = np.asarray(features)
     within: dict[int, float] = {}
+
+    def rows(c: int) -> np.ndarray:  # only the rows asked for become float64, not all N x d
+        return features[groups[c]].astype(np.float64)
 
     def self_term(c: int) -> float:
         if c not in within:
-            within[c] = _mean_kernel(x[groups[c]], x[groups[c]], sigma)
+            within[c] = _mean_kernel(rows(c), rows(c), sigma)
         return within[c]
 
     agree = 0
     for anchor in anchors:
-        xa = x[groups[anchor]]
-        exact = [self_term(int(anchor)) + self_term(int(c)) - 2 * _mean_kernel(xa, x[groups[c]], sigma)
+        xa = rows(int(anchor))
+        exact = [self_term(int(anchor)) + self_term(int(c)) - 2 * _mean_kernel(xa, rows(int(c)), sigma)
                  for c in candidates[anchor]]
         agree += set(np.argsort(exact, kind="stable")[:k].tolist()) == set(range(k))
     return agree / len(anchors)

@@ -183,3 +183,41 @@ def test_a_file_that_is_not_a_cache_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(DataError, match=r"answers\.sqlite: answer cache: not a usable SQLite answer cache"):
         AnswerCache(path)
+
+
+class Counting(Scripted):
+    """Counts its answers, as a chat adapter counts its replies, and the images it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__("stand-in")
+        self.asked: list[int] = []
+
+    def predict(self, batch):
+        self.asked += [item.image_id for item in batch]
+        return super().predict(batch)
+
+    def answer_counts(self) -> dict[str, int]:
+        return {"answers": len(self.asked)}
+
+
+def test_duplicate_images_in_a_fresh_run_are_asked_and_timed_not_taken_for_a_resumed_cache(tmp_path: Path) -> None:
+    import datasets
+
+    from pytest_rf100vl.engine.runner import LoopOptions, Rounds, answer
+    from tests.plugin.test_concurrency import png
+
+    seeds = [0, 1, 0, 2, 1, 3]  # images 2 and 4 are byte-identical copies of 0 and 1
+    images = datasets.Dataset.from_dict({
+        "image": [{"bytes": png(seed), "path": None} for seed in seeds], "image_id": list(range(len(seeds))),
+        "file_name": [f"{i}.png" for i in range(len(seeds))],
+    }).cast_column("image", datasets.Image())
+    loop = LoopOptions(0, tmp_path, Rounds(min_time=60.0, min_rounds=3, max_rounds=3))
+    adapter = Counting()
+    adapter.set_task(DetectionTask("d", ["cat"]))
+    fresh = answer(adapter, images, None, 1, loop, "fresh")
+    assert fresh.timing.cached_images == 0 and len(fresh.rounds) == 3  # the timing rounds ran
+    assert fresh.answer_counts == {"answers": 6} and adapter.asked[:6] == list(range(6))
+    resumed = Counting()
+    resumed.set_task(DetectionTask("d", ["cat"]))
+    again = answer(resumed, images, None, 1, loop, "again")  # a resumed run: every answer is cached
+    assert again.timing.cached_images == 6 and len(again.rounds) == 1 and resumed.asked == []

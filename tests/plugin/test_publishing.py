@@ -6,6 +6,8 @@ retry command that leaves every local file as it was and the exit status unchang
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -92,6 +94,40 @@ def test_two_machines_runs_pushed_at_once_give_one_repository(
     files = hub_server.files("tester/leaderboard")
     assert render(ap_table(select(read_results([first, second]))), "md") in files["README.md"].decode()
     assert {"plots/domain_means.png", "plots/heatmap.png"} <= set(files)
+
+
+def test_n_machines_shards_pushed_to_one_repository_give_the_summary_of_one_run(
+    fakes: pytest.Pytester, two_datasets: list[str], hub_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/scale.md's recipe for N machines, with two processes as two machines: each runs its
+    shard and pushes to one results repository at the same time; the repository holds every
+    row, and the shards' folders merge into the summary of one unsharded run."""
+    from datasets import load_dataset
+
+    from rf100vl_hf.cli import main
+
+    monkeypatch.setenv("HF_TOKEN", hub_server.token)
+    models = ["--rf100vl-model", "oracle", *two_datasets]
+    fakes.runpytest_inprocess(*models, f"--rf100vl-results={tmp_path / 'one'}").assert_outcomes(passed=2)
+    machines = [
+        subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-disable", *models,
+                          f"--rf100vl-shard={part}/2", f"--rf100vl-results={tmp_path / f'shard-{part}'}",
+                          "--rf100vl-push-results", "tester/scale"],
+                         cwd=fakes.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for part in (1, 2)
+    ]
+    outputs = [machine.communicate(timeout=300)[0] for machine in machines]
+    assert [machine.returncode for machine in machines] == [0, 0], outputs
+    shards = [tmp_path / "shard-1", tmp_path / "shard-2"]
+    assert [len(results(folder)) for folder in shards] == [1, 1]
+    pushed = load_dataset("tester/scale", "rf100vl", split="train", download_mode="force_redownload").to_list()
+    assert sorted((row["spec"], row["dataset"]) for row in pushed) == sorted(
+        (row["spec"], row["dataset"]) for row in results(tmp_path / "one"))
+    assert main(["results", "summary", *map(str, shards), "--out", str(tmp_path / "merged"), "--no-plots"]) == 0
+    table = render(ap_table(select(read_results([tmp_path / "one"]))), "md")
+    assert render(ap_table(select(read_results(shards))), "md") == table
+    assert table in (tmp_path / "merged" / "summary.md").read_text(encoding="utf-8")
+    assert table in hub_server.files("tester/scale")["README.md"].decode()
 
 
 def test_a_failed_push_is_a_warning_with_the_retry_command(

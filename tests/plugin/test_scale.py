@@ -15,6 +15,7 @@ from rf100vl_hf.results.rows import latest, read_results
 
 from pytest_rf100vl.core.config import ModelSpec
 from pytest_rf100vl.core.pairs import Pair
+from pytest_rf100vl.session.shard import parts as grouped_parts
 from pytest_rf100vl.session.shard import shard
 
 from tests.plugin.helpers import link, results
@@ -127,6 +128,29 @@ def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
     assert [bool(row["reused_from"]) for row in run_rows(folder)] == [False, True]
 
 
+def test_a_replayed_file_is_reused_while_its_bytes_are_the_same(
+    pytester: pytest.Pytester, small_sample: Path, data_dir: Path
+) -> None:
+    link(data_dir, "alpha", small_sample)
+    common = ["--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu",
+              "-p", "no:cacheprovider", "--benchmark-disable"]
+    pytester.runpytest("--rf100vl-model", "oracle", f"--rf100vl-results={pytester.path / 'oracle'}",
+                       *common).assert_outcomes(passed=1)
+    submitted = pytester.path / "oracle" / "predictions" / "oracle" / "alpha" / "test.json"
+    replay = ["--rf100vl-model", f"predictions:{submitted.parent.parent}", f"--rf100vl-results={pytester.path / 'r'}",
+              *common]
+    for _ in range(2):
+        pytester.runpytest(*replay).assert_outcomes(passed=1)
+    first, again = results(pytester.path / "r")
+    assert again["reused_from"] == first["run_id"] and again["model_revision"] == first["model_revision"]
+    records = json.loads(submitted.read_text())
+    submitted.write_text(json.dumps(records[1:]))  # a box fewer: another file, its pair runs again
+    pytester.runpytest(*replay).assert_outcomes(passed=1)
+    changed = results(pytester.path / "r")[-1]
+    assert not changed["reused_from"] and changed["model_revision"] != first["model_revision"]
+    assert changed["ap"] < first["ap"]
+
+
 def test_an_interrupted_session_says_which_pairs_did_not_finish(
     fakes: pytest.Pytester, small_sample: Path, data_dir: Path
 ) -> None:
@@ -170,6 +194,9 @@ def test_shards_are_balanced_deterministic_and_cover_the_matrix() -> None:
     assert parts == [shard(pairs, part, 3, lambda pair: sizes[pair.dataset]) for part in (1, 2, 3)]
     assert all(part == [pair for pair in pairs if pair in part] for part in parts)  # matrix order kept
     assert shard(pairs, 1, 1, lambda pair: 1.0) == pairs
+    by_dataset = grouped_parts(pairs, 3, lambda pair: sizes[pair.dataset], together=lambda pair: pair.dataset)
+    assert [sorted({pair.dataset for pair in part}) for part in by_dataset] == [["a"], ["b", "e"], ["c", "d"]]
+    assert all(part == [pair for pair in pairs if pair in part] for part in by_dataset)
 
 
 def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -208,13 +235,15 @@ def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
     assert sorted((model, dataset, run) for _, _, model, dataset, run in lines) == sorted(
         (row["spec"], row["dataset"], row["run_id"]) for row in rows)
     assert scores(rows) == scores(results(pytester.path / "single")) and len({row["run_id"] for row in rows}) == 1
-    # each model ran in one worker, its pairs one after another (so it was loaded once)
+    # the pairs were split by cost, a dataset's pairs in one worker (so it loaded each dataset
+    # once), not by model; each worker ran its part model by model, so it loaded each model once
     log = asked(scale, pids=True)
-    for model in ("a", "b"):
-        assert len({pid for m, _, _, pid in log if m == model}) == 1
-        datasets = [d for m, d, _, _ in log if m == model]
-        assert sorted(dict.fromkeys(datasets)) == sorted(DATASETS) and len(datasets) == 8 * len(DATASETS)
-    assert len({pid for *_, pid in log}) == 2
+    assert sorted((m, d) for m, d, _, _ in log) == sorted((m, d) for m in "ab" for d in DATASETS for _ in range(8))
+    by_worker = {pid: [(m, d) for m, d, _, p in log if p == pid] for pid in {pid for *_, pid in log}}
+    assert sorted(len(set(pairs)) for pairs in by_worker.values()) == [2, 4]  # 2 datasets and 1, both models
+    assert all({m for m, _ in pairs} == {"a", "b"} for pairs in by_worker.values())
+    assert all([m for m, _ in pairs] == sorted(m for m, _ in pairs) for pairs in by_worker.values())
+    assert all([m for m, _ in pairs] == sorted(m for m, _ in pairs) for pairs in by_worker.values())
     parquet = pytest.importorskip("pyarrow.parquet").read_table(folder / "results.parquet").to_pylist()
     assert [(row["spec"], row["dataset"]) for row in parquet] == [(m, d) for m in MODELS for d in DATASETS]
     summary = (folder / "summary.md").read_text(encoding="utf-8")

@@ -107,8 +107,8 @@ def test_the_oracle_scores_exactly_one_on_both_configs_under_the_benchmark_clock
     assert [line["iou"] for line in answers(rows[1])] == [1.0] * NUM_MOSAICS
     benchmarks = json.loads((pytester.path / "bench.json").read_text(encoding="utf-8"))["benchmarks"]
     assert [b["name"] for b in benchmarks] == ["test_grounding[oracle-uouo-random]", "test_grounding[oracle-uouo-mmd]"]
-    assert all(b["extra_info"]["throughput_rounds"] > 1 and b["stats"]["rounds"] == 1 and b["extra_info"]["accuracy"] == 1.0
-               for b in benchmarks)  # 8 mosaics are too few to time in one round: the row times more
+    assert all(b["extra_info"]["throughput_rounds"] == 1 and b["stats"]["rounds"] == 1 and b["extra_info"]["accuracy"] == 1.0
+               for b in benchmarks)  # the oracle's throughput means nothing: no timing rounds, however short
     result.stdout.fnmatch_lines(
         [
             "## UOUO: mIoU and quadrant accuracy (as in its Table 1)",

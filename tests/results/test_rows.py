@@ -8,7 +8,7 @@ import pytest
 
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results import IDENTITY, SelectionError, identity, latest, read_results, select
-from rf100vl_hf.results.rows import TornLineWarning
+from rf100vl_hf.results.rows import JsonlTail, TornLineWarning
 
 from tests.results.factory import detection_row, write_jsonl
 
@@ -22,6 +22,25 @@ def test_a_torn_last_line_is_skipped_with_a_warning(tmp_path):
 
 ROW = '{"benchmark": "rf100vl", "dataset": "bees", "model": "m"}'
 """The least a row may hold."""
+
+
+def test_a_followed_file_gives_each_appended_row_once_and_waits_for_a_line_being_written(tmp_path):
+    path = tmp_path / "results.jsonl"
+    tail = JsonlTail(path)
+    assert tail.new_rows() == []  # not written yet
+    path.write_text(f"{ROW}\n")
+    assert [row["dataset"] for row in tail.new_rows()] == ["bees"]
+    with path.open("a") as handle:
+        handle.write(ROW.replace("bees", "ants") + '\n{"benchmark": "rf100vl", "data')  # the next row half-written
+    assert [row["dataset"] for row in tail.new_rows()] == ["ants"]
+    with path.open("a") as handle:
+        handle.write('set": "wasps", "model": "m"}\n')
+    assert [row["dataset"] for row in tail.new_rows()] == ["wasps"] and tail.new_rows() == []
+    with path.open("a") as handle:
+        handle.write("not json\n")
+    with pytest.raises(DataError) as caught:
+        tail.new_rows()
+    assert caught.value.field == "line 4"  # numbered as in the whole file
 
 
 @pytest.mark.parametrize(("content", "field"), [

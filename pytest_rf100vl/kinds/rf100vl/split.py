@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.metadata import read_metadata
@@ -51,13 +52,13 @@ def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
 @dataclass
 class DetectionSplit(Split):
     """A split of an RF100-VL dataset, scored under ``protocol``; ``splits`` holds every split of
-    the dataset."""
+    the dataset (opened when asked for: ``rf100vl_hf.rf100vl.builder.Splits``)."""
 
-    splits: "datasets.DatasetDict" = field(default=None)  # type: ignore[assignment]
+    splits: "Mapping[str, datasets.Dataset]" = field(default=None)  # type: ignore[assignment]
     protocol: Protocol = PROTOCOLS[PAPER]
 
     @classmethod
-    def of(cls, splits: "datasets.DatasetDict", name: str, prompt: str,
+    def of(cls, splits: "Mapping[str, datasets.Dataset]", name: str, prompt: str,
            protocol: Protocol = PROTOCOLS[PAPER]) -> "DetectionSplit":
         """The split ``name`` of a loaded dataset, for pairs prompted in mode ``prompt``."""
         if name not in splits:
