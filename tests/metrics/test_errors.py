@@ -1,6 +1,7 @@
 """The error analysis of a scored split (:mod:`rf100vl_hf.metrics.errors`): its base is
-pycocotools' AP50, it does not depend on the backend that scored the AP, and a fixed score
-gives no calibration figure, only the reason."""
+pycocotools' AP50, it does not depend on the backend that scored the AP, a fixed score gives
+no calibration figure, only the reason, and the label-error candidates are the first of
+hotcoco's whole list however they are asked for."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rf100vl_hf.metrics import evaluate
-from rf100vl_hf.metrics import errors
+from rf100vl_hf.metrics import errors, evaluate
 from rf100vl_hf.metrics.backends import hotcoco_evaluator
 from rf100vl_hf.metrics.errors import BACKGROUND, LABEL_ERRORS_KEPT, TIDE_ORACLES, TIDE_TYPES, ErrorAnalysis
 from rf100vl_hf.metrics.inputs import check_ground_truth, check_results
