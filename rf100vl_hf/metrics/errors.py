@@ -16,11 +16,17 @@ matching and AP50 (hotcoco's arrays equal pycocotools'):
   undefined when every box has the same score (the chat models' 1.0).
 - Label-error candidates: confident detections (score >= 0.5) that hit a box of another class
   or no box at all, the best-scored few; where the annotation may be what is wrong.
+
+Each analysis is one hotcoco call on that evaluator (``docs/errors.md``, *Cost*, says what each
+costs). The label-error candidates are asked for among the best-scored confident detections
+first: hotcoco returns a dict for every candidate, a split can have tens of thousands of them,
+and a row keeps ten.
 """
 
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 import math
 from dataclasses import dataclass
@@ -49,6 +55,9 @@ CALIBRATION_BINS = 10
 LABEL_ERROR_SCORE = 0.5
 LABEL_ERRORS_KEPT = 10
 """Label-error candidates a row names (the best-scored ones)."""
+LABEL_ERROR_SEARCH = 1000
+"""The best-scored confident detections whose candidates are asked for first; all confident
+ones only when those hold fewer than :data:`LABEL_ERRORS_KEPT`."""
 CONFUSED_PAIRS_KEPT = 5
 TRUE_POSITIVE = "tp"
 
@@ -84,10 +93,11 @@ class ErrorAnalysis:
         ``{truth, predicted, count}``, most frequent first."""
         classes = self.confusion[:-1, :-1].copy()
         np.fill_diagonal(classes, 0)
-        cells = np.argwhere(classes > 0)
-        ranked = sorted(cells.tolist(), key=lambda cell: (-classes[cell[0], cell[1]], cell[0], cell[1]))[:top]
-        return [{"truth": self.class_names[t], "predicted": self.class_names[p], "count": int(classes[t, p])}
-                for t, p in ranked]
+        truth, predicted = np.nonzero(classes)  # row by row: ties stay in (truth, predicted) order
+        counts = classes[truth, predicted]
+        ranked = np.argsort(-counts, kind="stable")[:top]
+        return [{"truth": self.class_names[t], "predicted": self.class_names[p], "count": n}
+                for t, p, n in zip(truth[ranked].tolist(), predicted[ranked].tolist(), counts[ranked].tolist())]
 
     def confusion_csv(self) -> str:
         """The matrix as CSV labelled with class names: a header row of predicted classes, one row
@@ -113,30 +123,60 @@ def analyse(evaluator: Any, scores: np.ndarray, max_dets: int, boxes: int) -> Er
     categories are numbered by place (as :func:`~rf100vl_hf.metrics.backends.hotcoco_evaluator`
     builds it), of its detections' ``scores`` and its number of ground-truth ``boxes`` (none:
     AP50 and the ΔAPs are undefined, NaN, where hotcoco reports 0); label-error candidates name
-    images by place."""
-    tide = evaluator.tide_errors(pos_thr=FOREGROUND_IOU, bg_thr=BACKGROUND_IOU)
-    if not boxes:
-        tide = {**tide, "ap_base": math.nan, "delta_ap": dict.fromkeys(tide["delta_ap"], math.nan)}
-    confusion = evaluator.confusion_matrix(iou_thr=FOREGROUND_IOU, max_det=max_dets)
+    images by place. Each analysis is one hotcoco call (two, rarely, for the label errors)."""
+    ap50, delta_ap, counts = tide(evaluator, boxes)
+    class_names, matrix = confusion(evaluator, max_dets)
     fixed = float(scores[0]) if len(scores) and (scores == scores[0]).all() else None
-    ece = mce = None
-    if len(scores) and fixed is None:
-        calibration = evaluator.calibration(n_bins=CALIBRATION_BINS, iou_threshold=FOREGROUND_IOU)
-        ece, mce = float(calibration["ece"]), float(calibration["mce"])
-    diagnostics = evaluator.image_diagnostics(iou_thr=FOREGROUND_IOU, score_thr=LABEL_ERROR_SCORE)
-    candidates = sorted(diagnostics["label_errors"], key=lambda e: (-e["dt_score"], e["image_id"], e["dt_id"]))
-    return ErrorAnalysis(
-        ap50=float(tide["ap_base"]),
-        delta_ap={name: float(tide["delta_ap"][_HOTCOCO_KEYS[name]]) for name in (*TIDE_TYPES, *TIDE_ORACLES)},
-        counts={name: int(tide["counts"][_HOTCOCO_KEYS[name]]) for name in TIDE_TYPES},
-        class_names=list(confusion["cat_names"]),
-        confusion=np.asarray(confusion["matrix"], dtype=np.int64),
-        ece=ece, mce=mce, fixed_score=fixed,
-        label_errors=tuple(
-            LabelErrorCandidate(int(e["image_id"]), str(e["type"]), str(e["dt_category"]),
-                                None if e["gt_category"] is None else str(e["gt_category"]), float(e["dt_score"]))
-            for e in candidates[:LABEL_ERRORS_KEPT]
-        ),
+    ece, mce = calibration(evaluator) if len(scores) and fixed is None else (None, None)
+    return ErrorAnalysis(ap50=ap50, delta_ap=delta_ap, counts=counts, class_names=class_names, confusion=matrix,
+                         ece=ece, mce=mce, fixed_score=fixed, label_errors=label_error_candidates(evaluator, scores))
+
+
+def tide(evaluator: Any, boxes: int) -> tuple[float, dict[str, float], dict[str, int]]:
+    """AP50, the ΔAP50 of each of :data:`TIDE_TYPES` and :data:`TIDE_ORACLES` (NaN without
+    ground-truth ``boxes``) and the count of each type: hotcoco's ``tide_errors``."""
+    found = evaluator.tide_errors(pos_thr=FOREGROUND_IOU, bg_thr=BACKGROUND_IOU)
+    undefined = not boxes
+    return (
+        math.nan if undefined else float(found["ap_base"]),
+        {name: math.nan if undefined else float(found["delta_ap"][_HOTCOCO_KEYS[name]])
+         for name in (*TIDE_TYPES, *TIDE_ORACLES)},
+        {name: int(found["counts"][_HOTCOCO_KEYS[name]]) for name in TIDE_TYPES},
+    )
+
+
+def confusion(evaluator: Any, max_dets: int) -> tuple[list[str], np.ndarray]:
+    """The class names and the ``(K + 1, K + 1)`` confusion matrix: hotcoco's ``confusion_matrix``."""
+    found = evaluator.confusion_matrix(iou_thr=FOREGROUND_IOU, max_det=max_dets)
+    return list(found["cat_names"]), np.asarray(found["matrix"], dtype=np.int64)
+
+
+def calibration(evaluator: Any) -> tuple[float, float]:
+    """ECE and MCE: hotcoco's ``calibration`` (meaningful when the detections' scores differ)."""
+    found = evaluator.calibration(n_bins=CALIBRATION_BINS, iou_threshold=FOREGROUND_IOU)
+    return float(found["ece"]), float(found["mce"])
+
+
+def label_error_candidates(evaluator: Any, scores: np.ndarray) -> tuple[LabelErrorCandidate, ...]:
+    """The :data:`LABEL_ERRORS_KEPT` best-scored label-error candidates of hotcoco's
+    ``image_diagnostics`` at :data:`LABEL_ERROR_SCORE` (ties by image, then detection), asked
+    for at the score of the :data:`LABEL_ERROR_SEARCH`-th best confident detection first: hotcoco
+    judges each detection on its own, so the candidates scored at least that are the first ones
+    of the whole list, and enough of them are all the row needs."""
+    confident = scores[scores >= LABEL_ERROR_SCORE]
+    if not len(confident):
+        return ()
+    floor = LABEL_ERROR_SCORE
+    if len(confident) > LABEL_ERROR_SEARCH:
+        floor = float(np.partition(confident, -LABEL_ERROR_SEARCH)[-LABEL_ERROR_SEARCH])
+    found = evaluator.image_diagnostics(iou_thr=FOREGROUND_IOU, score_thr=floor)["label_errors"]
+    if len(found) < LABEL_ERRORS_KEPT and floor > LABEL_ERROR_SCORE:
+        found = evaluator.image_diagnostics(iou_thr=FOREGROUND_IOU, score_thr=LABEL_ERROR_SCORE)["label_errors"]
+    best = heapq.nsmallest(LABEL_ERRORS_KEPT, found, key=lambda e: (-e["dt_score"], e["image_id"], e["dt_id"]))
+    return tuple(
+        LabelErrorCandidate(int(e["image_id"]), str(e["type"]), str(e["dt_category"]),
+                            None if e["gt_category"] is None else str(e["gt_category"]), float(e["dt_score"]))
+        for e in best
     )
 
 

@@ -1,16 +1,20 @@
 """The error analysis of a scored split (:mod:`rf100vl_hf.metrics.errors`): its base is
-pycocotools' AP50, it does not depend on the backend that scored the AP, and a fixed score
-gives no calibration figure, only the reason."""
+pycocotools' AP50, it does not depend on the backend that scored the AP, a fixed score gives
+no calibration figure, only the reason, and the label-error candidates are the first of
+hotcoco's whole list however they are asked for."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
-from rf100vl_hf.metrics import evaluate
-from rf100vl_hf.metrics.errors import BACKGROUND, TIDE_ORACLES, TIDE_TYPES, ErrorAnalysis
+from rf100vl_hf.metrics import errors, evaluate
+from rf100vl_hf.metrics.backends import hotcoco_evaluator
+from rf100vl_hf.metrics.errors import BACKGROUND, LABEL_ERRORS_KEPT, TIDE_ORACLES, TIDE_TYPES, ErrorAnalysis
+from rf100vl_hf.metrics.inputs import check_ground_truth, check_results
 
 from tests.support.coco_reference import noisy_predictions, pycocotools_eval, synthetic_ground_truth
 
@@ -61,3 +65,34 @@ def test_confused_pairs_and_the_labelled_matrix():
     lines = errors.confusion_csv().splitlines()
     assert lines[0] == f"truth \\ predicted,cat,dog,cow,{BACKGROUND}"
     assert lines[2] == "dog,7,4,0,0" and lines[-1] == f"{BACKGROUND},1,0,0,0"
+
+
+class DiagnosticsSpy:
+    """A hotcoco evaluator whose ``image_diagnostics`` calls are counted by their score threshold."""
+
+    def __init__(self, evaluator: Any) -> None:
+        self.evaluator, self.thresholds = evaluator, []
+
+    def image_diagnostics(self, iou_thr: float, score_thr: float) -> dict[str, Any]:
+        self.thresholds.append(score_thr)
+        return self.evaluator.image_diagnostics(iou_thr=iou_thr, score_thr=score_thr)
+
+
+@pytest.mark.parametrize("search, calls", [(40, 1), (1, 2)])
+def test_the_label_error_candidates_are_the_best_of_hotcocos_whole_list(case, monkeypatch, search, calls):
+    """Asked for among the ``search`` best-scored confident detections first (again among all of
+    them when those hold too few), the candidates are the first of hotcoco's list at score 0.5."""
+    ground_truth, predictions = case
+    gt = check_ground_truth(ground_truth, None)
+    results = check_results(predictions, gt)
+    evaluator = hotcoco_evaluator(gt, results)
+    whole = evaluator.image_diagnostics(iou_thr=0.5, score_thr=0.5)["label_errors"]
+    expected = sorted(whole, key=lambda e: (-e["dt_score"], e["image_id"], e["dt_id"]))[:LABEL_ERRORS_KEPT]
+    spy = DiagnosticsSpy(evaluator)
+    monkeypatch.setattr(errors, "LABEL_ERROR_SEARCH", search)
+
+    found = errors.label_error_candidates(spy, results.scores)
+
+    assert len(whole) > LABEL_ERRORS_KEPT and len(spy.thresholds) == calls and spy.thresholds[0] > 0.5
+    assert [(c.image_id, c.kind, c.predicted, c.truth, c.score) for c in found] == [
+        (e["image_id"], e["type"], e["dt_category"], e["gt_category"], e["dt_score"]) for e in expected]
