@@ -132,7 +132,7 @@ class XdistHooks:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if config.getoption("dist") not in ("load", "loadgroup") or SESSION_KEY not in config.stash:
             return None
-        return model_scheduling(config, log, {pair.id: pair.model for pair in config.stash[SESSION_KEY].pairs})
+        return model_scheduling(config, log, {pair.id: pair.spec.text for pair in config.stash[SESSION_KEY].pairs})
 
     def pytest_configure_node(self, node: Any) -> None:
         if SESSION_KEY in node.config.stash:

@@ -184,7 +184,7 @@ def pytest_rf100vl_row_written(config, pair, row):
     import os
 
     with open(os.environ["TOLD_LOG"], "a", encoding="utf-8") as log:
-        log.write(f"{os.getpid()} {hasattr(config, 'workerinput')} {pair.model} {row['dataset']} {row['run_id']}\\n")
+        log.write(f"{os.getpid()} {hasattr(config, 'workerinput')} {pair.spec} {row['dataset']} {row['run_id']}\\n")
 """
 
 
