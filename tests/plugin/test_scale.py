@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.results.rows import latest, read_results
+from rf100vl_hf.specs import ModelSpec
 
-from pytest_rf100vl.core.config import ModelSpec
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.session.shard import shard
 
