@@ -37,6 +37,8 @@ import pytest
 import torch
 from PIL import Image
 
+from rf100vl_hf.specs import ModelSpec
+
 TARGET = 0.8
 CLASSES = ["car", "person", "dog", "tree", "sign"]
 BOXES_PER_IMAGE = 150
@@ -121,7 +123,7 @@ def calibrated(chosen: Plan, spec: str, dtype: str, items: list[Any]) -> Any:
     :data:`BOXES_PER_IMAGE` boxes per image survive on ``items``."""
     from pytest_rf100vl.adapters import DetectionTask, create
 
-    name = spec.partition(":")[0]
+    name = ModelSpec.parse(spec).name
     adapter = create(spec, device=chosen.device, dtype=dtype, **chosen.options(name))
     adapter.set_task(DetectionTask("benchmark", CLASSES))
     option = SCORE_OPTION.get(name)

@@ -95,7 +95,7 @@ def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter
     try:
         adapter = session.adapter(rf100vl_pair.spec)
     except Exception as exc:
-        _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.model}", exc)
+        _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.spec}", exc)
     why = session.why_left_out(rf100vl_pair, adapter)
     if why:
         session.left_out.setdefault(rf100vl_pair.id, why)

@@ -23,18 +23,22 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from rf100vl_hf.specs import ModelSpec
+
     from pytest_rf100vl.adapters.base import Adapter
     from pytest_rf100vl.core.pairs import Pair
 
 
 @pytest.hookspec(firstresult=True)
 def pytest_rf100vl_make_adapter(
-    config: pytest.Config, spec: str, device: str, dtype: str, options: dict[str, str]
+    config: pytest.Config, spec: ModelSpec, device: str, dtype: str, options: dict[str, str]
 ) -> "Adapter | None":
     """Build the adapter for ``spec``, or return ``None`` to leave it to the adapter registry.
 
-    ``options`` are the ``--rf100vl-adapter-option`` values for this model (strings; an
-    implementation may leave the argument out of its signature). This lets a project try a
+    ``spec`` is the model as asked for, parsed (``spec.name``, ``spec.checkpoint``: ``None``
+    when none was given, ``spec.text``: as written); ``options`` are the
+    ``--rf100vl-adapter-option`` values for this model (strings; an implementation may leave
+    the argument out of its signature). This lets a project try a
     model from its ``conftest.py`` without publishing an entry point in the
     ``rf100vl.adapters`` group. Example::
 
@@ -50,8 +54,8 @@ def pytest_rf100vl_make_adapter(
                         for item in batch]
 
         def pytest_rf100vl_make_adapter(config, spec, device, dtype):
-            if spec == "everywhere":
-                return Everywhere(device=device, dtype=dtype)
+            if spec.name == "everywhere":
+                return Everywhere(spec.checkpoint, device=device, dtype=dtype)
     """
 
 

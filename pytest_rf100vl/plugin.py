@@ -106,7 +106,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _active(config):
-        collection.model_major(items, [spec.text for spec in config.stash[CONFIG_KEY].matrix.models])
+        collection.model_major(items, config.stash[CONFIG_KEY].matrix.models)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

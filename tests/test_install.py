@@ -61,6 +61,18 @@ aps = [evaluate(truth, boxes, backend=backend).ap for backend in ("hotcoco", "fa
 print(json.dumps({"rows": len(ds), "boxes": len(boxes), "aps": aps, "models": models, "mosaics": mosaics}))
 """
 
+EVERY_MODULE = ABSENT + r"""
+import importlib
+
+failed = {}
+for name in json.loads(sys.argv[2]):
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failed[name] = f"{type(error).__name__}: {error}"
+print(json.dumps(failed))
+"""
+
 
 SERVED_USE = ABSENT + r"""
 import pytest
@@ -143,6 +155,25 @@ def test_load_dataset_and_the_metric_work_from_a_bare_base_install_and_the_rest_
     assert out["mosaics"].startswith("2: ") and (  # after the progress bar of reading the cut-outs
         "rf100vl-hf: error: building UOUO mosaics (CLIP embeddings, MMD) needs torch, which the [models] extra "
         'installs: pip install "rf100vl-hf[models]"\n') in out["mosaics"], out["mosaics"]
+
+
+def library_modules() -> list[str]:
+    """Every module of the library, found by walking its folders (a new module is in without a word here)."""
+    package = ROOT / "rf100vl_hf"
+    return sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                  for path in package.rglob("*.py"))
+
+
+def test_every_module_of_the_library_imports_from_a_bare_base_install(tmp_path: Path) -> None:
+    """What needs an extra's package (torch for fine-tuning and MMD, matplotlib for plots...)
+    imports it where it is used, so ``import rf100vl_hf.<any module>`` works in the base install."""
+    absent = _absent_modules(_closure(_requirements()))
+    modules = library_modules()
+    assert {"rf100vl_hf.training.loop", "rf100vl_hf.uouo.mmd", "rf100vl_hf.results.plots"} <= set(modules)
+    assert len(modules) > 80 and {"torch", "matplotlib", "pytest", "open_clip", "xgboost"} <= set(absent)
+    result = _run(EVERY_MODULE, absent, tmp_path, json.dumps(modules))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {}
 
 
 def test_the_served_install_runs_the_matrix_without_torch_and_a_local_model_names_its_extra(tmp_path: Path) -> None:

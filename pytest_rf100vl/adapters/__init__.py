@@ -15,7 +15,7 @@ from pytest_rf100vl.adapters.base import (
     ImageItem,
     tiny_model_dir,
 )
-from pytest_rf100vl.adapters.registry import ENTRY_POINT_GROUP, adapter_class, available, create, parse_spec
+from pytest_rf100vl.adapters.registry import ENTRY_POINT_GROUP, adapter_class, available, create
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -31,6 +31,5 @@ __all__ = [
     "adapter_class",
     "available",
     "create",
-    "parse_spec",
     "tiny_model_dir",
 ]

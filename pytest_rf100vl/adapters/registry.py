@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rf100vl_hf.constants import PROMPT_MODES
+from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED
 
 from pytest_rf100vl.adapters.base import TINY, Adapter
@@ -126,22 +127,17 @@ def available() -> dict[str, str]:
     return ADAPTERS.table()
 
 
-def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``NAME[:CHECKPOINT_OR_PATH]``; only the first colon separates, so paths and hub ids pass."""
-    name, _, checkpoint = spec.partition(":")
-    return name.strip(), (checkpoint.strip() or None)
-
-
 def adapter_class(name: str) -> type[Adapter]:
     """The class registered under ``name``, imported on first use."""
     return ADAPTERS.load(name)
 
 
-def create(spec: str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:
-    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``,
-    with ``options`` as :func:`build` takes them."""
-    name, checkpoint = parse_spec(spec)
-    return build(adapter_class(name), checkpoint, device, dtype, **options)
+def create(spec: ModelSpec | str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:
+    """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``
+    (a string is parsed here, the Python API's edge), with the spec's adapter options and then
+    ``options`` as :func:`build` takes them."""
+    model = ModelSpec.parse(spec) if isinstance(spec, str) else spec
+    return build(adapter_class(model.name), model.checkpoint, device, dtype, **{**model.option_values, **options})
 
 
 def build(

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from rf100vl_hf.specs import ModelSpec
+
 from pytest_rf100vl.collect.matrix_tests import matrix_tests
 from pytest_rf100vl.core.pairs import Pair, pair_of
 from pytest_rf100vl.core.stash import CONFIG_KEY, KINDS_KEY, SESSION_KEY
@@ -63,10 +65,11 @@ def matrix_pairs(metafunc: pytest.Metafunc, pairs: list[Pair], test_names: dict[
     return [pair for pair in pairs if test_names[pair.kind] == metafunc.definition.name]
 
 
-def model_major(items: list[pytest.Item], models: tuple[str, ...]) -> None:
+def model_major(items: list[pytest.Item], models: tuple[ModelSpec, ...]) -> None:
     """Reorder, in place, the items of pairs so each model's pairs run together (the model is
     then loaded once); other items keep their places."""
     slots = [i for i, item in enumerate(items) if pair_of(item) is not None]
-    ordered = sorted((items[i] for i in slots), key=lambda item: models.index(pair_of(item).model))  # type: ignore[union-attr]
+    ordered = sorted((items[i] for i in slots),
+                     key=lambda item: models.index(pair_of(item).spec))  # type: ignore[union-attr]
     for slot, item in zip(slots, ordered):
         items[slot] = item

@@ -35,6 +35,7 @@ from rf100vl_hf.controls import one_line
 from rf100vl_hf.devices import DEVICE_HELP, check_device_name
 from rf100vl_hf.errors import DataError, shown
 from rf100vl_hf.safepaths import read_file as safe_read
+from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.training.recipe import parse_key_values, parse_seeds, regime_of
 
 from pytest_rf100vl.core.minimums import Metric
@@ -60,35 +61,13 @@ class AdapterOption:
         return f"{self.adapter + '.' if self.adapter else ''}{self.key}={self.value}"
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """A model as asked for: ``NAME[:CHECKPOINT_OR_PATH]`` (only the first colon separates, so
-    paths and Hub ids pass) and the adapter options given for it (every model's first, then
-    its name's own). Parsed once; the adapter class is resolved once by the session."""
-
-    text: str
-    name: str
-    checkpoint: str | None = None
-    options: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def parse(cls, text: str, adapter_options: Sequence[AdapterOption] = (),
-              defaults: Mapping[str, Mapping[str, str]] | None = None) -> "ModelSpec":
-        """``defaults``: adapter name -> options a kind's settings give it (a scoring protocol's),
-        which the options given override."""
-        name, _, checkpoint = text.partition(":")
-        name = name.strip()
-        general = {o.key: o.value for o in adapter_options if o.adapter is None}
-        own = {o.key: o.value for o in adapter_options if o.adapter == name}
-        given = {**(defaults or {}).get(name, {}), **general, **own}
-        return cls(text.strip(), name, checkpoint.strip() or None, tuple(given.items()))
-
-    @property
-    def option_values(self) -> dict[str, str]:
-        return dict(self.options)
-
-    def __str__(self) -> str:
-        return self.text
+def with_adapter_options(spec: ModelSpec, adapter_options: Sequence[AdapterOption] = (),
+                         defaults: Mapping[str, Mapping[str, str]] | None = None) -> ModelSpec:
+    """``spec`` with the adapter options given for it: every model's first, then its name's own,
+    over ``defaults`` (adapter name -> options a kind's settings give it: a scoring protocol's)."""
+    general = {o.key: o.value for o in adapter_options if o.adapter is None}
+    own = {o.key: o.value for o in adapter_options if o.adapter == spec.name}
+    return spec.with_options({**(defaults or {}).get(spec.name, {}), **general, **own})
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -356,10 +335,11 @@ def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Seq
         for adapter, given in getattr(options, "adapter_defaults", dict)().items():
             defaults.setdefault(adapter, {}).update(given)
     matrix = section("matrix", MatrixConfig)
-    adapter_options = _adapter_options(matrix.adapter_options, matrix.models)
+    specs = tuple(ModelSpec.parse(text) for text in matrix.models)
+    adapter_options = _adapter_options(matrix.adapter_options, specs)
     matrix = dataclasses.replace(
         matrix, adapter_options=adapter_options,
-        models=tuple(ModelSpec.parse(text, adapter_options, defaults) for text in matrix.models))
+        models=tuple(with_adapter_options(spec, adapter_options, defaults) for spec in specs))
     minimums = {metric: value for metric in metrics
                 if (value := minimum_option(metric).parse(lookup(MINIMUMS, metric.name, minimum_option(metric))))
                 is not None}
@@ -374,9 +354,9 @@ def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Seq
     return config
 
 
-def _adapter_options(given: tuple[AdapterOption, ...], models: tuple[str, ...]) -> tuple[AdapterOption, ...]:
+def _adapter_options(given: tuple[AdapterOption, ...], models: tuple[ModelSpec, ...]) -> tuple[AdapterOption, ...]:
     """The adapter options, each NAME the adapter name of a model of the run."""
-    names = {text.partition(":")[0].strip() for text in models}
+    names = {spec.name for spec in models}
     for item in given:
         if item.adapter and item.adapter not in names:
             raise pytest.UsageError(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rf100vl_hf.specs import ModelSpec
+
 ANY_MODEL = "*"
 
 
@@ -42,17 +44,16 @@ class Rule:
     threshold: Threshold
 
 
-def _specificity(rule_model: str, spec: str) -> int | None:
+def _specificity(rule_model: str, spec: ModelSpec) -> int | None:
     """How closely a rule's model matches a spec (lower is closer); ``None`` when it does not."""
-    name = spec.partition(":")[0]
-    for rank, candidate in enumerate((spec, name, ANY_MODEL)):
+    for rank, candidate in enumerate((spec.text, spec.name, ANY_MODEL)):
         if rule_model == candidate:
             return rank
     return None
 
 
 def threshold_for(
-    rules: list[Rule], spec: str, target: str, metric: str = "ap", default: Threshold | None = None
+    rules: list[Rule], spec: ModelSpec, target: str, metric: str = "ap", default: Threshold | None = None
 ) -> Threshold | None:
     """The minimum of ``metric`` for ``spec`` on a dataset, domain or ``All``; else ``default``
     (the command line's, which applies to datasets only)."""
@@ -66,7 +67,7 @@ def threshold_for(
     return default
 
 
-def rule_targets(rules: list[Rule], spec: str, metric: str) -> set[str]:
+def rule_targets(rules: list[Rule], spec: ModelSpec, metric: str) -> set[str]:
     """The targets that some rule for ``spec`` sets a minimum of ``metric`` for."""
     return {rule.target for rule in rules if rule.metric == metric and _specificity(rule.model, spec) is not None}
 

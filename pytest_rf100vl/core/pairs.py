@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl.core.config import ModelSpec
+from rf100vl_hf.specs import ModelSpec
+
 from pytest_rf100vl.core.training_plan import TrainingPlan
 
 
@@ -15,7 +16,7 @@ from pytest_rf100vl.core.training_plan import TrainingPlan
 class Pair:
     """One test of the matrix: a model, a dataset name and the dataset's benchmark kind;
     ``seed`` for a pair that fits the model first (``--rf100vl-seeds``: one pair per seed).
-    ``model`` is the spec as written (ids, rows and thresholds name models by it)."""
+    ``spec`` is the model as asked for (its text names the model in ids and rows)."""
 
     spec: ModelSpec
     dataset: str
@@ -27,17 +28,13 @@ class Pair:
     """Why no training plan could be made for a pair that asks for one (it then errors)."""
 
     @property
-    def model(self) -> str:
-        return self.spec.text
-
-    @property
     def id(self) -> str:
-        return f"{self.model}-{self.dataset}" + ("" if self.seed is None else f"-seed{self.seed}")
+        return f"{self.spec}-{self.dataset}" + ("" if self.seed is None else f"-seed{self.seed}")
 
     @property
     def key(self) -> tuple[str, str, int | None]:
         """What tells this pair's row from others of the run (:func:`row_key`)."""
-        return self.model, self.dataset, self.seed
+        return self.spec.text, self.dataset, self.seed
 
 
 def row_key(row: dict[str, Any]) -> tuple[Any, Any, Any]:

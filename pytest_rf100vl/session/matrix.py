@@ -18,9 +18,10 @@ from rf100vl_hf.devices import resolve_device
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results.folder import ResultsWriter
 from rf100vl_hf.results.rows import with_measured_throughput
+from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters import registry
-from pytest_rf100vl.core.config import ModelSpec, RunConfig
+from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import command_line
@@ -170,7 +171,7 @@ class MatrixSession:
         try:
             with adapter_call("the adapter", errors=()):  # sys.exit too
                 adapter = self.pytest_config.hook.pytest_rf100vl_make_adapter(
-                    config=self.pytest_config, spec=spec.text, device=self.device, dtype=loop.dtype, options=options
+                    config=self.pytest_config, spec=spec, device=self.device, dtype=loop.dtype, options=options
                 )
                 return adapter or registry.build(
                     self.adapter_class(spec) or registry.adapter_class(spec.name), spec.checkpoint,

@@ -43,8 +43,10 @@ from pytest_rf100vl.engine.sample_log import answers_in_text as writes_text
 from pytest_rf100vl.session.training import identity_columns
 
 if TYPE_CHECKING:
+    from rf100vl_hf.specs import ModelSpec
+
     from pytest_rf100vl.adapters.base import Adapter
-    from pytest_rf100vl.core.config import ModelSpec, RunConfig
+    from pytest_rf100vl.core.config import RunConfig
     from pytest_rf100vl.core.matrix_view import MatrixView
     from pytest_rf100vl.core.pairs import Pair
     from pytest_rf100vl.kinds.base import Split
@@ -110,7 +112,7 @@ def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split", trains: b
 def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]:
     """A copy of an earlier run's ``row`` as this run's row of ``pair``: it keeps the scores,
     throughput and timestamp of the run that measured them, and says which run that was."""
-    return {**row, "run_id": run_id, "spec": pair.model, "reused_from": row.get("reused_from") or row.get("run_id")}
+    return {**row, "run_id": run_id, "spec": pair.spec.text, "reused_from": row.get("reused_from") or row.get("run_id")}
 
 
 def unfinished(items: Sequence["Pair"], state: "MatrixView", rows: Sequence[dict[str, Any]]) -> list[str]:

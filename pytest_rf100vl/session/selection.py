@@ -13,8 +13,9 @@ from collections.abc import Callable
 import pytest
 
 from rf100vl_hf.errors import unknown
+from rf100vl_hf.specs import ModelSpec
 
-from pytest_rf100vl.core.config import ModelSpec, RunConfig
+from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.core.training_plan import plan
 from pytest_rf100vl.kinds.base import BenchmarkKind

@@ -67,7 +67,7 @@ def thresholds(pair: Pair, kind: BenchmarkKind, session: "MatrixView") -> dict[s
     for metric in kind.metrics:
         minimum = session.config.minimums.get(metric)
         default = None if minimum is None else Threshold(minimum, session.config.minimum_source(metric))
-        threshold = threshold_for(session.rules, pair.model, pair.dataset, metric.name, default)
+        threshold = threshold_for(session.rules, pair.spec, pair.dataset, metric.name, default)
         if threshold is not None:
             found[metric.name] = threshold
     return found
@@ -77,7 +77,7 @@ def checked(pair: Pair, metrics: tuple[Metric, ...], values: dict[str, Any],
             found: dict[str, Threshold]) -> tuple[CheckColumns, str | None]:
     """The row's check section, and the failure message of values below their minimums."""
     by_name = {metric.name: metric for metric in metrics}
-    messages = [failure(f"{pair.model} on {pair.dataset}", by_name[name], values.get(name), threshold)
+    messages = [failure(f"{pair.spec} on {pair.dataset}", by_name[name], values.get(name), threshold)
                 for name, threshold in found.items()]
     columns = CheckColumns(
         minimums={metric.name: found[metric.name].minimum if metric.name in found else None for metric in metrics},
@@ -96,7 +96,7 @@ def fit(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView") -> 
              "model_revision": described["revision"],
              "adapter_options": options_column(adapter.identity_options(adapter.options))}
     key = training_key(model, split, pair.training, adapter.training_libraries)
-    store = store_for(session.config.report.results, pair.model, pair.dataset, key)
+    store = store_for(session.config.report.results, pair.spec, pair.dataset, key)
     return fit_or_load(adapter, pair.training, store, split)
 
 
@@ -124,23 +124,23 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
     stem = output_name(split, config.matrix.limit, fitted)
     writer = session.writer
     if scored.predictions is not None:
-        path = (writer.write_predictions(pair.model, pair.dataset, stem, scored.predictions, described)
-                if scored.format == "json" else writer.write_records(pair.model, pair.dataset, stem, scored.predictions))
+        path = (writer.write_predictions(pair.spec, pair.dataset, stem, scored.predictions, described)
+                if scored.format == "json" else writer.write_records(pair.spec, pair.dataset, stem, scored.predictions))
         if hasattr(scored.columns, "predictions_file"):
             scored.columns.predictions_file = str(path)
     for column, (suffix, text) in scored.files.items():
-        setattr(scored.errors, column, str(writer.write_file(pair.model, pair.dataset, f"{stem}{suffix}", text)))
+        setattr(scored.errors, column, str(writer.write_file(pair.spec, pair.dataset, f"{stem}{suffix}", text)))
     output = output_columns(answers)
     if answers.samples is not None:
-        output.samples_file = str(writer.write_records(pair.model, pair.dataset, stem, answers.samples, SAMPLES_SUFFIX))
+        output.samples_file = str(writer.write_records(pair.spec, pair.dataset, stem, answers.samples, SAMPLES_SUFFIX))
     found = thresholds(pair, kind, session)
     check, message = checked(pair, kind.metrics, scored.values, found)
     check.unscored = scored.unscored or (None if answers.n_images else "the split has no images")
     row = ResultRow(
         run=RunColumns(session.writer.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        session.command),
-        model=model_columns(described, pair.model, adapter.identity_options(adapter.options),
-                            pair.spec.option_values, config.loop.batch_size, answers.timing, split.smoke),
+        model=model_columns(described, pair.spec, adapter.identity_options(adapter.options), config.loop.batch_size,
+                            answers.timing, split.smoke),
         data=DataColumns(kind.name, pair.dataset, split=split.name, limit=config.matrix.limit,
                          n_images=answers.n_images, **split.identity),
         scores=scored.columns if scored.columns is not None else dict(scored.values), errors=scored.errors,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.provenance import versions
 from rf100vl_hf.results.folder import model_folder
 from rf100vl_hf.results.schema import TrainingColumns
+from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.training.store import FitRecord, TrainedStore, TrainingError, key_digest
 
 from pytest_rf100vl.adapters.base import Adapter
@@ -68,9 +69,10 @@ def training_key(model: dict[str, Any], split: "Split", plan: TrainingPlan, libr
     }
 
 
-def store_for(results: Path, spec: str, dataset: str, key: dict[str, Any]) -> TrainedStore:
+def store_for(results: Path, spec: ModelSpec, dataset: str, key: dict[str, Any]) -> TrainedStore:
     """The store of the fit ``key`` describes, under the results folder."""
-    return TrainedStore(Path(results) / TRAINED / model_folder(spec) / model_folder(dataset) / key_digest(key), key)
+    folder = Path(results) / TRAINED / model_folder(spec.text) / model_folder(dataset) / key_digest(key)
+    return TrainedStore(folder, key)
 
 
 def fit_or_load(adapter: Adapter, plan: TrainingPlan, store: TrainedStore, split: "Split") -> Fitted:

@@ -30,6 +30,7 @@ from typing import Any
 
 from rf100vl_hf.redact import scrub, scrubbed
 from rf100vl_hf.results.schema import arrow_schema
+from rf100vl_hf.specs import ModelSpec
 
 JSONL = "results.jsonl"
 PARQUET = "results.parquet"
@@ -60,11 +61,11 @@ class ResultsWriter:
     def jsonl(self) -> Path:
         return self.folder / JSONL
 
-    def predictions_dir(self, spec: str) -> Path:
-        return self.folder / PREDICTIONS / model_folder(spec)
+    def predictions_dir(self, spec: ModelSpec) -> Path:
+        return self.folder / PREDICTIONS / model_folder(spec.text)
 
     def write_predictions(
-        self, spec: str, dataset: str, split: str, predictions: list[dict[str, Any]], about: dict[str, Any]
+        self, spec: ModelSpec, dataset: str, split: str, predictions: list[dict[str, Any]], about: dict[str, Any]
     ) -> Path:
         """A pair's predictions as one JSON list (COCO results format for detection), and beside
         it ``<split>.about.json``: what made them (``about``: the adapter's description), so a
@@ -77,7 +78,7 @@ class ResultsWriter:
         )
         return path
 
-    def write_records(self, spec: str, dataset: str, split: str, records: list[dict[str, Any]],
+    def write_records(self, spec: ModelSpec, dataset: str, split: str, records: list[dict[str, Any]],
                       suffix: str = ".jsonl") -> Path:
         """A pair's answers, one JSON line per image (per mosaic for grounding), in
         ``<split><suffix>`` (:data:`SAMPLES_SUFFIX`: the samples log)."""
@@ -86,7 +87,7 @@ class ResultsWriter:
         path.write_text(scrub("".join(json.dumps(record, default=str) + "\n" for record in records)), encoding="utf-8")
         return path
 
-    def write_file(self, spec: str, dataset: str, name: str, text: str) -> Path:
+    def write_file(self, spec: ModelSpec, dataset: str, name: str, text: str) -> Path:
         """A text file of a pair beside its predictions (its confusion matrix, say)."""
         path = self.predictions_dir(spec) / dataset / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import PureWindowsPath
 from typing import Any
 
+from rf100vl_hf.specs import ModelSpec
+
 REPLAY = "predictions"
 """The adapter name of replayed predictions files."""
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
@@ -41,20 +43,19 @@ def _last_part(path: str) -> str:
     return name.removesuffix(".json") or path
 
 
-def short_name(spec: str) -> str:
+def short_name(spec: ModelSpec) -> str:
     """The display name of one spec (see the module docstring)."""
-    name, _, checkpoint = spec.partition(":")
-    if name == REPLAY and checkpoint:
-        return f"replay({_last_part(checkpoint)})"
-    if checkpoint and _is_path(checkpoint):
-        return f"{name}({_last_part(checkpoint)})"
-    return spec
+    if spec.name == REPLAY and spec.checkpoint:
+        return f"replay({_last_part(spec.checkpoint)})"
+    if spec.checkpoint and _is_path(spec.checkpoint):
+        return f"{spec.name}({_last_part(spec.checkpoint)})"
+    return spec.text
 
 
 def display_names(specs: Iterable[str]) -> dict[str, str]:
     """Spec -> display name for every spec given; specs whose short names collide keep their full spec."""
     unique = list(dict.fromkeys(specs))
-    short = {spec: short_name(spec) for spec in unique}
+    short = {spec: short_name(ModelSpec.parse(spec)) for spec in unique}
     taken: dict[str, int] = {}
     for name in short.values():
         taken[name] = taken.get(name, 0) + 1

@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from PIL import Image
 
 if TYPE_CHECKING:
@@ -89,6 +88,8 @@ class Augmentation:
 
     def __call__(self, batch: list["Sample"], epoch: int) -> list["Sample"]:
         """``batch`` as epoch ``epoch`` (from 1) trains on it."""
+        import torch
+
         if self.flip > 0:
             turns = torch.rand(len(batch)) < self.flip
             batch = [flipped(sample) if turn else sample for sample, turn in zip(batch, turns.tolist())]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class WeightAverage:
@@ -32,16 +33,18 @@ class WeightAverage:
             return self.decay
         return self.decay * (1 - math.exp(-(self.steps + 1) / self.warmup))
 
-    @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
         """Fold the model's weights after an optimizer step into the average."""
+        import torch
+
         decay = self.current_decay()
-        for name, tensor in model.state_dict().items():
-            average = self.weights[name]
-            if average.is_floating_point():
-                average.mul_(decay).add_(tensor.detach().to(average.dtype), alpha=1 - decay)
-            else:
-                average.copy_(tensor)
+        with torch.no_grad():
+            for name, tensor in model.state_dict().items():
+                average = self.weights[name]
+                if average.is_floating_point():
+                    average.mul_(decay).add_(tensor.detach().to(average.dtype), alpha=1 - decay)
+                else:
+                    average.copy_(tensor)
         self.steps += 1
 
     def state_dict(self) -> dict[str, Any]:
@@ -49,6 +52,8 @@ class WeightAverage:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Take a saved average (``ValueError`` when it is not one of this model's)."""
+        import torch
+
         weights = state.get("weights") if isinstance(state, Mapping) else None
         if not isinstance(weights, Mapping) or set(weights) != set(self.weights) or any(
                 not torch.is_tensor(weights[name]) or weights[name].shape != tensor.shape

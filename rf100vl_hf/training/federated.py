@@ -13,10 +13,12 @@ its classes are masked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 FILL = -1e4
 """The logit a masked class gets (sigmoid 0 in float16 too)."""
@@ -40,6 +42,8 @@ def federated_mask(labels: Sequence[Sequence[int]], num_classes: int) -> np.ndar
 def mask_logits(logits: torch.Tensor, mask: torch.Tensor, fill: float = FILL) -> torch.Tensor:
     """``logits`` ``(images, queries, classes)`` with the classes ``mask`` ``(images, classes)``
     leaves out set to ``fill``; kept logits are unchanged and keep their gradient."""
+    import torch
+
     return torch.where(mask[:, None, :].to(logits.device), logits, torch.full_like(logits, fill))
 
 
@@ -52,6 +56,8 @@ class FederatedMask:
         self.fill = fill
 
     def set(self, labels: Sequence[Sequence[int]], num_classes: int) -> None:
+        import torch
+
         self.mask = torch.from_numpy(federated_mask(labels, num_classes))
 
     def clear(self) -> None:

@@ -29,9 +29,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.training.augment import Augmentation
@@ -39,6 +37,9 @@ from rf100vl_hf.training.ema import WeightAverage
 from rf100vl_hf.training.recipe import Recipe
 from rf100vl_hf.training.samples import Sample
 from rf100vl_hf.training.store import CheckpointWarning, FitRecord, TrainedStore, TrainingError
+
+if TYPE_CHECKING:  # torch is the models extra's: imported where a fit runs, so the base install imports this module
+    import torch
 
 Step = Callable[[list[Sample]], Any]
 """A batch of samples -> the model's outputs on them, with their ``loss`` (a scalar tensor) and,
@@ -55,6 +56,8 @@ def _epoch_seed(recipe: Recipe, epoch: int) -> int:
 
 def _loss_terms(outputs: Any) -> dict[str, float]:
     """The total loss and, when the model reports them (transformers' ``loss_dict``), its terms."""
+    import torch
+
     terms = {"loss": float(outputs.loss.detach())}
     for name, value in (getattr(outputs, "loss_dict", None) or {}).items():
         if torch.is_tensor(value) and value.numel() == 1:
@@ -65,6 +68,8 @@ def _loss_terms(outputs: Any) -> dict[str, float]:
 def _autocast(device: str, precision: str) -> contextlib.AbstractContextManager[Any]:
     if precision == "no":
         return contextlib.nullcontext()
+    import torch
+
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
 
@@ -80,6 +85,8 @@ def _first_line(error: BaseException) -> str:
 
 def _weights_problem(weights: Any, model: torch.nn.Module) -> str | None:
     """Why ``weights`` are not a state dict of ``model`` (other keys, other shapes), or ``None``."""
+    import torch
+
     if not isinstance(weights, Mapping):
         return f"holds a {type(weights).__name__}, not a model's weights"
     expected = model.state_dict()
@@ -96,6 +103,8 @@ def _weights_problem(weights: Any, model: torch.nn.Module) -> str | None:
 
 def _read(path: Path, device: str) -> tuple[Any, str | None]:
     """What a checkpoint file holds, or why it cannot be read (truncated, not a torch file)."""
+    import torch
+
     try:
         return torch.load(path, map_location=device, weights_only=True), None
     except Exception as error:  # torch raises several kinds for a damaged file
@@ -185,6 +194,8 @@ def parameter_groups(model: torch.nn.Module, trainable: Sequence[torch.nn.Parame
 def _train(model: torch.nn.Module, samples: Sequence[Sample], step: Step, recipe: Recipe, store: TrainedStore,
            device: str, description: str, trainable: list[torch.nn.Parameter], groups: list[dict[str, Any]],
            augmentation: Augmentation | None) -> FitRecord:
+    import torch
+
     def fresh() -> tuple[Any, Any, WeightAverage | None]:
         return (torch.optim.AdamW(groups, lr=recipe.learning_rate, weight_decay=recipe.weight_decay),
                 torch.amp.GradScaler(torch.device(device).type, enabled=recipe.mixed_precision == "fp16"),

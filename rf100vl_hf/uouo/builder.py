@@ -36,7 +36,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import datasets
 import numpy as np
@@ -62,13 +62,11 @@ from rf100vl_hf.uouo.defaults import (
     resolve_route,
 )
 from rf100vl_hf.uouo.embeddings import VIEW_VERSION, ClipEmbedder, EmbeddingCache, embed_cutouts, weights_key
+from rf100vl_hf.uouo.mmd import CategoryNeighbours
 from rf100vl_hf.uouo.plan import MosaicPlan, mosaic_rng, plan_mosaic
 from rf100vl_hf.uouo.prompts import BOX_PROMPT, QUADRANT_PROMPT, QUADRANTS, box_prompt, quadrant_prompt
 from rf100vl_hf.uouo.sample import ensure_sample_source
 from rf100vl_hf.uouo.sources import MIN_IMAGES, Cutout, CutoutSource, cutout_crop, read_source
-
-if TYPE_CHECKING:  # computing neighbours needs torch (the models extra); loading a built UOUO does not
-    from rf100vl_hf.uouo.mmd import CategoryNeighbours
 
 BUILDER_NAME = "uouo"
 FORMAT_VERSION = "3"
@@ -254,15 +252,13 @@ class Uouo(datasets.GeneratorBasedBuilder):
         source = self.source
         assert source is not None
         cutouts = source.cutouts()
-        with needs_extra("building UOUO mosaics (CLIP embeddings, MMD)"):
-            from rf100vl_hf.uouo.mmd import CategoryNeighbours
-
-            embedder = ClipEmbedder(config.clip_model, config.pretrained, device=config.device)
-            vectors = embed_cutouts(cutouts, embedder, EmbeddingCache(config.embedding_cache), progress=config.progress)
         index = {name: i for i, name in enumerate(source.categories)}
         labels = np.array([index[c.category] for c in cutouts])
-        return CategoryNeighbours(vectors, labels, len(index), sigma=config.sigma, route=config.route,
-                                  device=embedder.device, progress=config.progress)
+        with needs_extra("building UOUO mosaics (CLIP embeddings, MMD)"):  # CLIP and MMD run on torch
+            embedder = ClipEmbedder(config.clip_model, config.pretrained, device=config.device)
+            vectors = embed_cutouts(cutouts, embedder, EmbeddingCache(config.embedding_cache), progress=config.progress)
+            return CategoryNeighbours(vectors, labels, len(index), sigma=config.sigma, route=config.route,
+                                      device=embedder.device, progress=config.progress)
 
     def download_and_prepare(self, *args: Any, num_proc: int | None = None, **kwargs: Any) -> None:
         """datasets' ``download_and_prepare``; ``num_proc`` defaults to the config's. A build

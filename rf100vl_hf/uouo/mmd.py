@@ -46,13 +46,16 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from rf100vl_hf.devices import resolve_device
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.uouo.defaults import AGREEMENT_SAMPLE, DEFAULT_SIGMA, EXACT_LIMIT, MIN_AGREEMENT, check_route
+
+if TYPE_CHECKING:  # torch is the models extra's: imported where MMD is computed, so loading a built UOUO needs none
+    import torch
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20
 MEANS_SIGMA_WARNING = 4.5
@@ -61,6 +64,8 @@ CANDIDATES = 16
 
 
 def _device(device: str | None) -> torch.device:
+    import torch
+
     return torch.device(resolve_device(device))
 
 
@@ -86,6 +91,8 @@ def mmd2_matrix(
     ``features`` is ``(N, d)``; ``labels`` gives each row's category in ``0..C-1``, and
     every category needs at least one row.
     """
+    import torch
+
     dev = _device(device)
     x = torch.as_tensor(np.asarray(features), dtype=torch.float64, device=dev)
     lab = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=dev)
@@ -120,6 +127,8 @@ def category_means(features: np.ndarray, labels: np.ndarray, num_categories: int
 
     Summed in float64 blocks of ``rows`` embeddings, so the input may stay float32 and large.
     """
+    import torch
+
     sums = torch.zeros(num_categories, features.shape[1], dtype=torch.float64)
     lab = torch.as_tensor(np.asarray(labels), dtype=torch.long)
     for start in range(0, len(features), rows):
@@ -138,6 +147,8 @@ def nearest_by_means(
     progress: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Approximate nearest categories by MMD: indices ``(C, k)`` and approximate MMD^2 ``(C, k)``."""
+    import torch
+
     if sigma < MEANS_SIGMA_WARNING:
         warnings.warn(
             f"sigma={sigma}: the mean-embedding approximation of MMD^2 loses accuracy below sigma "
@@ -163,6 +174,8 @@ def nearest_by_means(
 def _segment_sums(values: torch.Tensor, ends: torch.Tensor, dim: int) -> torch.Tensor:
     """Sums of consecutive segments of ``values`` along ``dim`` ending (exclusive) at ``ends``
     (one cumulative sum instead of a scatter: embeddings are sorted by category)."""
+    import torch
+
     total = torch.cumsum(values, dim=dim)
     at_ends = total.index_select(dim, ends - 1)
     before = at_ends.narrow(dim, 0, at_ends.shape[dim] - 1)
@@ -181,6 +194,8 @@ def nearest_exact(
 ) -> np.ndarray:
     """The ``k`` nearest categories by exact MMD^2, ``(C, k)``, a block of categories at a time:
     memory stays under ``chunk_bytes`` whatever C (ties broken by index, as :func:`nearest_from_matrix`)."""
+    import torch
+
     dev = _device(device)
     labels = np.asarray(labels)
     order = np.argsort(labels, kind="stable")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rf100vl_hf.errors import UnknownNameError
+from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters import (
     ENTRY_POINT_GROUP,
@@ -21,7 +22,6 @@ from pytest_rf100vl.adapters import (
     ImageItem,
     available,
     create,
-    parse_spec,
     registry,
 )
 from pytest_rf100vl.adapters.hf import HFDetector, build_once, checkpoint_revision
@@ -68,7 +68,8 @@ def installed(monkeypatch: pytest.MonkeyPatch):
     ],
 )
 def test_spec_parsing_keeps_colons_in_paths(spec: str, expected: tuple[str, str | None]) -> None:
-    assert parse_spec(spec) == expected
+    parsed = ModelSpec.parse(spec)
+    assert (parsed.name, parsed.checkpoint) == expected
 
 
 def test_an_unknown_name_lists_the_closest(installed) -> None:

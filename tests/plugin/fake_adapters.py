@@ -107,7 +107,7 @@ FAKES = {cls.name: cls for cls in (Nothing, Messy, InterruptOnSecond, Talker, Po
 
 
 def pytest_rf100vl_make_adapter(config, spec, device, dtype, options):
-    name, _, checkpoint = spec.partition(":")
+    name, checkpoint = spec.name, spec.checkpoint
     if name in FAKES:
-        return FAKES[name](checkpoint or None, device=device, dtype=dtype, **options)
+        return FAKES[name](checkpoint, device=device, dtype=dtype, **options)
     return None

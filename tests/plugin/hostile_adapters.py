@@ -77,7 +77,7 @@ HOSTILE = {cls.name: cls for cls in (Nothing, Raiser, BadTask, Exiter)}
 
 
 def pytest_rf100vl_make_adapter(config, spec, device, dtype, options):
-    name, _, checkpoint = spec.partition(":")
+    name, checkpoint = spec.name, spec.checkpoint
     if name in HOSTILE:
-        return HOSTILE[name](checkpoint or None, device=device, dtype=dtype, **options)
+        return HOSTILE[name](checkpoint, device=device, dtype=dtype, **options)
     return None

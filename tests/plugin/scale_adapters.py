@@ -45,7 +45,7 @@ class Counter(Adapter):
 
 
 def pytest_rf100vl_make_adapter(config, spec, device, dtype, options):
-    name, _, checkpoint = spec.partition(":")
+    name, checkpoint = spec.name, spec.checkpoint
     if name == "counter":
-        return Counter(checkpoint or None, device=device, dtype=dtype, **options)
+        return Counter(checkpoint, device=device, dtype=dtype, **options)
     return None

@@ -119,7 +119,7 @@ class Metered(Adapter):
 
 
 def pytest_rf100vl_make_adapter(config, spec, device, dtype, options):
-    if spec == "metered":
+    if spec.name == "metered":
         return Metered(None, device, dtype, **options)
 '''
 

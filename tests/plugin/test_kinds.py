@@ -76,7 +76,7 @@ class Counter(Adapter):
 
 
 def pytest_rf100vl_make_adapter(config, spec, device, dtype):
-    if spec == "counter":
+    if spec.name == "counter":
         return Counter(device=device, dtype=dtype)
 '''
 

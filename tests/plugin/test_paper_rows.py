@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rf100vl_hf.specs import ModelSpec
+
 from pytest_rf100vl.kinds.rf100vl.reference import PAPER_METHODS, PaperMethod, paper_row, paper_table, table_of
 
 
@@ -26,12 +28,13 @@ def test_every_mapped_row_is_in_its_regimes_section_of_the_paper(method: PaperMe
 ])
 def test_yolo_rows_follow_checkpoint_regime_recipe_and_loss(checkpoint: str, regime: str, recipe: str, federated: bool,
                                                             row: str | None) -> None:
-    assert paper_row(f"yolo:{checkpoint}", checkpoint, "names", {}, regime, recipe, federated) == row
+    assert paper_row(ModelSpec.parse(f"yolo:{checkpoint}"), checkpoint, "names", {}, regime, recipe, federated) == row
 
 
 def test_grounding_dino_fine_tuned_with_the_federated_loss_is_not_the_papers_fine_tuned_row() -> None:
-    assert paper_row("grounding-dino", None, "names", {}, "few-shot", "gdino-fewshot") == "GroundingDINO (fine-tuned)"
-    assert paper_row("grounding-dino", None, "names", {}, "few-shot", "gdino-fewshot", True) is None
+    gdino = ModelSpec.parse("grounding-dino")
+    assert paper_row(gdino, None, "names", {}, "few-shot", "gdino-fewshot") == "GroundingDINO (fine-tuned)"
+    assert paper_row(gdino, None, "names", {}, "few-shot", "gdino-fewshot", True) is None
 
 
 # ---------------------------------------------------------------- the leaderboard (--rf100vl-reference leaderboard)
@@ -92,8 +95,8 @@ def test_the_leaderboard_holds_nothing_else_and_every_mapping_has_its_row() -> N
 ])
 def test_leaderboard_rows_follow_adapter_size_word_recipe_and_regime(spec: str, regime: str, recipe: str | None,
                                                                      row: str | None) -> None:
-    checkpoint = spec.partition(":")[2] or None
-    assert paper_row(spec, checkpoint, "names", {}, regime, recipe, reference="leaderboard") == row
+    model = ModelSpec.parse(spec)
+    assert paper_row(model, model.checkpoint, "names", {}, regime, recipe, reference="leaderboard") == row
 
 
 def test_the_paper_copy_is_arxiv_v1_and_says_so() -> None:
@@ -110,7 +113,7 @@ def test_the_paper_copy_is_arxiv_v1_and_says_so() -> None:
 
 def _rows(spec: str, checkpoint: str, datasets: list[tuple[str, str]], ap: float, regime: str, recipe: str
           ) -> list[dict[str, object]]:
-    return [{"spec": spec, "model": spec.partition(":")[0], "checkpoint": checkpoint, "dataset": name,
+    return [{"spec": spec, "model": ModelSpec.parse(spec).name, "checkpoint": checkpoint, "dataset": name,
              "domain": domain, "ap": ap, "prompt": "names", "regime": regime, "recipe": recipe,
              "train_split": "train", "benchmark": "rf100vl"} for name, domain in datasets]
 
@@ -199,8 +202,9 @@ def test_every_reference_row_carries_the_version_it_copies() -> None:
 ])
 def test_detpo_rows_follow_model_size_prompt_score_source_and_prompt_file(
         spec: str, prompt: str, scores: str, prompt_file: bool, row: str | None) -> None:
-    checkpoint = spec.partition(":")[2] or None
-    assert paper_row(spec, checkpoint, prompt, {}, reference="detpo", scores=scores, prompt_file=prompt_file) == row
+    model = ModelSpec.parse(spec)
+    assert paper_row(model, model.checkpoint, prompt, {}, reference="detpo", scores=scores,
+                     prompt_file=prompt_file) == row
 
 
 def test_a_reference_is_chosen_by_source_and_version() -> None:

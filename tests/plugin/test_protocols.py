@@ -136,16 +136,21 @@ def test_an_rf_scripts_row_and_a_paper_row_of_one_pair_coexist_and_never_merge(
 
 
 def test_a_protocol_gives_adapters_default_options_that_the_user_overrides() -> None:
-    from pytest_rf100vl.core.config import AdapterOption, ModelSpec
+    from rf100vl_hf.specs import ModelSpec
+
+    from pytest_rf100vl.core.config import AdapterOption, with_adapter_options
     from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
     defaults = DetectionOptions(protocol="rf-scripts").adapter_defaults()
     assert defaults["sam3"] == {"score_threshold": "0.5"} and defaults["owlv2"] == {"class_nms": "false"}
     assert DetectionOptions(protocol="paper").adapter_defaults() == {}
     given = (AdapterOption("sam3", "score_threshold", "0.3"), AdapterOption(None, "class_nms", "true"))
-    assert ModelSpec.parse("owlv2:tiny", given, defaults).option_values == {"class_nms": "true"}  # given wins
-    assert ModelSpec.parse("sam3", given, defaults).option_values == {"score_threshold": "0.3", "class_nms": "true"}
-    assert ModelSpec.parse("sam3:facebook/sam3", (), defaults).option_values == {"score_threshold": "0.5"}
+    def options(text: str, given: tuple[AdapterOption, ...]) -> dict[str, str]:
+        return with_adapter_options(ModelSpec.parse(text), given, defaults).option_values
+
+    assert options("owlv2:tiny", given) == {"class_nms": "true"}  # given wins
+    assert options("sam3", given) == {"score_threshold": "0.3", "class_nms": "true"}
+    assert options("sam3:facebook/sam3", ()) == {"score_threshold": "0.5"}
 
 
 def test_under_rf_scripts_owl_is_asked_about_category_zero_and_keeps_every_box(sample_root: Path) -> None:
@@ -156,15 +161,18 @@ def test_under_rf_scripts_owl_is_asked_about_category_zero_and_keeps_every_box(s
     from rf100vl_hf.protocols import PROTOCOLS
     from rf100vl_hf.rf100vl.builder import load_rf100vl
 
+    from rf100vl_hf.specs import ModelSpec
+
     from pytest_rf100vl.adapters import create
-    from pytest_rf100vl.core.config import ModelSpec
+    from pytest_rf100vl.core.config import with_adapter_options
     from pytest_rf100vl.engine.runner import run_split
     from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
     from pytest_rf100vl.kinds.rf100vl.scores import detection_scores
     from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
-    spec = ModelSpec.parse("owlv2:tiny", (), DetectionOptions(protocol="rf-scripts").adapter_defaults())
-    adapter = create(spec.text, **spec.option_values)
+    defaults = DetectionOptions(protocol="rf-scripts").adapter_defaults()
+    spec = with_adapter_options(ModelSpec.parse("owlv2:tiny"), (), defaults)
+    adapter = create(spec)
     try:
         splits = load_rf100vl("sample", data_dir=sample_root, progress=False)
         split = DetectionSplit.of(splits, "test", "names", PROTOCOLS["rf-scripts"]).first(2)

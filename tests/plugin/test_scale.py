@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.results.rows import latest, read_results
+from rf100vl_hf.specs import ModelSpec
 
-from pytest_rf100vl.core.config import ModelSpec
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.session.shard import parts as grouped_parts
 from pytest_rf100vl.session.shard import shard
@@ -211,7 +211,7 @@ def pytest_rf100vl_row_written(config, pair, row):
     import os
 
     with open(os.environ["TOLD_LOG"], "a", encoding="utf-8") as log:
-        log.write(f"{os.getpid()} {hasattr(config, 'workerinput')} {pair.model} {row['dataset']} {row['run_id']}\\n")
+        log.write(f"{os.getpid()} {hasattr(config, 'workerinput')} {pair.spec} {row['dataset']} {row['run_id']}\\n")
 """
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.specs import ModelSpec
+
 DATASETS = {  # dataset -> domain (catalogue datasets, two domains, plus the generated sample)
     "bees": "Flora & Fauna",
     "fish-market-ggjso": "Flora & Fauna",
@@ -19,7 +21,7 @@ def detection_row(spec: str, dataset: str, ap: float | None, run_id: str = "run-
     classes = [{"class": "x", "ap": ap, "ap50": None if ap is None else min(100.0, ap + 20), "n_instances": 7},
                {"class": "y | z", "ap": None, "ap50": None, "n_instances": 0}]
     return {
-        "run_id": run_id, "timestamp": timestamp, "benchmark": "rf100vl", "model": spec.split(":")[0],
+        "run_id": run_id, "timestamp": timestamp, "benchmark": "rf100vl", "model": ModelSpec.parse(spec).name,
         "spec": spec, "checkpoint": f"ckpt/{spec}", "model_revision": "abc123", "adapter_options": "{}",
         "dataset": dataset, "split": "test", "n_images": 10, "images_per_s": 5.0, "device": "cpu",
         "dtype": "float32", "batch_size": 2, "torch_version": "2.0", "smoke": False, "dropped": 0, "clipped": 1,

@@ -7,6 +7,7 @@ import pytest
 from rf100vl_hf.results import summary
 from rf100vl_hf.results.names import display_names, short_name
 from rf100vl_hf.results.tables import ap_table
+from rf100vl_hf.specs import ModelSpec
 
 from tests.results.factory import detection_row
 
@@ -23,7 +24,7 @@ from tests.results.factory import detection_row
     ("owlv2:tiny", "owlv2:tiny"),
 ])
 def test_short_names(spec: str, shown: str) -> None:
-    assert short_name(spec) == shown
+    assert short_name(ModelSpec.parse(spec)) == shown
 
 
 def test_specs_that_would_share_a_name_keep_their_full_specs() -> None:

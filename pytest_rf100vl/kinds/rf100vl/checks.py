@@ -14,6 +14,7 @@ from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS
 from rf100vl_hf.metrics import ALL
 from rf100vl_hf.protocols import PAPER, protocol_of
 from rf100vl_hf.results.tables import over_seeds
+from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.core.checks import FAILED, NOT_CHECKED, PASSED, MeanCheck
 from pytest_rf100vl.core.minimums import Rule, rule_targets, threshold_for
@@ -35,7 +36,7 @@ def is_mean_target(target: str) -> bool:
     return target == ALL or target in DOMAINS or target == CUSTOM_DOMAIN
 
 
-def mean_targets(rules: list[Rule], spec: str) -> list[str]:
+def mean_targets(rules: list[Rule], spec: ModelSpec) -> list[str]:
     """The domains (and ``All``) that some rule for ``spec`` sets a minimum mean AP for, ``All`` last."""
     targets = {target for target in rule_targets(rules, spec, "ap") if is_mean_target(target)}
     return sorted(t for t in targets if t != ALL) + ([ALL] if ALL in targets else [])
@@ -58,8 +59,9 @@ def threshold_checks(rules: list[Rule], rows: list[dict[str, Any]]) -> list[Mean
     checks = []
     for spec, by_dataset in scored_rows(rows).items():
         means = domain_means((name, row["domain"], row["ap"]) for name, row in by_dataset.items())
-        for target in mean_targets(rules, spec):
-            threshold = threshold_for(rules, spec, target)
+        model = ModelSpec.parse(spec)
+        for target in mean_targets(rules, model):
+            threshold = threshold_for(rules, model, target)
             assert threshold is not None  # mean_targets only lists targets with a rule
             if target not in means:
                 checks.append(MeanCheck(spec, target, NOT_CHECKED, f"no dataset of {target} ran"))
@@ -103,9 +105,9 @@ def _row_of(row: dict[str, Any], subset: str, methods: dict[str, str], reference
         return None, None
     options = json.loads(row.get("adapter_options") or "{}")
     trained = json.loads(row.get("hyperparameters") or "{}")
-    return table, paper_row(row["spec"], row["checkpoint"], row["prompt"], methods, regime, row.get("recipe"),
-                            bool(trained.get("federated")), source, str(options.get("scores", "one")),
-                            bool(options.get("prompt_file")))
+    return table, paper_row(ModelSpec.parse(row["spec"]), row["checkpoint"], row["prompt"], methods, regime,
+                            row.get("recipe"), bool(trained.get("federated")), source,
+                            str(options.get("scores", "one")), bool(options.get("prompt_file")))
 
 
 def other_rows(row: dict[str, Any], subset: str, chosen: ReferenceChoice, compared: str) -> list[str]:

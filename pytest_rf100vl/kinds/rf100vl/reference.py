@@ -92,6 +92,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from rf100vl_hf.specs import ModelSpec
+
 TABLES = {"all": "rf100vl_table2", "rf20vl": "rf20vl_table3"}
 """The paper table that matches each subset (zero- and few-shot)."""
 SUPERVISED_TABLES = {"all": "rf100vl_table7"}
@@ -330,19 +332,18 @@ def reference_source(reference: ReferenceChoice | str, table: str, regime: str, 
     return f"{section_rows(reference, table, regime)[method].describe()}, {regime}"
 
 
-def paper_row(spec: str, checkpoint: str | None, prompt: str, overrides: dict[str, str], regime: str = "zero-shot",
-              recipe: str | None = None, federated: bool = False, reference: str = "paper", scores: str = "one",
-              prompt_file: bool = False) -> str | None:
+def paper_row(spec: ModelSpec, checkpoint: str | None, prompt: str, overrides: dict[str, str],
+              regime: str = "zero-shot", recipe: str | None = None, federated: bool = False,
+              reference: str = "paper", scores: str = "one", prompt_file: bool = False) -> str | None:
     """The ``reference`` row that ``spec`` (run with ``prompt``, in ``regime``, fine-tuned by
     ``recipe`` with or without the federated loss; a chat model scoring its boxes by
     ``scores``, told instructions from a prompt file or not) reproduces, if any."""
-    name = spec.partition(":")[0]
-    for key in (spec, name):
+    for key in (spec.text, spec.name):
         if key in overrides:
             return overrides[key]
     for method in METHODS[reference]:
         if (method.adapter, method.prompt, method.regime, method.federated, method.scores, method.prompt_file) == \
-                (name, prompt, regime, federated, scores, prompt_file) \
+                (spec.name, prompt, regime, federated, scores, prompt_file) \
                 and method.recipe in (None, recipe) and method.matches(checkpoint):
             return method.row
     return None
