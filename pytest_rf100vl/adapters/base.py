@@ -252,18 +252,6 @@ class Accounted(Protocol):
         """The columns counted since :meth:`start_pair`."""
 
 
-def task_key_parts(task: DetectionTask | None, query: GroundingQuery | None = None) -> tuple[str, ...]:
-    """What a model without :class:`Prompted` is told besides the image, as answer-cache key
-    parts: the UOUO question, or the task's dataset (few-shot examples come from it), prompt
-    mode, classes in order and instructions."""
-    if query is not None:
-        return ("uouo", query.target, query.box_prompt, query.quadrant_prompt)
-    if task is None:
-        raise ValueError("set_task must be called before the model detects")
-    return (task.dataset, task.prompt, *task.classes, *(f"{name}: {text}" for name, text in sorted(task.instructions.items())),
-            task.readme)
-
-
 class Adapter(ABC):
     """Base class of all adapters. Subclasses set ``name`` and ``default_checkpoint``."""
 
@@ -359,14 +347,17 @@ class Adapter(ABC):
 
     @property
     def revision(self) -> str | None:
-        """The model's commit or content hash, when known (recorded with every result)."""
-        return None
+        """The model's commit or content hash, when known (recorded with every result): by
+        default :meth:`stored_revision` of the checkpoint, so that an adapter whose revision is
+        known from its checkpoint writes that one method."""
+        return self.stored_revision(self.checkpoint)
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:
         """The :attr:`revision` that ``checkpoint`` has on disk now, read without building the
         model (the plugin resumes on it); ``None`` when it cannot be known before. An adapter
-        whose :attr:`revision` is not ``None`` overrides this too, or its rows are never reused."""
+        that reads its :attr:`revision` from the built model keeps the two equal
+        (``tests/adapters/test_contract.py`` checks every built-in)."""
         return None
 
     @classmethod

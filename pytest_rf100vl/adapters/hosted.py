@@ -28,8 +28,8 @@ from pytest_rf100vl.adapters.base import (
     Prompted,
     Trainable,
     TrainingData,
-    task_key_parts,
 )
+from pytest_rf100vl.adapters.keyed import prompt_key
 
 if TYPE_CHECKING:
     from rf100vl_hf.training.recipe import Recipe
@@ -87,7 +87,17 @@ class Hosted(Adapter):
         """The model's own texts (:class:`Prompted`), else the task or question it was told."""
         if isinstance(self.model, Prompted):
             return self.model.answer_key_parts(query)
-        return task_key_parts(self.task, query)
+        return prompt_key(self, query, self._told)
+
+    def _told(self, query: GroundingQuery | None) -> tuple[str, ...]:
+        """What the model was told besides the classes: the UOUO question, or the task's
+        dataset (few-shot examples come from it), prompt mode and instructions."""
+        if query is not None:
+            return query.box_prompt, query.quadrant_prompt
+        assert self.task is not None  # prompt_key refuses a model told no task
+        task = self.task
+        return (task.dataset, task.prompt, *(f"{name}: {text}" for name, text in sorted(task.instructions.items())),
+                task.readme)
 
     def start_pair(self) -> None:
         if isinstance(self.model, Accounted):

@@ -8,12 +8,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from PIL import Image
 
 from pytest_rf100vl.adapters.base import (
     Accounted,
     Adapter,
+    Detections,
+    DetectionTask,
     Detector,
     Grounder,
+    GroundingAnswer,
+    GroundingQuery,
+    ImageItem,
     ModelInfo,
     Pipelined,
     Prompted,
@@ -136,3 +142,45 @@ def test_a_model_without_the_two_methods_is_a_clear_error_and_an_adapter_passes_
     built = Built()
     assert hosted(built, "built", None, {}, "cpu", "float32") is built
     assert isinstance(built, Detector) and built.info == ModelInfo("built", None, None, {}, False)
+
+
+class Counting:
+    """Two methods and two capabilities: it grounds (a fixed box) and counts its calls per pair."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def set_task(self, task):
+        self.classes = task.classes
+
+    def predict(self, batch):
+        self.calls += len(batch)
+        return [Detections.empty() for _ in batch]
+
+    def ground(self, batch, queries):
+        return [GroundingAnswer((0.0, 0.0, 4.0, 4.0), "top-left") for _ in batch]
+
+    def start_pair(self):
+        self.calls = 0
+
+    def pair_columns(self):
+        return {"requests": self.calls}
+
+
+def test_a_hosted_model_keeps_its_capabilities_and_its_answers_are_keyed_on_what_it_was_told() -> None:
+    model = Counting()
+    adapter = hosted(model, "counting", "v2", {"size": "4"}, "cpu", "float32")
+    assert adapter.info == ModelInfo("counting", "v2", None, {"size": "4"}, False)
+    assert isinstance(model, Grounder) and isinstance(model, Accounted) and not isinstance(model, Prompted)
+    item = ImageItem(Image.new("RGB", (8, 8)), 0, "0.jpg")
+    adapter.start_pair()
+    adapter.set_task(DetectionTask("a", ["cat", "dog"]))
+    assert len(adapter.predict([item, item])) == 2 and adapter.pair_columns() == {"requests": 2}
+    query = GroundingQuery("cat", "Where is the cat?", "Which quadrant?")
+    assert adapter.ground([item], [query]) == [GroundingAnswer((0.0, 0.0, 4.0, 4.0), "top-left")]
+    keys = {adapter.answer_key_parts(query), adapter.answer_key_parts()}
+    for task in (DetectionTask("a", ["dog", "cat"]), DetectionTask("b", ["cat", "dog"]),
+                 DetectionTask("a", ["cat", "dog"], prompt="instructions", instructions={"cat": "whiskers"})):
+        adapter.set_task(task)
+        keys.add(adapter.answer_key_parts())
+    assert len(keys) == 5  # the question, and each task: its classes' order, dataset and instructions count
