@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rf100vl_hf.constants import PROMPT_MODES
+
 from pytest_rf100vl.adapters.base import (
     Accounted,
     Adapter,
@@ -50,7 +52,7 @@ class Hosted(Adapter):
     identified and cached by its :class:`ModelInfo`, its capabilities passed through."""
 
     name = "hosted"
-    prompt_modes = ("names", "instructions", "fewshot")  # the model refuses what it cannot take
+    prompt_modes = PROMPT_MODES  # every mode reaches the model, which refuses what it cannot take
 
     def __init__(self, model: Detector, info: ModelInfo, device: str = "cpu", dtype: str = "float32"):
         super().__init__(info.checkpoint, device, dtype, **info.options)
