@@ -25,37 +25,40 @@ import pytest
 if TYPE_CHECKING:
     from rf100vl_hf.specs import ModelSpec
 
-    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.adapters.base import Detector
     from pytest_rf100vl.core.pairs import Pair
 
 
 @pytest.hookspec(firstresult=True)
 def pytest_rf100vl_make_adapter(
     config: pytest.Config, spec: ModelSpec, device: str, dtype: str, options: dict[str, str]
-) -> "Adapter | None":
-    """Build the adapter for ``spec``, or return ``None`` to leave it to the adapter registry.
+) -> "Detector | None":
+    """Build the model for ``spec``, or return ``None`` to leave it to the adapter registry.
 
     ``spec`` is the model as asked for, parsed (``spec.name``, ``spec.checkpoint``: ``None``
     when none was given, ``spec.text``: as written); ``options`` are the
     ``--rf100vl-adapter-option`` values for this model (strings; an implementation may leave
     the argument out of its signature). This lets a project try a
     model from its ``conftest.py`` without publishing an entry point in the
-    ``rf100vl.adapters`` group. Example::
+    ``rf100vl.adapters`` group. The model needs only ``set_task`` and ``predict``
+    (``docs/your-model.md``); the plugin gives it caching, resume, rows and throughput.
+    Example::
 
         import numpy as np
 
-        from pytest_rf100vl.adapters.base import Adapter, Detections
+        from pytest_rf100vl.adapters.base import Detections
 
-        class Everywhere(Adapter):
-            name = "everywhere"
+        class Everywhere:
+            def set_task(self, task):
+                self.classes = task.classes
 
             def predict(self, batch):
-                return [Detections(np.array([[0, 0, *item.image.size]]), np.ones(1), np.zeros(1))
+                return [Detections(np.array([[0.0, 0.0, *item.image.size]]), np.ones(1), np.zeros(1, dtype=int))
                         for item in batch]
 
         def pytest_rf100vl_make_adapter(config, spec, device, dtype):
             if spec.name == "everywhere":
-                return Everywhere(spec.checkpoint, device=device, dtype=dtype)
+                return Everywhere()
     """
 
 

@@ -153,6 +153,105 @@ class GroundingAnswer:
     transcript: Transcript | None = None
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """What identifies a model's answers: the one source of a row's model columns, the identity
+    a row is reused on, the trained-weights key and the answer-cache key, so that no model
+    has to keep several members in step (``docs/your-model.md``). ``options`` are those its
+    answers depend on; ``smoke`` marks random weights (scores that mean nothing)."""
+
+    name: str
+    checkpoint: str | None = None
+    revision: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    smoke: bool = False
+
+    def identity(self) -> dict[str, Any]:
+        """The model's identity columns of a row (``adapter_options`` still a mapping)."""
+        return {"model": self.name, "checkpoint": self.checkpoint, "model_revision": self.revision,
+                "adapter_options": dict(self.options)}
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """A model, as the plugin needs it: told the task once per dataset, then asked for the
+    detections of batches of images. Everything else is an optional capability below, which
+    the session detects with ``isinstance``; caching, resume, rows and throughput come from
+    the plugin (``docs/your-model.md``)."""
+
+    def set_task(self, task: DetectionTask) -> None:
+        """Told once per dataset, before any batch."""
+
+    def predict(self, batch: list[ImageItem]) -> list[Detections]:
+        """``xyxy`` pixel boxes, scores and class indices for each image of the batch, in order."""
+
+
+@runtime_checkable
+class Grounder(Protocol):
+    """A model that answers UOUO's questions itself (otherwise its best box for the target's
+    name is its answer, and the quadrant is read from the box)."""
+
+    def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
+        """One answer per image and question, in order."""
+
+
+@runtime_checkable
+class Pipelined(Protocol):
+    """A detector whose :meth:`~Adapter.predict` is three stages the runner can overlap across
+    batches, so that a GPU never waits for the host (``docs/scale.md``, "Feeding the GPU").
+    ``predict(batch)`` must equal ``collect(launch(prepare(batch)))``; the runner calls the
+    stages of different batches from different threads, ``prepare`` on its own.
+
+    Example: ``prepare`` returns the batch's pixels on the device, ``launch`` the model's raw
+    outputs (queued there, nothing waits for them), ``collect`` the detections, read back in
+    one copy (:class:`~pytest_rf100vl.adapters.pipelined.PipelinedDetector` does this for the
+    transformers detectors)."""
+
+    def prepare(self, batch: list[ImageItem]) -> Any:
+        """The model's inputs for ``batch``, on its device."""
+
+    def launch(self, prepared: Any) -> Any:
+        """The model's outputs for prepared inputs, without waiting for the device."""
+
+    def collect(self, launched: Any) -> list[Detections]:
+        """Detections of each image of the batch, in order."""
+
+
+@runtime_checkable
+class Trainable(Protocol):
+    """A model that can be fine-tuned (``--rf100vl-train``): its recipes by name, and the two
+    stages of the fit stage (``docs/training.md``)."""
+
+    recipes: dict[str, "Recipe"]
+
+    def fit(self, data: TrainingData, recipe: "Recipe", store: "TrainedStore") -> "FitRecord":
+        """Fine-tune on ``data`` by ``recipe``, checkpointing into ``store``."""
+
+    def load_trained(self, store: "TrainedStore") -> None:
+        """Load the weights of a finished fit in ``store``."""
+
+
+@runtime_checkable
+class Prompted(Protocol):
+    """A model that says what it sends besides the image: the answer cache keys each answer on
+    these texts. Without it, an answer is keyed on the task the model was told."""
+
+    def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...] | None:
+        """The prompt texts and classes of the current task, or of a UOUO ``query``."""
+
+
+@runtime_checkable
+class Accounted(Protocol):
+    """A model that counts what each pair cost it (requests, tokens, money): its columns are
+    added to the pair's row."""
+
+    def start_pair(self) -> None:
+        """Start counting for the next pair."""
+
+    def pair_columns(self) -> dict[str, Any]:
+        """The columns counted since :meth:`start_pair`."""
+
+
 class Adapter(ABC):
     """Base class of all adapters. Subclasses set ``name`` and ``default_checkpoint``."""
 
@@ -248,14 +347,17 @@ class Adapter(ABC):
 
     @property
     def revision(self) -> str | None:
-        """The model's commit or content hash, when known (recorded with every result)."""
-        return None
+        """The model's commit or content hash, when known (recorded with every result): by
+        default :meth:`stored_revision` of the checkpoint, so that an adapter whose revision is
+        known from its checkpoint writes that one method."""
+        return self.stored_revision(self.checkpoint)
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:
         """The :attr:`revision` that ``checkpoint`` has on disk now, read without building the
         model (the plugin resumes on it); ``None`` when it cannot be known before. An adapter
-        whose :attr:`revision` is not ``None`` overrides this too, or its rows are never reused."""
+        that reads its :attr:`revision` from the built model keeps the two equal
+        (``tests/adapters/test_contract.py`` checks every built-in)."""
         return None
 
     @classmethod
@@ -266,22 +368,21 @@ class Adapter(ABC):
         return cls.stored_revision(checkpoint or cls.default_checkpoint)
 
     @classmethod
-    def planned_identity(cls, checkpoint: str | None, options: dict[str, Any]) -> dict[str, Any]:
-        """The ``model``, ``checkpoint``, ``model_revision`` and ``adapter_options`` (resolved,
-        with defaults) that :meth:`describe` and :attr:`options` would give for ``checkpoint``
-        and the ``options`` given, worked out without building the model."""
-        checkpoint = checkpoint or cls.default_checkpoint
-        return {
-            "model": cls.name,
-            "checkpoint": checkpoint,
-            "model_revision": cls.stored_revision(checkpoint),
-            "adapter_options": cls.identity_options(cls.resolved_options(options)),
-        }
+    def planned_info(cls, checkpoint: str | None, options: dict[str, Any], dataset: str, split: str) -> ModelInfo:
+        """The :attr:`info` a pair of ``dataset``'s ``split`` will record for ``checkpoint`` and the
+        ``options`` given (resolved, with defaults), worked out without building the model."""
+        return ModelInfo(cls.name, checkpoint or cls.default_checkpoint, cls.pair_revision(checkpoint, dataset, split),
+                         cls.identity_options(cls.resolved_options(options)))
 
     @property
     def is_smoke(self) -> bool:
         """True for models whose scores mean nothing (random weights): results say so."""
         return False
+
+    @property
+    def info(self) -> ModelInfo:
+        """The model as its answers depend on it (:class:`ModelInfo`)."""
+        return ModelInfo(self.name, self.checkpoint, self.revision, self.identity_options(self.options), self.is_smoke)
 
     def set_task(self, task: DetectionTask) -> None:
         """Told once per dataset, before any batch. Adapters precompute prompts here."""
@@ -377,28 +478,6 @@ class Adapter(ABC):
 
     def close(self) -> None:
         """Release memory; called once when the session ends."""
-
-
-@runtime_checkable
-class Pipelined(Protocol):
-    """A detector whose :meth:`~Adapter.predict` is three stages the runner can overlap across
-    batches, so that a GPU never waits for the host (``docs/scale.md``, "Feeding the GPU").
-    ``predict(batch)`` must equal ``collect(launch(prepare(batch)))``; the runner calls the
-    stages of different batches from different threads, ``prepare`` on its own.
-
-    Example: ``prepare`` returns the batch's pixels on the device, ``launch`` the model's raw
-    outputs (queued there, nothing waits for them), ``collect`` the detections, read back in
-    one copy (:class:`~pytest_rf100vl.adapters.pipelined.PipelinedDetector` does this for the
-    transformers detectors)."""
-
-    def prepare(self, batch: list[ImageItem]) -> Any:
-        """The model's inputs for ``batch``, on its device."""
-
-    def launch(self, prepared: Any) -> Any:
-        """The model's outputs for prepared inputs, without waiting for the device."""
-
-    def collect(self, launched: Any) -> list[Detections]:
-        """Detections of each image of the batch, in order."""
 
 
 TINY = "tiny"

@@ -120,10 +120,13 @@ class ClipQuadrantAdapter(Adapter):
         self.model = model.eval()
         self.tokenizer = open_clip.get_tokenizer(self.model_name)
 
-    @property
-    def revision(self) -> str | None:
-        """The pretrained tag (or the seeded random init of the tiny model)."""
-        return self.tag or (f"random-init-seed{RANDOM_INIT_SEED}" if self.checkpoint == TINY else None)
+    @classmethod
+    def stored_revision(cls, checkpoint: str | None) -> str | None:
+        """The pretrained tag (or the seeded random init of the tiny model), known from the
+        checkpoint alone: the revision it records and the one its rows are reused on."""
+        if checkpoint == TINY:
+            return f"random-init-seed{RANDOM_INIT_SEED}"
+        return (checkpoint or "").partition("@")[2] or None
 
     @property
     def is_smoke(self) -> bool:

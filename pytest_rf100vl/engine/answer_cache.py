@@ -1,10 +1,10 @@
 """Answers of slow models kept per image (per mosaic for UOUO), so a killed run resumes at its
 first unanswered image instead of image 0.
 
-An answer is keyed by everything that changes it: the adapter and its checkpoint, the
-model's revision, the adapter's options, the dtype, what the adapter sends besides the image
-(:meth:`Adapter.answer_key_parts`: the prompt texts for the current task or UOUO question)
-and the image's pixels. A new checkpoint revision, prompt or option is a new key; nothing
+An answer is keyed by everything that changes it: the model's
+:class:`~pytest_rf100vl.adapters.base.ModelInfo` (name, checkpoint, revision, options), the
+dtype, what the adapter sends besides the image (:meth:`Adapter.answer_key_parts`: the
+prompt texts for the current task or UOUO question) and the image's pixels. A new checkpoint revision, prompt or option is a new key; nothing
 is ever invalidated in place.
 
 The store is one SQLite file in WAL mode. Each answer is written in its own transaction, so
@@ -106,12 +106,13 @@ def key_for(
     parts = parts if parts is not None else adapter.answer_key_parts(query)
     if parts is None:
         raise TypeError(f"adapter {adapter.name!r} does not say what it sends (answer_key_parts): not cacheable")
+    info = adapter.info
     return answer_key(
-        model=adapter.name,
-        checkpoint=adapter.checkpoint,
-        revision=adapter.revision if adapter.trained_weights is None
-        else f"{adapter.revision}+weights:{adapter.trained_weights}",
-        options=adapter.identity_options(adapter.options),
+        model=info.name,
+        checkpoint=info.checkpoint,
+        revision=info.revision if adapter.trained_weights is None
+        else f"{info.revision}+weights:{adapter.trained_weights}",
+        options=info.options,
         dtype=adapter.dtype,
         prompt=parts,
         image=image,

@@ -16,6 +16,7 @@ from rf100vl_hf.redact import public_argument, public_value
 from rf100vl_hf.results.schema import ModelColumns, OutputColumns, ProvenanceColumns, ThroughputColumns
 from rf100vl_hf.specs import ModelSpec
 
+from pytest_rf100vl.adapters.base import ModelInfo
 from pytest_rf100vl.engine.runner import Answers, Timing
 
 
@@ -30,21 +31,20 @@ def options_column(options: dict[str, Any]) -> str:
     return json.dumps({key: public_value(value) for key, value in options.items()}, sort_keys=True, default=str)
 
 
-def model_columns(described: dict[str, Any], spec: ModelSpec, options: dict[str, Any], batch_size: int | str,
+def model_columns(info: ModelInfo, described: dict[str, Any], spec: ModelSpec, batch_size: int | str,
                   timing: Timing, smoke: bool = False) -> ModelColumns:
-    """The model as it ran: ``described`` is the adapter's ``describe()``, ``options`` what its
-    answers depend on (``spec``'s options are the options as given), ``batch_size`` what was asked (a
-    number or ``auto``; the row records both); ``smoke`` when the data itself makes the scores
-    meaningless."""
+    """The model as it ran: ``info`` identifies it, ``described`` is the adapter's ``describe()``
+    (where it ran: device, dtype, device map, attention, compilation), ``spec`` as asked for (its
+    options are the options as given), ``batch_size`` what was asked (a number or ``auto``; the row
+    records both); ``smoke`` when the data itself makes the scores meaningless."""
     compiled = bool(described.get("compiled"))
     return ModelColumns(
-        model=described["model"], spec=spec.text, checkpoint=described["checkpoint"],
-        model_revision=described["revision"],
-        adapter_options=options_column(options), requested_options=options_column(spec.option_values),
+        model=info.name, spec=spec.text, checkpoint=info.checkpoint, model_revision=info.revision,
+        adapter_options=options_column(info.options), requested_options=options_column(spec.option_values),
         device=described["device"], dtype=described["dtype"], device_map=described.get("device_map"),
         batch_size=timing.batch_size, batch_size_requested=str(batch_size), attention=described.get("attention"),
         compiled=compiled, compile_s=timing.compile_seconds() if compiled else None,
-        smoke=bool(described["smoke"]) or smoke,
+        smoke=info.smoke or smoke,
     )
 
 

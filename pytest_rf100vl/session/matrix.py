@@ -21,6 +21,7 @@ from rf100vl_hf.results.rows import with_measured_throughput
 from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters import registry
+from pytest_rf100vl.adapters.hosted import hosted
 from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.core.pairs import Pair
@@ -170,10 +171,12 @@ class MatrixSession:
         loop = self.config.loop
         try:
             with adapter_call("the adapter", errors=()):  # sys.exit too
-                adapter = self.pytest_config.hook.pytest_rf100vl_make_adapter(
+                made = self.pytest_config.hook.pytest_rf100vl_make_adapter(
                     config=self.pytest_config, spec=spec, device=self.device, dtype=loop.dtype, options=options
                 )
-                return adapter or registry.build(
+                if made is not None:
+                    return hosted(made, spec.name, spec.checkpoint, options, self.device, loop.dtype)
+                return registry.build(
                     self.adapter_class(spec) or registry.adapter_class(spec.name), spec.checkpoint,
                     device=self.device, dtype=loop.dtype, device_map=loop.device_map, attention=loop.attention,
                     compile=loop.compile, **options,

@@ -11,7 +11,8 @@ keeps the rest); under ``--rf100vl-log-samples``, a row of a model that answers 
 name its samples log too (a row without one runs again, answered from the answer cache). The
 identity is worked out without building the model:
 
-- the model's columns from the adapter's class (:meth:`Adapter.planned_identity`): its
+- the model's columns from the adapter's class (:meth:`Adapter.planned_info`, the
+  :class:`~pytest_rf100vl.adapters.base.ModelInfo` the model will record): its
   name, the checkpoint (or its default), the options with their defaults, and the revision
   the checkpoint has on disk now (:meth:`Adapter.pair_revision`: a Hub checkpoint's commit
   read from the local Hub cache, a local folder's content hash, a replayed file's content
@@ -70,9 +71,8 @@ def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None", dataset: str,
     options = spec.option_values
     if cls is None:
         return {"spec": spec.text, "requested_options": options_column(options)}
-    identity = cls.planned_identity(spec.checkpoint, options)
-    return {**identity, "adapter_options": options_column(identity["adapter_options"]),
-            "model_revision": cls.pair_revision(spec.checkpoint, dataset, split)}
+    identity = cls.planned_info(spec.checkpoint, options, dataset, split).identity()
+    return {**identity, "adapter_options": options_column(identity["adapter_options"])}
 
 
 def answers_in_text(cls: "type[Adapter] | None") -> bool:

@@ -91,10 +91,8 @@ def fit(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView") -> 
     """The training stage: the pair's model fitted, or its earlier fit loaded (``None`` without a plan)."""
     if pair.training is None:
         return None
-    described = adapter.describe()
-    model = {"model": described["model"], "checkpoint": described["checkpoint"],
-             "model_revision": described["revision"],
-             "adapter_options": options_column(adapter.identity_options(adapter.options))}
+    model = adapter.info.identity()
+    model["adapter_options"] = options_column(model["adapter_options"])
     key = training_key(model, split, pair.training, adapter.training_libraries)
     store = store_for(session.config.report.results, pair.spec, pair.dataset, key)
     return fit_or_load(adapter, pair.training, store, split)
@@ -139,7 +137,7 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
     row = ResultRow(
         run=RunColumns(session.writer.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        session.command),
-        model=model_columns(described, pair.spec, adapter.identity_options(adapter.options), config.loop.batch_size,
+        model=model_columns(adapter.info, described, pair.spec, config.loop.batch_size,
                             answers.timing, split.smoke),
         data=DataColumns(kind.name, pair.dataset, split=split.name, limit=config.matrix.limit,
                          n_images=answers.n_images, **split.identity),

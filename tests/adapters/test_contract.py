@@ -176,3 +176,13 @@ def test_grounding_answers_one_per_mosaic_in_order(adapter: Adapter) -> None:
         if answer.box is not None:
             assert len(answer.box) == 4 and all(np.isfinite(answer.box))
             assert max(answer.box) <= 2 * max(item.image.size)
+
+
+def test_the_identity_known_before_building_is_the_one_the_model_records(adapter: Adapter) -> None:
+    """A pair is reused on the :class:`ModelInfo` its class plans without building the model:
+    a built-in whose planned revision differs from the one it records would never be reused."""
+    if "rf100vl" in adapter.tasks:
+        adapter.set_task(task())
+    planned = type(adapter).planned_info(adapter.checkpoint, {}, "contract", "test")
+    built = adapter.info
+    assert (planned.name, planned.checkpoint, planned.revision) == (built.name, built.checkpoint, built.revision)
