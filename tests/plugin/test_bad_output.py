@@ -136,7 +136,7 @@ def test_a_full_disk_at_finish_is_one_line_naming_the_file_and_keeps_every_row(f
         "*= rf100vl summary =*",
         f"rf100vl: error: {folder / 'results.parquet'}: No space left on device; every row is in "
         f"{folder / 'results.jsonl'} (exit status 1)",
-        "*= 1 passed in *",
+        "*= 1 passed*",  # a clean venv adds pytest's "cannot be rewritten" warnings to the count
     ])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert [row["dataset"] for row in results(folder)] == ["sample"]
