@@ -31,6 +31,7 @@ from rf100vl_hf.arguments import (
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra, os_error_line
 from rf100vl_hf.redact import scrub
+from rf100vl_hf.rf100vl.build_record import BuildRecord, unchanged_build
 from rf100vl_hf.rf100vl.request import (
     FEWSHOT_CLASS_MATCHES,
     FEWSHOT_STRATEGIES,
@@ -162,25 +163,35 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from rf100vl_hf.rf100vl.builder import builder_of
-
     params = {key: getattr(args, key) for key in SPLIT_PARAMETERS if getattr(args, key) is not None}
     request = DatasetRequest(args.data_dir, args.fewshot_dir, args.cache_dir, args.verify_images,
                              SplitParameters(**params))
     for name in args.names:
-        builder = builder_of(request, name, verify=args.verify)
-        builder.download_and_prepare()
-        splits = ", ".join(f"{s} ({info.num_examples})" for s, info in builder.info.splits.items())
-        how = "reused (no file changed since its build; --verify re-reads them)" if builder.reused_unread else "prepared"
-        print(f"{name}: {how} {splits}\n  in {builder.cache_dir}")
-        if builder.config_id == name:
+        # a build whose files are unchanged is found by stat, before datasets is imported
+        record = None if args.verify else unchanged_build(request, name)
+        reused = record is not None
+        if record is None:
+            record, reused = _prepared(request, name, args.verify)
+        splits = ", ".join(f"{split} ({examples})" for split, examples in record.splits.items())
+        how = "reused (no file changed since its build; --verify re-reads them)" if reused else "prepared"
+        print(f"{name}: {how} {splits}\n  in {record.path}")
+        if record.config_id == name:
             print(f"  load it anywhere with: load_dataset('rf100vl', '{name}', split='test')")
         else:
             print(
-                f"  custom parameters make the config id {builder.config_id!r}: load it with "
+                f"  custom parameters make the config id {record.config_id!r}: load it with "
                 f"rf100vl_hf.rf100vl.builder.load_rf100vl('{name}', **params)"
             )
     return 0
+
+
+def _prepared(request: DatasetRequest, name: str, verify: bool) -> tuple[BuildRecord, bool]:
+    """The build of ``name`` made or found by the builder, and whether it was found by stat."""
+    from rf100vl_hf.rf100vl.builder import builder_of
+
+    builder = builder_of(request, name, verify=verify)
+    builder.download_and_prepare()
+    return builder.record, builder.reused_unread
 
 
 def cmd_export(args: argparse.Namespace) -> int:

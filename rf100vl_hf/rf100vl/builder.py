@@ -14,11 +14,13 @@ anywhere, offline (with ``HF_HUB_OFFLINE=1``, or it first waits for the Hub to a
 from any working directory that has no ``rf100vl`` folder of its own. When exports of
 different contents were prepared under one name, the bare call takes the latest.
 
-Repeat cost: each build stores a manifest (relative path, size and mtime of every file of
-the exports). A builder whose exports' files all match a build's manifest reuses that
-build after one ``stat`` per file, reading nothing; otherwise it reads and fingerprints
-the exports, and reuses a build of the same contents or makes a new one. ``verify=True``
-(what ``rf100vl-hf prepare`` does) always reads and checks the contents.
+Repeat cost: each build stores a record (:mod:`.build_record`: relative path, size and mtime
+of every file of the exports, the metadata, each split's examples). A builder whose exports'
+files all match a build's record reuses that build after one ``stat`` per file, reading
+nothing; otherwise it reads and fingerprints the exports, and reuses a build of the same
+contents or makes a new one. ``verify=True`` (``rf100vl-hf prepare --verify``) always reads
+and checks the contents. The same check, in light code, lets ``rf100vl-hf prepare`` of
+unchanged exports finish without importing datasets.
 
 Crash safety: a build is written into a hidden staging folder beside its final place and
 renamed into place when complete, so a killed build never leaves a folder the bare call
@@ -28,7 +30,6 @@ README, "Loading datasets").
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -48,9 +49,21 @@ from datasets.exceptions import DatasetGenerationError
 from filelock import FileLock, Timeout
 
 from rf100vl_hf.errors import DataError, Rf100vlError
-from rf100vl_hf.metadata import to_description
+from rf100vl_hf.metadata import read_metadata, to_description
 from rf100vl_hf.progress import logger, progress_bar
+from rf100vl_hf.rf100vl import build_record
 from rf100vl_hf.rf100vl import splits as split_makers
+from rf100vl_hf.rf100vl.build_record import (
+    BUILDER_NAME,
+    FORMAT_VERSION,
+    BuildRecord,
+    build_matching,
+    file_manifest,
+    is_complete,
+    manifest_digest,
+    read_record,
+    write_record,
+)
 from rf100vl_hf.rf100vl.instructions import Instructions, match_classes, parse_instructions
 from rf100vl_hf.rf100vl.reader import Export, ImageRecord, present_splits, read_export
 from rf100vl_hf.rf100vl.request import (
@@ -63,14 +76,7 @@ from rf100vl_hf.rf100vl.request import (
 )
 from rf100vl_hf.rf100vl.sources import DatasetSource, locate
 
-BUILDER_NAME = "rf100vl"
-FORMAT_VERSION = "4"
-"""Bumped whenever the normalisation or the stored metadata changes, so an old cache is not
-reused (3: the few-shot strategy in the metadata; 4: the test split's source and how the
-few-shot classes were matched)."""
-VERSION = datasets.Version("1.0.0")
-MANIFEST_FILE = "rf100vl_manifest.json"
-"""Beside a build's Arrow files: the stat manifest of the exports it was built from."""
+VERSION = datasets.Version(build_record.VERSION)
 STAGING_SUFFIX = ".staging"
 """A build is written into ``.<hash>.staging`` (hidden: datasets' cache lookup skips it) and renamed."""
 BATCH_BYTES = 64 * 2**20
@@ -172,66 +178,7 @@ def _homepage(text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-# ------------------------------------------------------------------ manifests and builds
-
-
-def file_manifest(roots: dict[str, Path | None]) -> list[list[Any]]:
-    """``[label/relative path, size, mtime_ns]`` of every file under each root, sorted: one ``stat`` per file.
-
-    Files are stat'ed through symlinks (a linked file's contents are what a build holds);
-    folders are walked without following links, a linked folder being listed as one entry.
-    """
-    entries: list[list[Any]] = []
-
-    def walk(folder: str, prefix: str) -> None:
-        with os.scandir(folder) as listing:
-            for entry in listing:
-                if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, f"{prefix}{entry.name}/")
-                    continue
-                try:
-                    stat = entry.stat()
-                except OSError:  # a dangling link: the reader names it if the export uses it
-                    stat = entry.stat(follow_symlinks=False)
-                entries.append([prefix + entry.name, stat.st_size, stat.st_mtime_ns])
-
-    for label, root in roots.items():
-        if root is not None:
-            walk(str(root), f"{label}/")
-    return sorted(entries)
-
-
-def _manifest_digest(manifest: list[list[Any]]) -> str:
-    return xxhash.xxh3_128_hexdigest(json.dumps([FORMAT_VERSION, manifest]).encode())
-
-
-def _stored_digest(build: Path) -> str | None:
-    try:
-        return json.loads((build / MANIFEST_FILE).read_text(encoding="utf-8"))["digest"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _write_manifest(build: Path, manifest: list[list[Any]]) -> None:
-    """Store the manifest beside a complete build (written to a temporary name, then renamed)."""
-    temporary = build / f".{MANIFEST_FILE}.{os.getpid()}"
-    temporary.write_text(json.dumps({"digest": _manifest_digest(manifest), "files": manifest}), encoding="utf-8")
-    os.replace(temporary, build / MANIFEST_FILE)
-
-
-def _is_complete(build: Path) -> bool:
-    return (build / datasets.config.DATASET_INFO_FILENAME).is_file()
-
-
-def _build_matching(version_dir: Path, digest: str) -> Path | None:
-    """The complete build in ``version_dir`` whose stored manifest has ``digest``, if any."""
-    if not version_dir.is_dir():
-        return None
-    for build in sorted(version_dir.iterdir()):
-        hidden = build.name.startswith(".")
-        if build.is_dir() and not hidden and _stored_digest(build) == digest and _is_complete(build):
-            return build
-    return None
+# ------------------------------------------------------------------------- leftovers
 
 
 def remove_leftovers(version_dir: Path) -> list[Path]:
@@ -307,7 +254,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         version_dir = Path(cache_root, BUILDER_NAME, self._params.create_config_id({}), str(VERSION))
         self.manifest = file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
         verify = verify or self._params.verify_images == "full"
-        matched = None if verify else _build_matching(version_dir, _manifest_digest(self.manifest))
+        matched = None if verify else build_matching(version_dir, manifest_digest(self.manifest))
         self.reused_unread = matched is not None
         """Whether a build of the same files (by ``stat``) was found, so no file was read."""
         if matched is not None:  # no file changed since this build: read nothing
@@ -513,14 +460,15 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         staging folder, renamed into place when complete (see the module docstring)."""
         if output_dir is not None and os.path.normpath(str(output_dir)) != os.path.normpath(self._cache_dir):
             return super().download_and_prepare(output_dir, *args, **kwargs)
-        if self.reused_unread and not args and not kwargs:  # found by stat, its info loaded: nothing to do
+        if self.reused_unread and not args and not kwargs:  # found by stat, its info loaded: nothing to build
+            self._keep_record()
             return None
         final = Path(self._cache_dir)
         staging = final.with_name(f".{final.name}{STAGING_SUFFIX}")
         final.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(final.with_name(f".{final.name}.lock"))):
             remove_leftovers(final.parent)
-            if not _is_complete(final):
+            if not is_complete(final):
                 for leftover in (staging, Path(f"{staging}.incomplete"), final):
                     shutil.rmtree(leftover, ignore_errors=True)
                 logger.info("preparing %s: reading the export and writing the Arrow cache", self.source.name)
@@ -537,12 +485,30 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                         raise
                     # Arrow names no file (a full disk): the folder being written is the one to free
                     raise OSError(exc.errno, exc.strerror or str(exc), str(staging)) from exc
-                _write_manifest(staging, self.manifest)
+                self._write_record(staging)
                 os.rename(staging, final)
                 logger.info("prepared %s in %.1f s (%s)", self.source.name, time.perf_counter() - started, final)
-            elif _stored_digest(final) != _manifest_digest(self.manifest):
-                _write_manifest(final, self.manifest)  # these contents were built before; the files are new
         super().download_and_prepare(*args, **kwargs)  # finds the build and loads its info
+        self._keep_record()
+
+    @property
+    def record(self) -> BuildRecord:
+        """The record of this builder's build (:mod:`.build_record`), from its info: after
+        :meth:`download_and_prepare`, what its record file holds."""
+        splits = {name: split.num_examples for name, split in self.info.splits.items()}
+        return BuildRecord(Path(self._cache_dir), manifest_digest(self.manifest), read_metadata(self.info), splits)
+
+    def _write_record(self, build: Path) -> None:
+        record = self.record
+        write_record(build, self.manifest, record.metadata, record.splits)
+
+    def _keep_record(self) -> None:
+        """Write the build's record again where it is missing, lacks the metadata (written before
+        records held it) or lists other files (these contents were built from files since touched)."""
+        build = Path(self._cache_dir)
+        record = read_record(build)
+        if record is None or record.digest != manifest_digest(self.manifest):
+            self._write_record(build)
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         config = self._params
