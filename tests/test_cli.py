@@ -101,6 +101,30 @@ def test_prepare_of_unchanged_files_reads_none_and_verify_reads_them_all(tmp_pat
     assert image.name in last and "image: cannot be decoded" in last
 
 
+def test_prepare_rebuilds_an_export_one_of_whose_files_changed(tmp_path: Path, capsys) -> None:
+    from rf100vl_hf.sample import write_sample_export
+
+    export = write_sample_export(tmp_path / "data" / "sample")
+    args = ["prepare", "sample", "--data-dir", str(tmp_path / "data"), "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    image = next(export.glob("test/*.jpg"))
+    data, before = bytearray(image.read_bytes()), image.stat()
+    data[-3] ^= 0xFF  # another pixel: the same size, a later mtime
+    image.write_bytes(bytes(data))
+    os.utime(image, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+    assert main(args) == 0
+    rebuilt = capsys.readouterr().out
+    assert main(args) == 0
+    again = capsys.readouterr().out
+    assert "sample: prepared" in first and "sample: prepared" in rebuilt and "sample: reused" in again
+
+    def build(out: str) -> str:
+        return next(line for line in out.splitlines() if line.startswith("  in "))
+
+    assert build(first) != build(rebuilt) == build(again)
+
+
 def test_prepare_with_parameters_names_the_config_id(sample_root: Path, tmp_path: Path, capsys) -> None:
     args = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path), "--fewshot-k", "3"]
     assert main(args) == 0
@@ -257,7 +281,7 @@ try:
 except SystemExit as exit:
     code = exit.code
 heavy = sorted({name.split(".")[0] for name in sys.modules} & {"torch", "transformers", "open_clip"})
-print(json.dumps({"code": code, "heavy": heavy, "datasets": "datasets" in sys.modules}))
+print(json.dumps({"code": code, "heavy": heavy, "datasets": bool({"datasets", "pyarrow"} & set(sys.modules))}))
 """
 
 
@@ -269,9 +293,12 @@ def _imports_of(argv: list[str], cwd: Path) -> dict:
 
 
 def test_help_and_prepare_import_no_model_library(sample_root: Path, tmp_path: Path) -> None:
+    """``--help`` imports neither datasets nor pyarrow, nor does a ``prepare`` of exports that did
+    not change since their build (their build is found by stat); a cold one does."""
     assert _imports_of(["--help"], tmp_path) == {"code": 0, "heavy": [], "datasets": False}
     prepare = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path / "cache")]
     assert _imports_of(prepare, tmp_path) == {"code": 0, "heavy": [], "datasets": True}
+    assert _imports_of(prepare, tmp_path) == {"code": 0, "heavy": [], "datasets": False}
 
 
 def test_a_full_disk_under_the_arrow_cache_is_one_line_naming_the_folder(

@@ -21,7 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import quote_plus
 
 import xxhash
@@ -115,30 +115,26 @@ def manifest_digest(manifest: list[list[Any]]) -> str:
     return xxhash.xxh3_128_hexdigest(json.dumps([FORMAT_VERSION, manifest]).encode())
 
 
-def _stored(build: Path) -> dict[str, Any] | None:
+def _stored(build: Path) -> dict[str, Any]:
+    """What ``build``'s record file holds; empty where it is missing or damaged."""
     try:
         stored = json.loads((build / RECORD_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def _parsed(build: Path, stored: dict[str, Any]) -> BuildRecord | None:
+    digest, metadata, splits = stored.get("digest"), stored.get("metadata"), stored.get("splits")
+    if not (isinstance(digest, str) and isinstance(metadata, dict) and isinstance(splits, dict)):
         return None
-    return stored if isinstance(stored, dict) else None
-
-
-def stored_digest(build: Path) -> str | None:
-    """The digest in ``build``'s record (a record of any format), or None."""
-    digest = (_stored(build) or {}).get("digest")
-    return digest if isinstance(digest, str) else None
+    return BuildRecord(build, digest, metadata, splits)
 
 
 def read_record(build: Path) -> BuildRecord | None:
     """``build``'s record, or None where the build is incomplete or its record missing, damaged
     or written before records held the metadata (the builder writes it again on its next use)."""
-    stored = _stored(build)
-    if stored is None or not is_complete(build):
-        return None
-    digest, metadata, splits = stored.get("digest"), stored.get("metadata"), stored.get("splits")
-    if not (isinstance(digest, str) and isinstance(metadata, dict) and isinstance(splits, dict)):
-        return None
-    return BuildRecord(build, digest, metadata, splits)
+    return _parsed(build, _stored(build)) if is_complete(build) else None
 
 
 def write_record(build: Path, manifest: list[list[Any]], metadata: dict[str, Any], splits: dict[str, int]) -> None:
@@ -153,16 +149,21 @@ def is_complete(build: Path) -> bool:
     return (build / INFO_FILE).is_file()
 
 
-def build_matching(version_dir: Path, digest: str) -> Path | None:
-    """The complete build in ``version_dir`` whose record has ``digest``, if any (hidden
-    folders, a build being written, are skipped)."""
+def _recorded(version_dir: Path, digest: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The complete builds in ``version_dir`` whose record has ``digest``, with the record
+    (hidden folders, builds being written, are skipped)."""
     if not version_dir.is_dir():
-        return None
+        return
     for build in sorted(version_dir.iterdir()):
-        hidden = build.name.startswith(".")
-        if build.is_dir() and not hidden and stored_digest(build) == digest and is_complete(build):
-            return build
-    return None
+        if build.is_dir() and not build.name.startswith("."):
+            stored = _stored(build)
+            if stored.get("digest") == digest and is_complete(build):
+                yield build, stored
+
+
+def build_matching(version_dir: Path, digest: str) -> Path | None:
+    """The complete build in ``version_dir`` whose record has ``digest`` (a record of any format), if any."""
+    return next((build for build, _ in _recorded(version_dir, digest)), None)
 
 
 def unchanged_build(request: DatasetRequest, name: str) -> BuildRecord | None:
@@ -178,8 +179,8 @@ def unchanged_build(request: DatasetRequest, name: str) -> BuildRecord | None:
     source = locate(name, request.data_dir, request.fewshot_dir)
     manifest = file_manifest({"full": source.root, "fewshot": source.fewshot_root})
     version_dir = datasets_cache(request.cache_dir) / BUILDER_NAME / identifier / VERSION
-    build = build_matching(version_dir, manifest_digest(manifest))
-    return read_record(build) if build is not None else None
+    found = (_parsed(build, stored) for build, stored in _recorded(version_dir, manifest_digest(manifest)))
+    return next((record for record in found if record is not None), None)
 
 
 def build_fingerprint(request: DatasetRequest, name: str) -> str | None:
