@@ -48,7 +48,7 @@ import xxhash
 from datasets.exceptions import DatasetGenerationError
 from filelock import FileLock, Timeout
 
-from rf100vl_hf.errors import DataError, Rf100vlError
+from rf100vl_hf.errors import DataError, Rf100vlError, os_error_line
 from rf100vl_hf.metadata import read_metadata, to_description
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl import build_record
@@ -508,7 +508,11 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         build = Path(self._cache_dir)
         record = read_record(build)
         if record is None or record.digest != manifest_digest(self.manifest):
-            self._write_record(build)
+            try:
+                self._write_record(build)
+            except OSError as exc:  # a read-only cache: the build is complete and used as it is
+                logger.warning("%s: the build's record could not be written (%s); the build is used as it is, "
+                               "and found by stat only while its record matches", build, os_error_line(exc))
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         config = self._params

@@ -158,3 +158,24 @@ def test_the_record_names_datasets_own_folders_and_files(built: tuple[DatasetReq
     expected = datasets_cache(request.cache_dir) / BUILDER_NAME / "shapes" / VERSION
     assert Path(builder.cache_dir).parent == expected and str(builder.info.version) == VERSION
     assert INFO_FILE == datasets.config.DATASET_INFO_FILENAME
+
+
+def test_a_cache_the_record_cannot_be_written_to_is_still_used(built: tuple, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    from rf100vl_hf.rf100vl import builder as module
+
+    request = _copy(built, tmp_path)
+    record = unchanged_build(request, "shapes")
+    assert record is not None
+    stored = json.loads((record.path / RECORD_FILE).read_text())
+    (record.path / RECORD_FILE).write_text(json.dumps({"digest": stored["digest"], "files": stored["files"]}))
+
+    def read_only(build: Path, *args: Any) -> None:
+        raise PermissionError(13, "Permission denied", str(build / RECORD_FILE))
+
+    monkeypatch.setattr(module, "write_record", read_only)
+    builder = builder_of(request, "shapes", progress=False)
+    builder.download_and_prepare()
+    assert builder.reused_unread and len(builder.as_dataset(split="test")) == record.splits["test"]
+    assert f"{record.path / RECORD_FILE}: Permission denied" in caplog.text
