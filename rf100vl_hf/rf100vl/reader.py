@@ -50,10 +50,9 @@ from rf100vl_hf.ids import read_id
 from rf100vl_hf.images import TRANSPOSING_ORIENTATIONS, ImageProbe, probe_image
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.rf100vl.request import VerifyImages
+from rf100vl_hf.rf100vl.sources import ANNOTATIONS_FILE, SPLIT_FOLDERS, present_splits
 from rf100vl_hf.safepaths import refuse_special, resolve_inside, special_kind, text_problem
 
-ANNOTATIONS_FILE = "_annotations.coco.json"
-SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}
 README_DATASET = "README.dataset.txt"
 README_ROBOFLOW = "README.roboflow.txt"
 
@@ -631,14 +630,6 @@ def _read_text(root: Path, name: str) -> str | None:
     if problem:
         raise DataError(path, "text", problem)
     return text
-
-
-def present_splits(root: Path) -> list[str]:
-    """The splits of an export folder that have an annotation file, in train/validation/test order.
-
-    Anything by that name counts (a folder, a FIFO), so that reading it names what is wrong.
-    """
-    return [s for s, folder in SPLIT_FOLDERS.items() if (root / folder / ANNOTATIONS_FILE).exists()]
 
 
 def _warn_if_not_scorable(root: Path, splits: dict[str, ExportSplit]) -> None:

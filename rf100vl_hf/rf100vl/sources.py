@@ -1,5 +1,6 @@
 """Find the export folders of a dataset: the catalogue's 100, the embedded sample, or any
-other Roboflow export placed in the data folder (a "custom" config).
+other Roboflow export placed in the data folder (a "custom" config). Light (no numpy, no
+Pillow), so that finding a prepared build by stat (:mod:`.build_record`) stays light.
 
 A custom export's folder name becomes its config name, and so a folder name in datasets'
 cache: a name that cannot be one (``:``, a line break...) is never dropped silently. The
@@ -16,9 +17,10 @@ from pathlib import Path
 from rf100vl_hf import catalog, paths
 from rf100vl_hf.catalog import SAMPLE_NAME
 from rf100vl_hf.errors import DataError, DatasetNotFoundError, unknown
-from rf100vl_hf.rf100vl.reader import ANNOTATIONS_FILE, present_splits
-from rf100vl_hf.sample import ensure_sample
 
+ANNOTATIONS_FILE = "_annotations.coco.json"
+SPLIT_FOLDERS: dict[str, str] = {"train": "train", "validation": "valid", "test": "test"}
+"""Each split's folder in a Roboflow export (the reader reads ``<folder>/_annotations.coco.json``)."""
 INVALID_CONFIG_CHARACTERS = '<>:/\\|?*'
 """Characters datasets refuses in a config name (it becomes a folder of the cache)."""
 
@@ -34,6 +36,14 @@ class DatasetSource:
     fewshot_root: Path | None  # the official few-shot export, when present
     domain: str
     in_rf20vl: bool = False
+
+
+def present_splits(root: Path) -> list[str]:
+    """The splits of an export folder that have an annotation file, in train/validation/test order.
+
+    Anything by that name counts (a folder, a FIFO), so that reading it names what is wrong.
+    """
+    return [s for s, folder in SPLIT_FOLDERS.items() if (root / folder / ANNOTATIONS_FILE).exists()]
 
 
 def _export_dir(root: Path, names: list[str]) -> Path | None:
@@ -110,6 +120,8 @@ def locate(name: str, data_dir: str | Path | None = None, fewshot_dir: str | Pat
         fewshot_root = _export_dir(fewshot_dir, [entry.basename, entry.fewshot_project])
         return DatasetSource(name, root, fewshot_root, entry.domain, entry.in_rf20vl)
     if name == SAMPLE_NAME:
+        from rf100vl_hf.sample import ensure_sample  # numpy and Pillow draw it: loaded for the sample alone
+
         root = _export_dir(data_dir, [SAMPLE_NAME]) or ensure_sample()
         return DatasetSource(SAMPLE_NAME, root, None, catalog.CUSTOM_DOMAIN)
     problem = config_name_problem(name)

@@ -15,6 +15,7 @@ import pytest
 from rf100vl_hf import catalog, paths
 from rf100vl_hf.errors import Rf100vlError, UnknownNameError
 from rf100vl_hf.results.summary import rf100vl_sections
+from rf100vl_hf.rf100vl.sources import custom_exports, locate
 
 from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
@@ -45,8 +46,6 @@ class Rf100vlKind(BenchmarkKind):
 
     @cached_property
     def _custom(self) -> list[str]:
-        from rf100vl_hf.rf100vl.sources import custom_exports  # reads exports' headers: heavy
-
         return custom_exports(self.data_dir)
 
     # -- the datasets -----------------------------------------------------------------
@@ -85,8 +84,6 @@ class Rf100vlKind(BenchmarkKind):
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""
-        from rf100vl_hf.rf100vl.sources import locate
-
         folder = {"validation": "valid"}.get(self.options.split, self.options.split)
         try:
             split_dir = locate(dataset, self.options.data_dir, self.options.fewshot_dir).root / folder
