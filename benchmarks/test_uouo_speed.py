@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import math
 import os
 import resource
 import time
@@ -95,6 +96,7 @@ def every_pair(means: np.ndarray, k: int = 3, rows: int = 2_048) -> np.ndarray:
 class NeighbourTiming:
     categories: int
     seconds: float  # CategoryNeighbours, route auto, measurement included
+    cpu_seconds: float  # the same, in CPU time of this process (its threads summed)
     every_pair_seconds: float
     route: str
     agreement: float  # with exact MMD, on the sampled anchors
@@ -112,9 +114,9 @@ def neighbour_timings(counts: tuple[int, ...] = COUNTS) -> list[NeighbourTiming]
         seconds: dict[str, float] = {}
 
         def ours() -> CategoryNeighbours:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             found = CategoryNeighbours(features, labels, count, progress=False)
-            seconds["ours"] = time.perf_counter() - start
+            seconds["ours"], seconds["cpu"] = time.perf_counter() - start, time.process_time() - cpu
             return found
 
         def theirs() -> np.ndarray:
@@ -130,10 +132,12 @@ def neighbour_timings(counts: tuple[int, ...] = COUNTS) -> list[NeighbourTiming]
         measured = found.measurement
         assert measured is not None, f"{count} categories: the auto route measured nothing"
         timing = NeighbourTiming(
-            count, seconds["ours"], seconds["theirs"], found.route, measured.fraction, measured.complete,
+            count, seconds["ours"], seconds["cpu"], seconds["theirs"], found.route, measured.fraction,
+            measured.complete,
             measured.anchors, float(np.mean([set(a) == set(b) for a, b in zip(found.neighbours, alternative)])),
         )
-        print(f"\n{count:,} categories: {timing.seconds:.2f} s (every pair {timing.every_pair_seconds:.2f} s, "
+        print(f"\n{count:,} categories: {timing.seconds:.2f} s, CPU {timing.cpu_seconds:.2f} s (every pair "
+              f"{timing.every_pair_seconds:.2f} s, "
               f"{timing.every_pair_seconds / timing.seconds:.1f}x), route {timing.route}; top 3 as by exact MMD on "
               f"{timing.agreement:.1%} of {timing.anchors} anchors ({timing.complete} against every possible "
               f"neighbour), as the every-pair search on {timing.same_as_every_pair:.2%} of categories")
@@ -141,25 +145,37 @@ def neighbour_timings(counts: tuple[int, ...] = COUNTS) -> list[NeighbourTiming]
     return timings
 
 
+def checked_seconds(timing: NeighbourTiming, load: float) -> float:
+    """The figure the targets are checked on: the wall clock when the cores were free, else the
+    CPU time (what one free core would take: more than two free cores take, never less)."""
+    return timing.seconds if load < 1.0 else timing.cpu_seconds
+
+
 def test_neighbours_grow_with_no_cliff(benchmark):
+    load = os.getloadavg()[0]
     timings = benchmark.pedantic(neighbour_timings, rounds=1, iterations=1)
     by_count = {t.categories: t for t in timings}
+    checked = [checked_seconds(t, load) for t in timings]
     _print(
         benchmark,
         f"nearest categories ({IMAGES} x {DIM}-d embeddings a category, {torch.get_num_threads()} threads, load "
-        f"average {os.getloadavg()[0]:.1f}): "
-        + "; ".join(f"{t.categories:,}: {t.seconds:.2f} s" for t in timings)
-        + f" (targets: growing, <= {MAX_SECONDS[2_048]:.0f} s at 2,048, <= {MAX_SECONDS[CATEGORIES]:.0f} s at "
-        f"{CATEGORIES:,}); every pair at {CATEGORIES:,}: {by_count[CATEGORIES].every_pair_seconds:.1f} s; agreement "
-        f"with exact MMD {min(t.agreement for t in timings):.1%} at least (target >= {MIN_AGREEMENT:.0%})",
+        f"average {load:.1f} at the start): "
+        + "; ".join(f"{t.categories:,}: {t.seconds:.2f} s (CPU {t.cpu_seconds:.2f} s)" for t in timings)
+        + f" (targets, on the {'wall clock' if load < 1.0 else 'CPU time'}: growing, <= {MAX_SECONDS[2_048]:.0f} s "
+        f"at 2,048, <= {MAX_SECONDS[CATEGORIES]:.0f} s at {CATEGORIES:,}); every pair at {CATEGORIES:,}: "
+        f"{by_count[CATEGORIES].every_pair_seconds:.1f} s "
+        f"({by_count[CATEGORIES].every_pair_seconds / by_count[CATEGORIES].seconds:.1f}x); agreement with exact MMD "
+        f"{min(t.agreement for t in timings):.1%} at least (target >= {MIN_AGREEMENT:.0%})",
         **{f"seconds_{t.categories}": t.seconds for t in timings},
+        **{f"cpu_seconds_{t.categories}": t.cpu_seconds for t in timings},
         **{f"every_pair_seconds_{t.categories}": t.every_pair_seconds for t in timings},
         **{f"agreement_{t.categories}": t.agreement for t in timings},
     )
     assert all(t.route == "means" and t.agreement >= MIN_AGREEMENT for t in timings)
-    assert [t.seconds for t in timings] == sorted(t.seconds for t in timings), "time does not grow with categories"
-    for count, limit in MAX_SECONDS.items():
-        assert by_count[count].seconds <= limit, f"{count:,} categories: {by_count[count].seconds:.1f} s"
+    assert checked == sorted(checked), "time does not grow with categories"
+    for timing, seconds in zip(timings, checked):
+        limit = MAX_SECONDS.get(timing.categories, math.inf)
+        assert seconds <= limit, f"{timing.categories:,} categories: {seconds:.1f} s"
 
 
 def test_mosaics_per_second(benchmark, tmp_path, monkeypatch):

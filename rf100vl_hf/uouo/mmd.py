@@ -35,9 +35,9 @@ far lower, so ``auto`` computes MMD exactly there.
 
 The mean-embedding search (:func:`nearest_by_means`) is an inverted file: k-means cells of
 about :data:`CELL_SIZE` categories, each compared with the :data:`PROBES` cells nearest it.
-It costs ``C d (PROBES CELL_SIZE + KMEANS_ROUNDS C / CELL_SIZE)`` multiply-adds, a
-twentieth of comparing every pair (``C^2 d``: a 25,864^2 x 512 product at the paper's
-scale; ``benchmarks/test_uouo_speed.py``), and no C x C matrix. Random
+It costs ``C d (PROBES CELL_SIZE + (KMEANS_ROUNDS + 1) C / CELL_SIZE)`` multiply-adds:
+at the paper's 25,864 categories about a twelfth of comparing every pair (``C^2 d``, a
+25,864^2 x 512 product; ``benchmarks/test_uouo_speed.py``), and no C x C matrix. Random
 Fourier features were rejected: they approximate each kernel value with an error of about
 ``1/sqrt(D)`` (0.03 for D = 1024 features), larger than the MMD^2 differences between
 neighbours at sigma = 10 (about 1e-3), whereas the mean-embedding error is second order
@@ -395,9 +395,9 @@ class CategoryNeighbours:
     :data:`EXACT_LIMIT` categories), ``means`` (:func:`nearest_by_means`) or ``auto``
     (exact up to :data:`EXACT_LIMIT` categories; above, means where
     :func:`means_agreement` shows it agrees with exact MMD, else exact). After
-    construction ``route`` is the route taken, ``measurement`` what was measured and
-    ``agreement`` its fraction (``None`` when nothing was). Whatever the route, the values :meth:`mmd2` returns are exact: they
-    are what a mosaic records.
+    construction ``route`` is the route taken, ``measurement`` what was measured and ``agreement``
+    its fraction (``None`` when nothing was). Whatever the route, the values :meth:`mmd2` returns
+    are exact: they are what a mosaic records.
     """
 
     def __init__(
