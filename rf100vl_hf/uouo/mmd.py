@@ -355,7 +355,7 @@ def means_agreement(
     MMD^2 is within twice the bound (``4 / sigma^4``) of its ``k``-th smallest, which holds them
     all for unit-norm embeddings (module docstring); at most :data:`CANDIDATES` of those, the
     nearest, and the anchor's ``neighbours`` themselves. Each anchor costs one mean-distance row
-    and one kernel block against its candidates' embeddings."""
+    and a small kernel block per candidate, whatever C."""
     k = neighbours.shape[1]
     labels, features = np.asarray(labels), np.asarray(features)
     groups = np.split(np.argsort(labels, kind="stable"), np.cumsum(np.bincount(labels, minlength=len(means)))[:-1])
@@ -372,6 +372,7 @@ def means_agreement(
         limit = row[nearest[k - 1]] + window
         complete += int(np.count_nonzero(row <= limit) <= CANDIDATES)
         candidates.append(np.union1d(nearest[row[nearest] <= limit], neighbours[anchor]))
+
     @functools.cache
     def rows(c: int) -> np.ndarray:  # only the rows asked for become float64, not all N x d
         return features[groups[c]].astype(np.float64)
