@@ -19,9 +19,9 @@ DEFAULT_SIGMA = 10.0
 DEFAULT_ROUTE = "auto"
 EXACT_LIMIT = 64
 """Up to this many categories the ``auto`` route computes the exact C x C matrix. Exact MMD
-grows as C^2 while measuring the mean-embedding route costs about the same from 64 categories
-to 2,048 (under a second on 2 cores): past 64 the measured route is the cheaper one, so time
-grows with the categories with no cliff (``benchmarks/test_scale_rf100vl.py``)."""
+grows as C^2 while the measured mean-embedding route costs about the same from 64 categories
+to 2,048 (its check of 256 anchors, a second or two of CPU time): past 64 the measured route is
+the cheaper one, so time grows with the categories with no cliff (``benchmarks/test_uouo_speed.py``)."""
 AGREEMENT_SAMPLE = 256
 """Anchors on which ``auto`` measures the mean-embedding route's agreement with exact MMD."""
 MIN_AGREEMENT = 0.95

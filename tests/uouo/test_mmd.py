@@ -79,11 +79,57 @@ def test_mean_embedding_approximation_is_close() -> None:
     assert np.allclose(approx, exact, rtol=0.02, atol=1e-9)
 
 
+def _every_pair(means: np.ndarray, k: int) -> np.ndarray:
+    sq = (means**2).sum(1)
+    d2 = sq[:, None] + sq[None, :] - 2 * means @ means.T
+    np.fill_diagonal(d2, np.inf)
+    return np.argsort(d2, axis=1, kind="stable")[:, :k]
+
+
+def test_cell_search_finds_what_every_pair_finds_comparing_fewer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inverted-file search against comparing every pair; the pairs it compares grow with the
+    categories, and past ``probes * cell_size`` categories fall well below every pair (no cliff)."""
+    compared: list[int] = []
+    chunks = mmd._chunks
+
+    def counting(shapes: list[tuple[int, int]], dim: int, chunk_bytes: int) -> list[list[int]]:
+        compared.append(sum(rows * columns for rows, columns in shapes))
+        return chunks(shapes, dim, chunk_bytes)
+
+    monkeypatch.setattr(mmd, "_chunks", counting)
+    for count in (100, 600, 2400):  # about 17 categories a cluster, as the benchmark's (25,864 in 1,500)
+        features, labels = _clustered(np.random.default_rng(count), count, 1, 64, count // 17)
+        means = category_means(features, labels, count)
+        found, values = nearest_by_means(means, k=3, cell_size=20, progress=False)
+        assert np.mean([set(a) == set(b) for a, b in zip(found, _every_pair(means, 3))]) >= 0.97
+        assert np.all(np.diff(values, axis=1) >= 0) and not np.any(found == np.arange(count)[:, None])
+    assert compared[0] == 100 * 100 and compared[0] < compared[1] < compared[2] < 0.2 * 2400**2
+    assert nearest_by_means(means, k=3, cell_size=20, progress=False)[0].tolist() == found.tolist()  # deterministic
+
+
+def test_agreement_bound_holds_and_catches_wrong_neighbours() -> None:
+    """For unit-norm embeddings each exact nearest is within 8 / sigma^4 of the k-th by mean
+    embedding: the check ranks every possible neighbour, so wrong neighbours never pass."""
+    sigma, count = 4.0, 60
+    features, labels = _clustered(np.random.default_rng(12), count, 4, 16, 8)
+    exact = mmd2_matrix(features, labels, sigma=sigma)
+    means = category_means(features, labels, count)
+    approx = ((means[:, None] - means[None]) ** 2).sum(-1) / sigma**2
+    np.fill_diagonal(approx, np.inf)
+    for row, nearest in zip(approx, nearest_from_matrix(exact, 3)):
+        assert row[nearest].max() <= np.sort(row)[2] + 8 / sigma**4
+    right = mmd.means_agreement(features, labels, nearest_from_matrix(exact, 3), means, sigma, sample=40)
+    assert (right.fraction, right.anchors, right.complete) == (1.0, 40, 40)
+    wrong = nearest_from_matrix(-exact, 3)  # the farthest
+    assert mmd.means_agreement(features, labels, wrong, means, sigma, sample=40).fraction == 0.0
+
+
 def test_scalable_route_agrees_on_1000_categories() -> None:
     rng = np.random.default_rng(3)
     features, labels = _clustered(rng, 1000, 6, 64, 60)
     exact = nearest_from_matrix(mmd2_matrix(features, labels), k=3)
-    approx, values = nearest_by_means(category_means(features, labels, 1000), k=3, progress=False)
+    means = category_means(features, labels, 1000)
+    approx, values = nearest_by_means(means, k=3, cell_size=25, progress=False)  # 40 cells, 8 probed
     agree = np.mean([set(a) == set(b) for a, b in zip(exact, approx)])
     assert agree >= 0.9, f"top-3 neighbours agree on {agree:.1%} of categories"
     assert np.all(np.diff(values, axis=1) >= 0) and np.all(approx != np.arange(1000)[:, None])
