@@ -19,5 +19,11 @@ if TYPE_CHECKING:
 def arrow_columns(dataset: "datasets.Dataset", columns: Sequence[str]) -> "pa.Table":
     """``columns`` of ``dataset`` as an Arrow table in its row order (a selection such as
     ``select(range(n))`` applied), values as stored: an image column is its ``{bytes, path}``
-    struct, undecoded."""
-    return dataset.with_format("arrow", columns=list(columns))[:]
+    struct, undecoded.
+
+    The rows are those ``dataset.with_format("arrow", columns=...)[:]`` gives, taken by the
+    same ``query_table``; the dataset is not copied to get them (``with_format`` deep-copies it,
+    0.5-5 ms, against 0.01 ms here)."""
+    from datasets.formatting import query_table
+
+    return query_table(dataset.data.select(list(columns)), slice(0, len(dataset)), indices=dataset._indices)
