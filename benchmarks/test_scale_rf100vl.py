@@ -15,7 +15,9 @@ alternative, on the synthetic RF100-VL of ``benchmarks/synthetic_rf100vl.py`` (t
   same command with ``--collect-only``, stated); peak memory (the process's maximum resident
   set) at most 1 GiB; no timing rounds (``throughput_rounds`` 1 in every row).
 - ``-n 2`` against one process on the 2 models x 100 datasets (the oracle and the replay),
-  target at least 1.6x (throughput, i.e. serial wall over ``-n 2`` wall).
+  target at least 1.6x (throughput, i.e. serial wall over ``-n 2`` wall), with each command's
+  start-up (``--collect-only``) and the speed-up after it: the floor that the controller's and
+  the workers' start-up set at a small scale (``docs/scale.md``).
 - A rerun of the finished matrix against its first run (target: at most 0.05x plus start-up),
   with the rows it adds to ``results.jsonl``.
 - UOUO nearest categories (``CategoryNeighbours``, route ``auto``) from 100 to 10,000 categories
