@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -50,16 +51,25 @@ def progress_bar(*args: Any, **kwargs: Any) -> Any:
     following = _FOLLOWER.get()
     if following is None:
         return tqdm(*args, **kwargs)
-
     # A disabled tqdm (``disable=True``, HF_HUB_DISABLE_PROGRESS_BARS) counts nothing and has
     # no ``desc``, so the followed bar keeps its own count: the follower sees every bar.
     description = kwargs.get("desc") or (args[1] if len(args) > 1 else None) or ""
+    return _followed_bar()(*args, following=following, description=description, **kwargs)
+
+
+@functools.cache
+def _followed_bar() -> type:
+    """The class of followed bars, made once: tqdm starts a monitor thread per class (and
+    registers its exit to run at exit), so a class made per bar left a thread and an exit
+    handler behind for every bar, one per pair of a run."""
+    from huggingface_hub.utils import tqdm
 
     class Followed(tqdm):  # type: ignore[misc, valid-type]
         followed: float = 0
         depth: int = 0
 
-        def __init__(self, *args: Any, **kwargs: Any):
+        def __init__(self, *args: Any, following: _Following, description: str, **kwargs: Any):
+            self.following, self.description = following, description
             super().__init__(*args, **kwargs)
             self.depth = len(following.open)
             following.open.append(self)
@@ -68,14 +78,14 @@ def progress_bar(*args: Any, **kwargs: Any) -> Any:
         def update(self, n: float | None = 1) -> bool | None:
             shown = super().update(n)
             self.followed += 1 if n is None else n
-            following.callback(description, self.followed, self.total, self.depth)
+            self.following.callback(self.description, self.followed, self.total, self.depth)
             return shown
 
         def __iter__(self) -> Iterator[Any]:
             try:
                 for done, item in enumerate(super().__iter__(), start=1):
                     yield item
-                    following.callback(description, done, self.total, self.depth)
+                    self.following.callback(self.description, done, self.total, self.depth)
             finally:  # a disabled bar is not closed by tqdm at the end of its iterable
                 self._leave()
 
@@ -84,6 +94,7 @@ def progress_bar(*args: Any, **kwargs: Any) -> Any:
             super().close()
 
         def _leave(self) -> None:
-            following.open[:] = [bar for bar in following.open if bar is not self]  # tqdm's == compares positions
+            open_bars = self.following.open
+            open_bars[:] = [bar for bar in open_bars if bar is not self]  # tqdm's == compares positions
 
-    return Followed(*args, **kwargs)
+    return Followed

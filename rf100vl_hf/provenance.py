@@ -64,7 +64,13 @@ SCORED_WITH = ("torch", "transformers", "datasets", "hotcoco", "faster-coco-eval
 
 
 def versions(packages: tuple[str, ...] = SCORED_WITH) -> dict[str, str | None]:
-    """Installed versions of ``packages`` (read from metadata: nothing is imported)."""
+    """Installed versions of ``packages`` (read from metadata: nothing is imported), read once
+    per process (a package's metadata costs milliseconds to parse, and every row records them)."""
+    return dict(_versions(packages))
+
+
+@functools.cache
+def _versions(packages: tuple[str, ...]) -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     found: dict[str, str | None] = {}

@@ -33,3 +33,16 @@ def test_a_clone_gives_its_commit_and_says_when_it_has_uncommitted_changes() -> 
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no",
                             "--", "rf100vl_hf", "pytest_rf100vl"], capture_output=True, text=True).stdout.strip()
     assert commit.endswith("+dirty") == bool(dirty)
+
+
+def test_package_versions_are_read_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    read: list[str] = []
+    monkeypatch.setattr(importlib.metadata, "version", lambda package: read.append(package) or "1.0")
+    provenance._versions.cache_clear()
+    first = provenance.versions(("numpy", "absent"))
+    first["numpy"] = "changed by a caller"
+    assert provenance.versions(("numpy", "absent")) == {"numpy": "1.0", "absent": "1.0"}
+    assert read == ["numpy", "absent"]
+    provenance._versions.cache_clear()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from rf100vl_hf.arrow import arrow_columns
 from rf100vl_hf.boxes import Sanitized, sanitize_detections
 from rf100vl_hf.images import open_rgb
 from rf100vl_hf.progress import progress_bar
@@ -179,16 +180,14 @@ RawBatch = list[tuple[bytes, int, str]]
 def raw_batches(
     dataset: "datasets.Dataset", batch_size: int, id_column: str = "image_id", name_column: str | None = "file_name"
 ) -> Iterator[RawBatch]:
-    """Batches of undecoded images; without a ``name_column`` an image is named by its stored
-    path (UOUO: ``mosaic_000005.png``)."""
-    import datasets
-
-    columns = ["image", id_column] + ([name_column] if name_column else [])
-    rows = dataset.select_columns(columns).cast_column("image", datasets.Image(decode=False))
+    """Batches of undecoded images (the image column's stored bytes, or its file); without a
+    ``name_column`` an image is named by its stored path (UOUO: ``mosaic_000005.png``)."""
+    rows = arrow_columns(dataset, ["image", id_column] + ([name_column] if name_column else []))
     batch: RawBatch = []
-    for chunk in rows.iter(max(batch_size, READ_ROWS)):  # reading row by row costs more than decoding
-        names = chunk[name_column] if name_column else [image["path"] or "" for image in chunk["image"]]
-        for image, image_id, name in zip(chunk["image"], chunk[id_column], names):
+    for chunk in rows.to_batches(max(batch_size, READ_ROWS)):  # reading row by row costs more than decoding
+        images = chunk.column("image").to_pylist()
+        names = chunk.column(name_column).to_pylist() if name_column else [image["path"] or "" for image in images]
+        for image, image_id, name in zip(images, chunk.column(id_column).to_pylist(), names):
             batch.append((image["bytes"] or Path(image["path"]).read_bytes(), int(image_id), name))
             if len(batch) == batch_size:
                 yield batch
@@ -669,7 +668,7 @@ def run_split(
         if cache is not None:
             cache.close()
     timing.batch_size = size
-    ids = [int(i) for i in images[columns[0]]]
+    ids = arrow_columns(images, [columns[0]]).column(0).to_pylist()
     in_order = None if samples is None else [samples[i] for i in ids]
     if questions is None:
         return Answers(counts, timing, detections=settled, errors=errors, samples=in_order)

@@ -129,6 +129,8 @@ class XdistHooks:
         self.told: set[tuple[Any, Any, Any]] = set()
         """The rows ``pytest_rf100vl_row_written`` was told of, by :func:`row_key`."""
         self.tail: JsonlTail | None = None
+        self.pairs: dict[tuple[Any, Any, Any], Pair] = {}
+        """The session's pairs by :func:`row_key`, made at the first row (not again per pair)."""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A worker's test has ended: tell ``pytest_rf100vl_row_written`` of the rows of the run
@@ -141,12 +143,12 @@ class XdistHooks:
             return
         state = self.config.stash[SESSION_KEY]
         self.tail = self.tail or JsonlTail(state.writer.jsonl)
-        pairs = {pair.key: pair for pair in state.pairs}
+        self.pairs = self.pairs or {pair.key: pair for pair in state.pairs}
         for row in self.tail.new_rows():
             key = row_key(row)
-            if row.get("run_id") == state.writer.run_id and key in pairs and key not in self.told:
+            if row.get("run_id") == state.writer.run_id and key in self.pairs and key not in self.told:
                 self.told.add(key)
-                listeners.row_written(self.config, pairs[key], row)
+                listeners.row_written(self.config, self.pairs[key], row)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from rf100vl_hf.arrow import arrow_columns
 from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.backends import BACKENDS, MAX_DETS, hotcoco_evaluator
@@ -117,7 +118,7 @@ def coco_ground_truth(dataset: datasets.Dataset, category_ids: Sequence[int] | N
         )
     if len(set(category_ids)) != len(category_ids):
         raise DataError(label, "category_ids", f"ids repeat: {category_ids}")
-    columns = dataset.select_columns(["image_id", "width", "height", "objects"]).to_dict()
+    columns = arrow_columns(dataset, ["image_id", "width", "height", "objects"]).to_pydict()
     images, annotations = [], []
     for image_id, width, height, objects in zip(
         columns["image_id"], columns["width"], columns["height"], columns["objects"]

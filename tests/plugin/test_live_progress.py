@@ -132,3 +132,26 @@ def test_on_a_terminal_the_inner_bar_is_shown_after_the_outer_one() -> None:
     _chat_model_on(2, live, now, classes=3, seconds=1.0)
     assert "qwen on bees: 1/2 (0.2/s, ETA 5.0 s); qwen classes: 2/3" in seen  # 5 s in: 3 s, then 2 of 3 classes
     assert not [line for line in reporter.lines if "classes" in line]
+
+
+def test_followed_bars_leave_no_thread_nor_exit_handler_per_bar() -> None:
+    """tqdm starts a monitor thread (and registers its exit at exit) per bar class: one class of
+    followed bars, not one per bar, or a run of N pairs ends with N threads to join."""
+    import atexit
+    import threading
+
+    from rf100vl_hf.progress import follow, progress_bar
+
+    seen: list[tuple[str, float]] = []
+
+    def bars(count: int) -> None:
+        with follow(lambda description, done, total, depth: seen.append((description, done))):
+            for index in range(count):
+                with progress_bar(total=2, desc=f"pair {index}", disable=True) as bar:
+                    bar.update(2)
+
+    bars(1)
+    threads, handlers = threading.active_count(), atexit._ncallbacks()
+    bars(20)
+    assert (threading.active_count(), atexit._ncallbacks()) == (threads, handlers)
+    assert ("pair 19", 2) in seen

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rf100vl_hf.arrow import arrow_columns
 from rf100vl_hf.boxes import Sanitized, xyxy_to_xywh
 from rf100vl_hf.metrics import CocoScores, coco_ground_truth, evaluate
 from rf100vl_hf.metrics.errors import TIDE_ORACLES, TIDE_TYPES
@@ -83,7 +84,10 @@ def error_columns(scores: CocoScores, split: Split) -> tuple[DetectionErrors, di
     CSV; label-error candidates named by their images' files, best-scored first, once each."""
     errors = scores.errors
     assert errors is not None  # scored with explain=True
-    names = dict(zip(split.images[split.id_column], split.images[split.name_column])) if split.name_column else {}
+    names: dict[int, str] = {}
+    if split.name_column and errors.label_errors:
+        table = arrow_columns(split.images, [split.id_column, split.name_column])
+        names = dict(zip(table.column(split.id_column).to_pylist(), table.column(split.name_column).to_pylist()))
     files = [str(names.get(scores.image_ids[c.image_id], scores.image_ids[c.image_id])) for c in errors.label_errors]
     columns = DetectionErrors(
         **{f"tide_{name}": percent(errors.delta_ap[name]) for name in (*TIDE_TYPES, *TIDE_ORACLES)},

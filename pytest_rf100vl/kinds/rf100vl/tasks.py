@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rf100vl_hf.arrow import arrow_columns
 from rf100vl_hf.boxes import xywh_to_xyxy
 from rf100vl_hf.images import open_rgb
 
@@ -24,7 +25,8 @@ def ground_truth(dataset: "datasets.Dataset", offset: int = 0) -> dict[int, Dete
     """Image id -> the split's boxes as detections (``xyxy``, score 1), labels ``offset`` past
     the dataset's class indices (1 when category 0 is prompted first)."""
     out = {}
-    for image_id, objects in zip(dataset["image_id"], dataset["objects"]):
+    table = arrow_columns(dataset, ["image_id", "objects"])
+    for image_id, objects in zip(table.column("image_id").to_pylist(), table.column("objects").to_pylist()):
         boxes = xywh_to_xyxy(np.asarray(objects["bbox"], dtype=np.float64))
         labels = np.asarray(objects["category"], dtype=np.int64) + offset
         out[int(image_id)] = Detections(boxes, np.ones(len(labels)), labels)
@@ -42,16 +44,13 @@ def instruction_texts(metadata: dict[str, Any]) -> dict[str, str]:
 
 def fewshot_examples(dataset: "datasets.Dataset") -> tuple[FewShotExample, ...]:
     """The annotated images of a few-shot split, decoded to RGB."""
-    import datasets
-
-    rows = dataset.select_columns(["image", "objects"]).cast_column("image", datasets.Image(decode=False))
     return tuple(
         FewShotExample(
             image=open_rgb(row["image"]["bytes"]),
             boxes=xywh_to_xyxy(np.asarray(row["objects"]["bbox"], dtype=np.float64)),
             labels=np.asarray(row["objects"]["category"], dtype=np.int64),
         )
-        for row in rows
+        for row in arrow_columns(dataset, ["image", "objects"]).to_pylist()
     )
 
 
@@ -96,5 +95,5 @@ def detection_task(
         readme=(metadata.get("instructions", {}).get("raw") or "") if "instructions" in prompt else "",
         fewshot=fewshot,
         category_ids=category_ids,
-        image_ids=tuple(int(image_id) for image_id in dataset["image_id"]),
+        image_ids=tuple(arrow_columns(dataset, ["image_id"]).column(0).to_pylist()),
     )
