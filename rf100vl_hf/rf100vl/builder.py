@@ -234,6 +234,27 @@ def _build_matching(version_dir: Path, digest: str) -> Path | None:
     return None
 
 
+def _version_dir(config: Rf100vlConfig, cache_dir: str | Path | None) -> Path:
+    """The folder of ``config``'s builds: ``<cache>/rf100vl/<config id>/<version>``."""
+    cache_root = os.path.expanduser(str(cache_dir or datasets.config.HF_DATASETS_CACHE))
+    return Path(cache_root, BUILDER_NAME, config.create_config_id({}), str(VERSION))
+
+
+def unchanged_build(request: DatasetRequest, name: str) -> datasets.DatasetInfo | None:
+    """The info of the build of ``name`` (as ``request`` asks for it) whose exports' files are
+    as they were when it was built, after one ``stat`` per file: its metadata (the export's
+    fingerprint...) and splits, read from its ``dataset_info.json`` with no export read and no
+    Arrow file opened. ``None`` when a file changed, none was built or ``request`` decodes every
+    image: then the builder decides (:func:`builder_of`)."""
+    if request.verify_images == "full":
+        return None
+    config = Rf100vlConfig(name=name, **asdict(request.splits))  # names the config as the builder does
+    source = locate(name, request.data_dir, request.fewshot_dir)
+    manifest = file_manifest({"full": source.root, "fewshot": source.fewshot_root})
+    matched = _build_matching(_version_dir(config, request.cache_dir), _manifest_digest(manifest))
+    return None if matched is None else datasets.DatasetInfo.from_directory(str(matched))
+
+
 def remove_leftovers(version_dir: Path) -> list[Path]:
     """Remove what killed builds left in ``version_dir``; return what was removed.
 
@@ -303,8 +324,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         config_kwargs = {k: v for k, v in kwargs.items() if k in fields}
         self._params = Rf100vlConfig(name=config_name, data_dir=data_dir, fewshot_dir=fewshot_dir, **config_kwargs)
         self.progress = progress
-        cache_root = os.path.expanduser(str(cache_dir or datasets.config.HF_DATASETS_CACHE))
-        version_dir = Path(cache_root, BUILDER_NAME, self._params.create_config_id({}), str(VERSION))
+        version_dir = _version_dir(self._params, cache_dir)
         self.manifest = file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
         verify = verify or self._params.verify_images == "full"
         matched = None if verify else _build_matching(version_dir, _manifest_digest(self.manifest))

@@ -17,7 +17,7 @@ from rf100vl_hf.errors import Rf100vlError, UnknownNameError
 from rf100vl_hf.results.summary import rf100vl_sections
 
 from pytest_rf100vl.core.minimums import Metric, Rule
-from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
+from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split, SplitIdentity
 from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
 if TYPE_CHECKING:
@@ -82,6 +82,25 @@ class Rf100vlKind(BenchmarkKind):
 
         splits = load_request(self.options.request, dataset, progress=False)
         return DetectionSplit.of(splits, self.options.split, self.options.prompt, self.options.scoring)
+
+    def identify(self, dataset: str) -> SplitIdentity | None:
+        """The evaluated split's identity from the build whose exports' files are unchanged
+        (by ``stat``), read from the build's info: no export read, no Arrow file opened."""
+        from rf100vl_hf.metadata import read_metadata
+        from rf100vl_hf.rf100vl.builder import unchanged_build
+
+        from pytest_rf100vl.kinds.rf100vl.split import detection_identity, split_parameters
+
+        options = self.options
+        try:
+            info = unchanged_build(options.request, dataset)
+        except Rf100vlError:  # not on disk, say: loading it says so
+            return None
+        if info is None or options.split not in info.splits:
+            return None
+        metadata = read_metadata(info)
+        return SplitIdentity(options.split, detection_identity(metadata, options.split, options.prompt, options.scoring),
+                             lambda split: split_parameters(metadata, split, "names"))
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""

@@ -49,6 +49,13 @@ def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
     return json.dumps(parameters, sort_keys=True)
 
 
+def detection_identity(metadata: dict[str, Any], name: str, prompt: str, protocol: Protocol) -> dict[str, Any]:
+    """The row's data columns that tell a measurement on the split ``name`` of a dataset (its
+    ``metadata``) apart, prompted in mode ``prompt`` and scored under ``protocol``."""
+    return {"dataset_fingerprint": metadata.get("fingerprint"), "prompt": prompt,
+            "split_parameters": split_parameters(metadata, name, prompt), "protocol": protocol.name}
+
+
 @dataclass
 class DetectionSplit(Split):
     """A split of an RF100-VL dataset, scored under ``protocol``; ``splits`` holds every split of
@@ -69,8 +76,7 @@ class DetectionSplit(Split):
         task = detection_task(images, metadata, name, prompt, splits.__getitem__)
         return cls(
             images=images, task=task, name=name, metadata=metadata, splits=splits, protocol=protocol,
-            identity={"dataset_fingerprint": metadata.get("fingerprint"), "prompt": prompt,
-                      "split_parameters": split_parameters(metadata, name, prompt), "protocol": protocol.name},
+            identity=detection_identity(metadata, name, prompt, protocol),
             extra=DetectionData(domain=metadata["domain"]),
             truth=lambda: replace(task, ground_truth=ground_truth(images)),
         )
