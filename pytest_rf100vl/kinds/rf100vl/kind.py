@@ -89,7 +89,7 @@ class Rf100vlKind(BenchmarkKind):
         from rf100vl_hf.metadata import read_metadata
         from rf100vl_hf.rf100vl.builder import unchanged_build
 
-        from pytest_rf100vl.kinds.rf100vl.split import detection_identity, split_parameters
+        from pytest_rf100vl.kinds.rf100vl.identity import detection_identity, split_parameters
 
         options = self.options
         try:
