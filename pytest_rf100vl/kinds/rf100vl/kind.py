@@ -18,6 +18,7 @@ from rf100vl_hf.results.summary import rf100vl_sections
 
 from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split, SplitIdentity
+from pytest_rf100vl.kinds.rf100vl.identity import detection_identity, split_parameters
 from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
 if TYPE_CHECKING:
@@ -88,8 +89,6 @@ class Rf100vlKind(BenchmarkKind):
         (by ``stat``), read from the build's info: no export read, no Arrow file opened."""
         from rf100vl_hf.metadata import read_metadata
         from rf100vl_hf.rf100vl.builder import unchanged_build
-
-        from pytest_rf100vl.kinds.rf100vl.identity import detection_identity, split_parameters
 
         options = self.options
         try:
