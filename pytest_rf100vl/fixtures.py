@@ -94,7 +94,8 @@ def _loading(session: MatrixSession, pair: Pair, load: Callable[[], T]) -> T:
 def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "datasets.Dataset":
     """The pair's split (its first N images under ``--rf100vl-limit``), prepared once per session."""
     session = matrix_session(pytestconfig)
-    return _loading(session, rf100vl_pair, lambda: session.split(rf100vl_pair).first(session.config.matrix.limit).images)
+    limit = session.config.matrix.limit
+    return _loading(session, rf100vl_pair, lambda: session.split(rf100vl_pair).first(limit).images)
 
 
 @pytest.fixture

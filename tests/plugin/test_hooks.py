@@ -91,7 +91,8 @@ def test_the_row_hook_hears_each_row_once_it_is_written_and_a_failure_is_a_warni
     heard = [json.loads(line) for line in told.read_text().splitlines()]
     assert [entry["row"] for entry in heard[:1]] == results(pytester.path / ".rf100vl" / "results")
     assert [entry["in_file"] for entry in heard] == [1, 1]  # the reused row is told, not written again
-    assert heard[1]["row"]["reused_from"] == heard[0]["row"]["run_id"] and heard[1]["row"]["ap"] == heard[0]["row"]["ap"]
+    first, reused = (entry["row"] for entry in heard)
+    assert reused["reused_from"] == first["run_id"] and reused["ap"] == first["ap"]
     assert {entry["pair"] for entry in heard} == {"oracle-sample"}
 
 

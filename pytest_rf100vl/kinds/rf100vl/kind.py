@@ -98,8 +98,8 @@ class Rf100vlKind(BenchmarkKind):
         if info is None or options.split not in info.splits:
             return None
         metadata = read_metadata(info)
-        return SplitIdentity(options.split, detection_identity(metadata, options.split, options.prompt, options.scoring),
-                             lambda split: split_parameters(metadata, split, "names"))
+        identity = detection_identity(metadata, options.split, options.prompt, options.scoring)
+        return SplitIdentity(options.split, identity, lambda split: split_parameters(metadata, split, "names"))
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""
