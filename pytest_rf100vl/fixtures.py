@@ -25,7 +25,8 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
@@ -36,6 +37,8 @@ from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.core.stash import CONFIG_KEY
 from pytest_rf100vl.engine.guard import AdapterError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # the session loads models and datasets: imported when a matrix runs, not before
     import datasets
@@ -75,17 +78,24 @@ def _pair_error(session: MatrixSession, pair: Pair, message: str) -> NoReturn:
     pytest.fail(message, pytrace=False)
 
 
+def _loading(session: MatrixSession, pair: Pair, load: Callable[[], T]) -> T:
+    """``load()``, which may load the pair's dataset: one not on disk skips the pair, one that
+    cannot be loaded errors it."""
+    try:
+        return load()
+    except DatasetNotFoundError as exc:
+        _not_on_disk(session, pair, exc)
+    except (ValueError, RuntimeError, OSError) as exc:
+        # bad data (a DataError names the file and field), an unknown split, UOUO mosaics that could not be built
+        _cannot_run(session, pair, f"dataset {pair.dataset}", exc)
+
+
 @pytest.fixture
 def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "datasets.Dataset":
     """The pair's split (its first N images under ``--rf100vl-limit``), prepared once per session."""
     session = matrix_session(pytestconfig)
-    try:
-        return session.split(rf100vl_pair).first(session.config.matrix.limit).images
-    except DatasetNotFoundError as exc:
-        _not_on_disk(session, rf100vl_pair, exc)
-    except (ValueError, RuntimeError, OSError) as exc:
-        # bad data (a DataError names the file and field), an unknown split, UOUO mosaics that could not be built
-        _cannot_run(session, rf100vl_pair, f"dataset {rf100vl_pair.dataset}", exc)
+    limit = session.config.matrix.limit
+    return _loading(session, rf100vl_pair, lambda: session.split(rf100vl_pair).first(limit).images)
 
 
 @pytest.fixture
@@ -112,14 +122,16 @@ def _benchmark(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request: pytest.FixtureRequest) -> "PairRun":
+def rf100vl_run(rf100vl_pair: Pair, request: pytest.FixtureRequest) -> "PairRun":
     """The pair, run once per session and recorded in the results folder, or its finished row
-    reused from an earlier run (then the model is not loaded); a pair that could not be scored
-    at all (its row's ``unscored``) errors."""
+    reused from an earlier run (then the model is not loaded, nor the dataset where its kind
+    identifies it without loading it); a pair that could not be scored at all (its row's
+    ``unscored``) errors."""
     session = matrix_session(request.config)
     if rf100vl_pair.unplanned:
         _pair_error(session, rf100vl_pair, f"cannot be fine-tuned: {rf100vl_pair.unplanned}")
-    if rf100vl_pair not in session.runs and not session.resume(rf100vl_pair):
+    if rf100vl_pair not in session.runs and not _loading(session, rf100vl_pair, lambda: session.resume(rf100vl_pair)):
+        request.getfixturevalue("rf100vl_dataset")  # loads the split, or skips a pair whose dataset is missing
         request.getfixturevalue("rf100vl_adapter")  # loads the model, or skips a pair it does not answer
         broken = None
         try:

@@ -29,6 +29,8 @@ class MatrixView(Protocol):
     missing: dict[str, str]
     errors: dict[str, str]
     left_out: dict[str, str]
+    reused: list[dict[str, Any]]
+    """The rows reused from earlier runs (``session/resume.py``): not in ``results.jsonl`` again."""
 
     def cost_of(self, pairs: list[Pair]) -> Callable[[Pair], float]:
         """Each pair's expected cost (shards and xdist workers are balanced on it)."""

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # for hints only: every pytest session reads the kinds' optio
     from pytest_rf100vl.core.training_plan import TrainingPlan
     from pytest_rf100vl.engine.runner import Answers
 
-__all__ = ["BenchmarkKind", "Metric", "NoOptions", "Report", "Scored", "Split", "option"]
+__all__ = ["BenchmarkKind", "Metric", "NoOptions", "Report", "Scored", "Split", "SplitIdentity", "option"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,22 @@ class Split:
     def split_parameters(self, split: str) -> str:
         """What made the split ``split`` (a training split's identity), as JSON."""
         raise NotImplementedError(f"{type(self).__name__} gives no split parameters")
+
+
+@dataclass(frozen=True)
+class SplitIdentity:
+    """What tells a pair's measurement on a split apart, known without opening the split: its
+    ``name``, the row's data columns of :attr:`Split.identity`, and ``parameters``, the split
+    parameters of a split of the dataset by name (a fine-tuned pair's training split). A rerun
+    decides on it that a finished pair is reused, so that deciding loads nothing."""
+
+    name: str
+    identity: dict[str, Any]
+    parameters: Callable[[str], str]
+
+    def split_parameters(self, split: str) -> str:
+        """What made the split ``split``, as JSON (:meth:`Split.split_parameters`)."""
+        return self.parameters(split)
 
 
 @dataclass
@@ -180,6 +196,12 @@ class BenchmarkKind(ABC):
         """The split of ``dataset`` its pairs run on, loaded (prepared when needed); called once
         per session and name. Raise ``DatasetNotFoundError`` when it is not on disk (the pair
         is skipped), ``ValueError`` or ``RuntimeError`` when it cannot be loaded."""
+
+    def identify(self, dataset: str) -> SplitIdentity | None:
+        """The identity of the split :meth:`load` would give, when it can be known without
+        loading it (a ``stat`` of the files it was built from, say): a rerun then reuses a
+        finished pair without opening its dataset. ``None`` (the default): the split is loaded."""
+        return None
 
     def cost(self, dataset: str) -> float:
         """How long a pair of ``dataset`` takes, relatively (images to answer, say), read cheaply

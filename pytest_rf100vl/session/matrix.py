@@ -28,7 +28,7 @@ from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import command_line
 from pytest_rf100vl.engine.guard import adapter_call
 from pytest_rf100vl.engine.runner import LoopOptions, Rounds
-from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Split
+from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Split, SplitIdentity
 from pytest_rf100vl.session import listeners, resume, workers
 from pytest_rf100vl.session.selection import matrix
 from pytest_rf100vl.session.shard import shard
@@ -62,13 +62,16 @@ class MatrixSession:
                                 Rounds(loop.min_time, min(3, loop.max_rounds), loop.max_rounds),
                                 samples=config.report.log_samples)
         self.runs: dict[Pair, PairRun] = {}
-        self._earlier: list[dict[str, Any]] | None = None
+        self.reused: list[dict[str, Any]] = []
+        """The rows this process reused (not in ``results.jsonl``: the rows they copy are)."""
+        self._earlier: resume.EarlierRows | None = None
         self.missing: dict[str, str] = {}  # dataset -> how to get it
         self.errors: dict[str, str] = {}  # pair id -> why it could not run
         self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
         self._device: str | None = None
         self._adapter: tuple[ModelSpec, "Adapter | Exception"] | None = None
         self._splits: dict[str, Split] = {}
+        self._identities: dict[str, SplitIdentity | None] = {}
 
     def adapter_class(self, spec: ModelSpec) -> "type[Adapter] | None":
         """The adapter class of ``spec``, resolved once; ``None`` when the registry does not know
@@ -208,22 +211,33 @@ class MatrixSession:
             return f"{adapter.name} cannot be fine-tuned (it has no recipe), and --rf100vl-train asks for it"
         return None
 
-    def _earlier_rows(self) -> list[dict[str, Any]]:
+    def _earlier_rows(self) -> resume.EarlierRows:
         if self._earlier is None:
-            self._earlier = resume.earlier_rows(self.writer.folder)
+            self._earlier = resume.EarlierRows(resume.earlier_rows(self.writer.folder))
         return self._earlier
+
+    def identity(self, pair: Pair) -> Split | SplitIdentity:
+        """What identifies the split ``pair`` runs on: the split when it is loaded, else its
+        kind's identity when the kind knows it without loading (asked once per dataset), else
+        the split, loaded."""
+        if pair.dataset not in self._splits and pair.dataset not in self._identities:
+            self._identities[pair.dataset] = self.kinds[pair.kind].identify(pair.dataset)
+        return self._splits.get(pair.dataset) or self._identities[pair.dataset] or self.split(pair)
 
     def resume(self, pair: Pair) -> bool:
         """Reuse a finished row of ``pair`` from the results folder (``session/resume.py`` says
         when), unless ``--rf100vl-rerun``: record it as this run's, checked against this run's
-        thresholds, and write it to ``results.jsonl``. Whether a pair was reused; the model is
-        not loaded to know."""
-        if self.config.matrix.rerun or not self._earlier_rows():
+        thresholds, and tell ``pytest_rf100vl_row_written`` of it (``results.jsonl`` already
+        holds the row it copies). Whether a pair was reused; neither the model nor, where its
+        kind can identify it by ``stat``, the dataset is loaded to know."""
+        if self.config.matrix.rerun or not self._earlier_rows().rows:
             return False
         kind = self.kinds[pair.kind]
-        wanted = resume.planned(pair, self.adapter_class(pair.spec), self.split(pair), kind.trains, self.config)
+        split = self.identity(pair)
+        wanted = resume.planned(pair, self.adapter_class(pair.spec), split, kind.trains, self.config)
         samples = self.config.report.log_samples and resume.answers_in_text(self.adapter_class(pair.spec))
-        found = resume.reusable_row(self._earlier_rows(), wanted, self.config.loop.dtype, samples)
+        found = resume.reusable_row(self._earlier_rows().of(pair.dataset, split.name), wanted,
+                                    self.config.loop.dtype, samples)
         if found is None:
             return False
         row = resume.reused_row(found, pair, self.writer.run_id)
@@ -231,9 +245,10 @@ class MatrixSession:
         check, message = checked(pair, kind.metrics, row, minimums)
         row.update({f"min_{name}": value for name, value in check.minimums.items()},
                    threshold_source=check.threshold_source, check=check.check)
-        done = PairRun(pair, row, thresholds=minimums, failure=message)
-        self._write(pair, done.row)
-        self.runs[pair] = done
+        self.runs[pair] = PairRun(pair, row, thresholds=minimums, failure=message)
+        self.reused.append(row)
+        if not workers.is_worker(self.pytest_config):  # a worker's reused rows go to the controller
+            listeners.row_written(self.pytest_config, pair, row)
         return True
 
     def run(self, pair: Pair, benchmark: Any = None) -> PairRun:
@@ -251,7 +266,7 @@ class MatrixSession:
             done.failure = "; ".join(message for message in (too_many, done.failure) if message)
             done.row["check"] = "failed"  # on its failed images, whatever its scores
         if done.row.get("answers_from_cache"):  # the run that computed the answers timed them
-            done.row = with_measured_throughput(done.row, self._earlier_rows())
+            done.row = with_measured_throughput(done.row, self._earlier_rows().rows)
         for added in self.pytest_config.hook.pytest_rf100vl_result_row(config=self.pytest_config, pair=pair,
                                                                        row=dict(done.row)):
             clash = sorted(set(added or {}) & set(done.row))
@@ -277,7 +292,7 @@ class MatrixSession:
     def rows(self) -> list[dict[str, Any]]:
         """This run's rows; under xdist, the controller reads the workers' rows back."""
         if workers.is_controller(self.pytest_config):
-            return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs)
+            return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs, self.reused)
         return [run.row for run in self.runs.values()]
 
     def reports(self, rows: list[dict[str, Any]]) -> dict[str, Report]:

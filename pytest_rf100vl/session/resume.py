@@ -18,8 +18,18 @@ identity is worked out without building the model:
   read from the local Hub cache, a local folder's content hash, a replayed file's content
   hash); a revision that cannot be known before the model is built never matches a recorded
   one, so such pairs run again;
-- the dataset's columns from the split its kind loads (:attr:`Split.identity`: the prepared
-  dataset, not the model), and the training columns from the pair's training plan.
+- the dataset's columns from its kind's :meth:`BenchmarkKind.identify` (RF100-VL: the build
+  whose exports' files are unchanged by ``stat``, read from its info), so that deciding that a
+  pair is finished opens no Arrow file, decodes no image and builds no model; a kind that cannot
+  say without loading gives them from the split it loads (:attr:`Split.identity`); the training
+  columns from the pair's training plan.
+
+A reused row is not written to ``results.jsonl`` again: that file holds each measurement once,
+the row of the run that measured it, so a rerun that reuses every pair adds nothing to it and
+reading the folder back (``rf100vl-hf results summary``) gives what it gave before. The row is
+this session's all the same: it is checked against this session's thresholds, told to
+``pytest_rf100vl_row_written``, and written to this session's ``results.parquet`` and
+``summary.md`` under this run's id, ``reused_from`` naming the run that measured it.
 
 Adapters made by a ``pytest_rf100vl_make_adapter`` hook have no class the plugin can ask
 before building them: their rows are matched by spec, options as given and the dataset's
@@ -50,7 +60,7 @@ if TYPE_CHECKING:
     from pytest_rf100vl.core.config import RunConfig
     from pytest_rf100vl.core.matrix_view import MatrixView
     from pytest_rf100vl.core.pairs import Pair
-    from pytest_rf100vl.kinds.base import Split
+    from pytest_rf100vl.kinds.base import Split, SplitIdentity
 
 
 def earlier_rows(folder: Path) -> list[dict[str, Any]]:
@@ -84,6 +94,20 @@ def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return all(identity_value(row, key) == value for key, value in wanted.items())
 
 
+class EarlierRows:
+    """The rows of a results folder by dataset and split, so that finding a pair's row reads
+    the rows of its dataset only, however many pairs and runs the folder holds."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]]):
+        self.rows = list(rows)
+        self._by_split: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        for row in self.rows:
+            self._by_split.setdefault((row.get("dataset"), row.get("split")), []).append(row)
+
+    def of(self, dataset: str, split: str) -> list[dict[str, Any]]:
+        return self._by_split.get((dataset, split), [])
+
+
 def reusable_row(
     rows: Sequence[dict[str, Any]], wanted: dict[str, Any], dtype: str, samples: bool = False
 ) -> dict[str, Any] | None:
@@ -97,10 +121,10 @@ def reusable_row(
     return max(reversed(candidates), key=lambda row: str(row.get("timestamp"))) if candidates else None
 
 
-def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split", trains: bool,
+def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split | SplitIdentity", trains: bool,
             config: "RunConfig") -> dict[str, Any]:
-    """The column values a reusable row of ``pair`` must have (``split``: the split it runs on;
-    ``trains``: its kind's rows carry the training columns)."""
+    """The column values a reusable row of ``pair`` must have (``split``: what identifies the
+    split it runs on; ``trains``: its kind's rows carry the training columns)."""
     training = asdict(identity_columns(pair.training, split)) if trains else {}
     return {**model_identity(pair.spec, cls, pair.dataset, split.name), "dataset": pair.dataset, "split": split.name,
             **split.identity,
@@ -110,8 +134,10 @@ def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split", trains: b
 
 
 def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]:
-    """A copy of an earlier run's ``row`` as this run's row of ``pair``: it keeps the scores,
-    throughput and timestamp of the run that measured them, and says which run that was."""
+    """A copy of an earlier run's ``row`` as this run's row of ``pair`` (in this session's
+    ``results.parquet`` and ``summary.md``, not in ``results.jsonl``, which holds the row it
+    copies): it keeps the scores, throughput and timestamp of the run that measured them, and
+    ``reused_from`` names that run."""
     return {**row, "run_id": run_id, "spec": pair.spec.text, "reused_from": row.get("reused_from") or row.get("run_id")}
 
 

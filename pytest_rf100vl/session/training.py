@@ -27,7 +27,7 @@ from pytest_rf100vl.core.training_plan import TrainingPlan
 from pytest_rf100vl.engine.guard import adapter_call
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.kinds.base import Split
+    from pytest_rf100vl.kinds.base import Split, SplitIdentity
 
 TRAINED = "trained"
 """The results folder's subfolder of trained weights."""
@@ -42,7 +42,7 @@ class Fitted:
     fitted: bool
 
 
-def identity_columns(plan: TrainingPlan | None, split: "Split | None") -> TrainingColumns:
+def identity_columns(plan: TrainingPlan | None, split: "Split | SplitIdentity | None") -> TrainingColumns:
     """The training columns that say how the model was fine-tuned, all ``None`` zero-shot, so
     rows written before fine-tuning existed keep their identity."""
     if plan is None or split is None:

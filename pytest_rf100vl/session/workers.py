@@ -11,9 +11,10 @@
 - Worker ``gwI`` takes ``cuda:I`` (modulo the number of GPUs) when the device is ``auto`` or
   ``cuda`` and CUDA is there; an explicit ``cuda:N``, ``cpu`` or ``mps`` is kept.
 - Every process of the session shares the controller's run id; workers append their rows to
-  the one ``results.jsonl`` under a file lock and send what did not run (datasets not on
-  disk, pairs that could not run or left out) to the controller, which tells the pairs that
-  did not finish by the rows: those it planned with no row in ``results.jsonl``.
+  the one ``results.jsonl`` under a file lock and send the rows they reused from earlier runs
+  (which ``results.jsonl`` holds once, as the runs that measured them wrote them) and what did
+  not run (datasets not on disk, pairs that could not run or left out) to the controller, which
+  tells the pairs that did not finish by the rows: those it planned with no row.
 - The controller alone reads the run's rows back from ``results.jsonl``, in matrix order,
   writes ``summary.md`` and ``results.parquet``, runs the checks of means and prints the
   summary once; as each worker's pair ends, it reads the lines appended since the last pair
@@ -43,6 +44,7 @@ COMMAND = "rf100vl_command"
 OUTPUT = "rf100vl"
 REPORTED = ("missing", "errors", "left_out")
 """The session's records of what did not run that workers send to the controller."""
+REUSED = "reused"
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -170,22 +172,28 @@ class XdistHooks:
         for name in REPORTED:
             for key, value in output[name].items():
                 getattr(state, name).setdefault(key, value)
+        pairs = {pair.key: pair for pair in state.pairs}
+        for row in output[REUSED]:  # the worker told no listener of them
+            state.reused.append(row)
+            if row_key(row) in pairs:
+                listeners.row_written(self.config, pairs[row_key(row)], row)
 
 
 def send_to_controller(config: pytest.Config, state: MatrixView) -> None:
-    """In a worker: what the controller needs besides the rows (which are in ``results.jsonl``)."""
+    """In a worker: what the controller needs besides the rows it ran (which are in
+    ``results.jsonl``): the rows it reused, and what did not run."""
     config.workeroutput[OUTPUT] = {  # type: ignore[attr-defined]
-        name: dict(getattr(state, name)) for name in REPORTED
+        **{name: dict(getattr(state, name)) for name in REPORTED}, REUSED: list(state.reused),
     }
 
 
-def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair]) -> list[dict[str, Any]]:
-    """The rows of run ``run_id`` in ``jsonl``, in the order of ``pairs`` (the matrix), as a
-    single process would have them."""
+def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair], reused: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of run ``run_id``, those in ``jsonl`` and those ``reused`` from earlier runs,
+    in the order of ``pairs`` (the matrix), as a single process would have them."""
     from pytest_rf100vl.session.resume import earlier_rows
 
     order = {pair.key: index for index, pair in enumerate(pairs)}
-    rows = [row for row in earlier_rows(jsonl.parent) if row.get("run_id") == run_id]
+    rows = [row for row in earlier_rows(jsonl.parent) if row.get("run_id") == run_id] + reused
     return sorted(rows, key=lambda row: order.get(row_key(row), len(order)))
 
 

@@ -2,7 +2,9 @@
 
 - ``results.jsonl``: one line per pair, appended (and flushed to disk) as each pair
   finishes, so an interrupted run loses nothing it computed. The file accumulates across
-  runs; ``run_id`` tells them apart and ``benchmark`` names the row's kind.
+  runs; ``run_id`` tells them apart and ``benchmark`` names the row's kind. It holds each
+  measurement once: a pair a later run reuses adds no line (that run's ``results.parquet``
+  and ``summary.md`` hold its row, ``reused_from`` naming the run that measured it).
 - ``results.parquet`` and ``summary.md``: this run's rows and tables, written when the
   session ends (a column a row lacks is null in the parquet file).
 - ``predictions/<model>/<dataset>/``: what each pair answered, in its kind's format

@@ -16,3 +16,11 @@ def results(folder: Path) -> list[dict[str, Any]]:
     """The rows of ``results.jsonl`` in a results folder."""
     lines = (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines]
+
+
+def session_rows(folder: Path) -> list[dict[str, Any]]:
+    """The rows of the last session that wrote to a results folder (its ``results.parquet``),
+    the rows it reused from earlier runs included (``results.jsonl`` holds those once)."""
+    from rf100vl_hf.results.folder import PARQUET, read_parquet
+
+    return read_parquet(folder / PARQUET)

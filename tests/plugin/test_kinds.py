@@ -155,12 +155,13 @@ def test_the_toy_kind_is_within_the_protocol_s_size() -> None:
 
 
 def test_the_kind_protocol_is_narrow() -> None:
-    """What a kind must or may implement: its datasets, loading, cost, score and report."""
+    """What a kind must or may implement: its datasets, loading (and identifying a split without
+    loading it, so that a rerun reuses its pairs without loading it), cost, score and report."""
     from pytest_rf100vl.kinds.base import BenchmarkKind
 
     overridable = {name for name, value in vars(BenchmarkKind).items()
                    if inspect.isfunction(value) and not name.startswith("_")}
-    assert overridable == {"datasets", "claims", "select", "load", "cost", "score", "report"}
+    assert overridable == {"datasets", "claims", "select", "load", "identify", "cost", "score", "report"}
 
 
 def test_no_module_outside_a_kind_names_a_kind() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from rf100vl_hf.results.rows import latest
 
-from tests.plugin.helpers import link, results
+from tests.plugin.helpers import link, results, session_rows
 from tests.plugin.test_scores import jittered, pycocotools_ap
 
 LIMIT = 3
@@ -69,13 +69,13 @@ def test_a_limited_row_is_never_reused_for_a_full_run_nor_merged_with_it(
     again = run(pytester, "oracle", data_dir, f"--rf100vl-limit={LIMIT}")
     again.assert_outcomes(passed=1)
 
-    limited, whole, reused = results(folder)
+    (limited, whole), (reused,) = results(folder), session_rows(folder)
     assert (whole["limit"], whole["n_images"], whole["reused_from"]) == (None, 8, None)
     assert (reused["limit"], reused["n_images"], reused["reused_from"]) == (LIMIT, LIMIT, limited["run_id"])
     assert Path(whole["predictions_file"]).name == "test.json"
     assert len(json.loads(Path(whole["predictions_file"]).read_text(encoding="utf-8"))) > \
         len(json.loads(Path(limited["predictions_file"]).read_text(encoding="utf-8")))
-    assert [(row["limit"], row["n_images"]) for row in latest(results(folder))] == [(None, 8), (LIMIT, LIMIT)]
+    assert [(row["limit"], row["n_images"]) for row in latest(results(folder))] == [(LIMIT, LIMIT), (None, 8)]
 
     summary = (folder / "summary.md").read_text(encoding="utf-8")
     assert "**LIMITED RUN" in summary and f"oracle on sample (first {LIMIT})" in summary

@@ -14,7 +14,7 @@ import pytest
 
 from rf100vl_hf.results.rows import latest
 
-from tests.plugin.helpers import link, results
+from tests.plugin.helpers import link, results, session_rows
 from tests.support.coco_reference import pycocotools_eval, summarize
 
 ANNOTATIONS = "_annotations.coco.json"
@@ -114,8 +114,10 @@ def test_an_rf_scripts_row_and_a_paper_row_of_one_pair_coexist_and_never_merge(
     assert len(latest(results(folder))) == 2  # two measurements: neither replaces the other
 
     run(pytester, "oracle", data_dir).assert_outcomes(passed=1)
+    (paper_again,) = session_rows(folder)
     run(pytester, "oracle", data_dir, "--rf100vl-protocol", "rf-scripts").assert_outcomes(passed=1)
-    *_, paper_again, scripts_again = results(folder)
+    (scripts_again,) = session_rows(folder)
+    assert results(folder) == [paper, scripts]  # each reused, neither written again
     assert (paper_again["protocol"], paper_again["reused_from"]) == ("paper", paper["run_id"])
     assert (scripts_again["protocol"], scripts_again["reused_from"]) == ("rf-scripts", scripts["run_id"])
 

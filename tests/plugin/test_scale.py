@@ -18,7 +18,7 @@ from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.session.shard import parts as grouped_parts
 from pytest_rf100vl.session.shard import shard
 
-from tests.plugin.helpers import link, results
+from tests.plugin.helpers import link, results, session_rows
 
 SCALE_ADAPTERS = Path(__file__).with_name("scale_adapters.py")
 DATASETS = ("alpha", "beta", "gamma")
@@ -60,13 +60,6 @@ def scores(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[Any, ...]]
     return {(row["spec"], row["dataset"]): tuple(row[key] for key in SCORES) for row in rows}
 
 
-def run_rows(folder: Path, run: int = -1) -> list[dict[str, Any]]:
-    """The rows of one run (by order of appearance) in a results folder."""
-    rows = results(folder)
-    runs = list(dict.fromkeys(row["run_id"] for row in rows))
-    return [row for row in rows if row["run_id"] == runs[run]]
-
-
 def test_a_killed_run_reuses_finished_pairs_and_resumes_a_pair_at_its_first_unanswered_image(
     pytester: pytest.Pytester, scale: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,11 +86,12 @@ def test_a_killed_run_reuses_finished_pairs_and_resumes_a_pair_at_its_first_unan
     assert answered_before.isdisjoint(i for m, d, i in after if (m, d) == ("a", "beta"))
     assert all(per_pair[(m, d)] == 8 for m in ("b",) for d in DATASETS) and per_pair[("a", "gamma")] == 8
 
-    rows = run_rows(folder)
+    rows = session_rows(folder)
     assert scores(rows) == reference  # the final results are an uninterrupted run's
     reused = [row for row in rows if row["reused_from"]]
     assert [(row["spec"], row["dataset"]) for row in reused] == [("counter:a", "alpha")]
     assert reused[0]["reused_from"] == results(folder)[0]["run_id"]
+    assert len(results(folder)) == 6  # each pair's row once: the reused one is not written again
     beta = next(row for row in rows if row["dataset"] == "beta" and row["spec"] == "counter:a")
     assert (beta["cached_images"], beta["n_images"]) == (3, 8)
     summary = (folder / "summary.md").read_text(encoding="utf-8")
@@ -118,14 +112,16 @@ def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
     failed.assert_outcomes(passed=0, failed=2)
     failed.stdout.fnmatch_lines(["*counter:a on alpha: AP50:95 * is below the minimum 90*"])
     assert len(asked(scale)) == 8
-    second = run_rows(folder)
+    second = session_rows(folder)
     assert all(row["reused_from"] for row in second) and [row["check"] for row in second] == ["failed", "failed"]
+    assert len(results(folder)) == 2  # a rerun that reuses every pair adds no row
     pytester.runpytest(*one, "--rf100vl-rerun").assert_outcomes(passed=2)
-    assert len(asked(scale)) == 16 and not any(row["reused_from"] for row in run_rows(folder))
+    assert len(asked(scale)) == 16 and not any(row["reused_from"] for row in session_rows(folder))
     # another option is another identity: it runs
     pytester.runpytest(*one, "--rf100vl-adapter-option", "counter.note=2").assert_outcomes(passed=2)
     assert len(asked(scale)) == 24
-    assert [bool(row["reused_from"]) for row in run_rows(folder)] == [False, True]
+    assert [bool(row["reused_from"]) for row in session_rows(folder)] == [False, True]
+    assert len(results(folder)) == 5 and not any(row.get("reused_from") for row in results(folder))
 
 
 def test_a_replayed_file_is_reused_while_its_bytes_are_the_same(
@@ -141,7 +137,7 @@ def test_a_replayed_file_is_reused_while_its_bytes_are_the_same(
               *common]
     for _ in range(2):
         pytester.runpytest(*replay).assert_outcomes(passed=1)
-    first, again = results(pytester.path / "r")
+    (first,), (again,) = results(pytester.path / "r"), session_rows(pytester.path / "r")
     assert again["reused_from"] == first["run_id"] and again["model_revision"] == first["model_revision"]
     records = json.loads(submitted.read_text())
     submitted.write_text(json.dumps(records[1:]))  # a box fewer: another file, its pair runs again
@@ -307,11 +303,11 @@ def test_a_rerun_answered_from_the_cache_keeps_the_measured_throughput(
            f"--rf100vl-results={folder}", "--rf100vl-device", "cpu", "-p", "no:cacheprovider",
            "--benchmark-disable"]
     pytester.runpytest(*one).assert_outcomes(passed=1)
-    (measured,) = run_rows(folder)
+    (measured,) = session_rows(folder)
     assert measured["images_per_s"] > 0 and measured["answers_from_cache"] is False
     pytester.runpytest(*one, "--rf100vl-rerun").assert_outcomes(passed=1)
     assert len(asked(scale)) == 8  # every answer came from the cache
-    (cached,) = run_rows(folder)
+    (cached,) = session_rows(folder)
     assert cached["answers_from_cache"] is True and cached["cached_images"] == 8
     assert cached["images_per_s"] == measured["images_per_s"] and cached["throughput_from"] == measured["run_id"]
     from rf100vl_hf.results.rows import latest, read_results

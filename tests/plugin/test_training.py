@@ -88,6 +88,7 @@ def test_grounding_dino_few_shot_recipe_runs_on_the_sample_and_a_rerun_loads_its
     assert first["regime"] == "few-shot" and first["train_loss_final"] < first["train_loss_first"]
     assert calls == ["fit"]
     pytester.runpytest(*args).assert_outcomes(passed=1)  # the row is reused: nothing loads
+    assert results(folder) == [first]  # nor is it written again
     pytester.runpytest(*args, "--rf100vl-rerun").assert_outcomes(passed=1)  # scored again on the stored weights
     assert calls == ["fit"]
     again = results(folder)[-1]

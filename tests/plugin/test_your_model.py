@@ -27,7 +27,7 @@ from pytest_rf100vl.adapters.base import (
 )
 from pytest_rf100vl.adapters.hosted import READ, hosted
 
-from tests.plugin.helpers import results
+from tests.plugin.helpers import results, session_rows
 
 MAX_MEMBERS_READ = 8
 """The most members of a model the plugin may read outside the capability protocols."""
@@ -113,8 +113,9 @@ def test_a_two_method_model_in_a_conftest_runs_is_reused_and_resumes_from_the_ca
     assert row.get("reused_from") is None and row["n_predictions"] == row["n_images"]
 
     pytester.runpytest_inprocess(*RUN).assert_outcomes(passed=1)
-    rows = results(folder)
-    assert len(rows) == 2 and rows[1]["reused_from"] == row["run_id"] and rows[1]["ap"] == row["ap"]
+    assert results(folder) == [row]  # reused: its row is not written again
+    (reused,) = session_rows(folder)
+    assert reused["reused_from"] == row["run_id"] != reused["run_id"] and reused["ap"] == row["ap"]
     assert asked(pytester) == []  # reused: the model was not asked again
 
     read = json.loads((pytester.path / "read.json").read_text())

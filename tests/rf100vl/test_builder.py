@@ -25,7 +25,7 @@ from rf100vl_hf.rf100vl.reader import SPLIT_FOLDERS, read_export
 from rf100vl_hf.rf100vl.splits import FewShotWarning, fewshot
 from rf100vl_hf.sample import INSTRUCTIONS, SUPERCATEGORY
 
-from pytest_rf100vl.kinds.rf100vl.split import split_parameters
+from pytest_rf100vl.kinds.rf100vl.identity import split_parameters
 
 from tests.rf100vl.exports import copy_export, edit, expected_rows, load, save
 

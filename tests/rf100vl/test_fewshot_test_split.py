@@ -108,7 +108,7 @@ def test_matched_by_id_a_renamed_class_maps_with_a_warning_listing_the_pairs(sam
 def test_split_parameters_tell_the_fewshot_test_split_apart(sample_root: Path, tmp_path: Path) -> None:
     import json
 
-    from pytest_rf100vl.kinds.rf100vl.split import split_parameters
+    from pytest_rf100vl.kinds.rf100vl.identity import split_parameters
 
     full, fsod = fsod_export(sample_root, tmp_path, {"circle": "Circle"})
     with pytest.warns(FewShotClassWarning):

@@ -15,10 +15,12 @@ import pytest
 from rf100vl_hf import catalog, paths
 from rf100vl_hf.errors import Rf100vlError, UnknownNameError
 from rf100vl_hf.results.summary import rf100vl_sections
+from rf100vl_hf.rf100vl.build_record import unchanged_build
 from rf100vl_hf.rf100vl.sources import custom_exports, locate
 
 from pytest_rf100vl.core.minimums import Metric, Rule
-from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split
+from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split, SplitIdentity
+from pytest_rf100vl.kinds.rf100vl.identity import detection_identity, split_parameters
 from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
 if TYPE_CHECKING:
@@ -81,6 +83,21 @@ class Rf100vlKind(BenchmarkKind):
 
         splits = load_request(self.options.request, dataset, progress=False)
         return DetectionSplit.of(splits, self.options.split, self.options.prompt, self.options.scoring)
+
+    def identify(self, dataset: str) -> SplitIdentity | None:
+        """The evaluated split's identity from the build whose exports' files are unchanged
+        (by ``stat``), read from the build's record: no export read, no Arrow file opened,
+        datasets not imported."""
+        options = self.options
+        try:
+            record = unchanged_build(options.request, dataset)
+        except Rf100vlError:  # not on disk, say: loading it says so
+            return None
+        if record is None or options.split not in record.splits:
+            return None
+        metadata = record.metadata
+        identity = detection_identity(metadata, options.split, options.prompt, options.scoring)
+        return SplitIdentity(options.split, identity, lambda split: split_parameters(metadata, split, "names"))
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""

@@ -4,7 +4,6 @@ identifies it, and the dataset's other splits for fine-tuning."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -16,37 +15,13 @@ from rf100vl_hf.training.samples import Samples, unlabelled
 
 from pytest_rf100vl.adapters.base import DetectionTask, TrainingData
 from pytest_rf100vl.kinds.base import Split
+from pytest_rf100vl.kinds.rf100vl.identity import detection_identity, split_parameters
 from pytest_rf100vl.kinds.rf100vl.tasks import detection_task, ground_truth, prompted_classes
 
 if TYPE_CHECKING:
     import datasets
 
     from pytest_rf100vl.core.training_plan import TrainingPlan
-
-
-def split_parameters(metadata: dict[str, Any], split: str, prompt: str) -> str:
-    """What made the split, as JSON: a few-shot split's source, K, seed, strategy and candidates
-    (and, for an official split whose classes were matched by category id, ``class_match`` and
-    the names mapped), the semi-supervised split's fraction and seed, a test split taken from the
-    few-shot export (``test_source``, its export's fingerprint); and under ``examples`` what made
-    the few-shot split a ``fewshot`` prompt shows the model. Part of a row's identity: another K,
-    seed or strategy, or another test split, is another measurement, whether the model is scored
-    on the split or prompted with it."""
-    parameters: dict[str, Any] = {}
-    fewshot, semisup = metadata.get("fewshot") or {}, metadata.get("semisup") or {}
-    test = metadata.get("test") or {}
-    renamed = {"class_match": "id", "renamed": fewshot["renamed"]} if fewshot.get("renamed") else {}
-    made_fewshot = {"fewshot_source": fewshot.get("source"),
-                    **{key: fewshot.get(key) for key in ("k", "seed", "strategy", "candidates")}, **renamed}
-    if split == fewshot.get("split"):
-        parameters = dict(made_fewshot)
-    elif split == semisup.get("split"):
-        parameters = {"fraction": semisup.get("fraction"), "seed": semisup.get("seed")}
-    elif split == "test" and test.get("source") == "fewshot":
-        parameters = {"test_source": "fewshot", "test_fingerprint": test.get("fingerprint"), **renamed}
-    if "fewshot" in prompt:  # the test by which the task gives the model the few-shot split
-        parameters["examples"] = made_fewshot
-    return json.dumps(parameters, sort_keys=True)
 
 
 @dataclass
@@ -69,8 +44,7 @@ class DetectionSplit(Split):
         task = detection_task(images, metadata, name, prompt, splits.__getitem__)
         return cls(
             images=images, task=task, name=name, metadata=metadata, splits=splits, protocol=protocol,
-            identity={"dataset_fingerprint": metadata.get("fingerprint"), "prompt": prompt,
-                      "split_parameters": split_parameters(metadata, name, prompt), "protocol": protocol.name},
+            identity=detection_identity(metadata, name, prompt, protocol),
             extra=DetectionData(domain=metadata["domain"]),
             truth=lambda: replace(task, ground_truth=ground_truth(images)),
         )
