@@ -29,11 +29,14 @@ Model: supervision's ``MeanAveragePrecisionResult`` (a typed result with convers
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from rf100vl_hf.protocols import PAPER
 
 SCHEMA_VERSION = 1
 """Bumped when a column changes meaning or type (``schema_version`` in every row)."""
@@ -315,6 +318,40 @@ class ResultRow:
         yield from (self.run, self.model, self.data, self.data_extra, self.scores, self.errors, self.check,
                     self.throughput, self.output, self.training, self.provenance)
 
+    @property
+    def spec(self) -> str:
+        """The full spec the row was run with (its model's name in rows that lack one)."""
+        return str(self.model.spec or self.model.model)
+
+    @property
+    def protocol(self) -> str:
+        """The protocol the row was scored under (``paper`` for rows written before protocols)."""
+        return self.data.protocol or PAPER
+
+    @property
+    def regime(self) -> str:
+        """The row's data regime (``zero-shot`` for a kind without training columns)."""
+        return self.training.regime if self.training is not None else "zero-shot"
+
+    def identity(self) -> dict[str, Any]:
+        """The row's :data:`IDENTITY` columns: what it measured (the ``paper`` protocol for a row
+        written before protocols were recorded: that is the one it was scored under)."""
+        return {name: self.protocol if name == "protocol" else self.column(name) for name in IDENTITY}
+
+    def column(self, name: str) -> Any:
+        """The value of the column called ``name`` (``None`` where the row has none), for code
+        that holds a metric's name as data (a thresholds rule's, a table's choice of metric);
+        code that knows the column reads its section's attribute."""
+        if name.startswith("min_") and name[4:] in self.check.minimums:
+            return self.check.minimums[name[4:]]
+        for section in (*self.sections(), self.adapter, self.extra):
+            if isinstance(section, Mapping):
+                if name in section:
+                    return section[name]
+            elif section is not None and name in _names(type(section)):
+                return getattr(section, name)
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """The row's columns, as ``results.jsonl`` holds them."""
         row: dict[str, Any] = {}
@@ -343,6 +380,27 @@ class ResultRow:
         errors = _section(ERRORS[benchmark], left) if benchmark in ERRORS else None
         training = _section(TrainingColumns, left) if benchmark in TRAINED else None
         return cls(scores=scores, data_extra=data_extra, errors=errors, training=training, extra=left, **made)
+
+
+AnyRow = typing.Union[ResultRow, Mapping[str, Any]]
+"""A row typed, or as a results file holds it (read through :meth:`ResultRow.from_dict`)."""
+
+
+def as_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
+    """Rows as :class:`ResultRow`: a row as a file holds it read through :meth:`ResultRow.from_dict`."""
+    return [row if isinstance(row, ResultRow) else ResultRow.from_dict(row) for row in rows]
+
+
+def identity_of(*sections: Any) -> dict[str, Any]:
+    """The identity columns (:data:`IDENTITY`) of ``sections``: the one way a row's identity,
+    the one a resumed pair must match and a fit's key are assembled."""
+    return {item.name: getattr(section, item.name) for section in sections
+            for item in dataclasses.fields(section) if item.metadata.get(IDENTITY_KEY)}
+
+
+@functools.cache
+def _names(section: type) -> frozenset[str]:
+    return frozenset(item.name for item in dataclasses.fields(section))
 
 
 def _columns(section: Any) -> dict[str, Any]:
