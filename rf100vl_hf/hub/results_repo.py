@@ -36,6 +36,7 @@ from rf100vl_hf.protocols import PAPER
 from rf100vl_hf.results.folder import read_parquet, write_parquet
 from rf100vl_hf.results.plots import write_plots
 from rf100vl_hf.results.rows import in_time_order, latest, read_jsonl, results_file, select
+from rf100vl_hf.results.schema import AnyRow, as_row, as_rows
 from rf100vl_hf.results.summary import provenance
 from rf100vl_hf.results.tables import (
     SMOKE_NOTE,
@@ -122,7 +123,7 @@ def public_rows(pairs: Sequence[tuple[dict[str, Any], Path | None]], with_predic
                 if column in row:
                     row[column] = None
             elif with_predictions:
-                in_repo = f"predictions/{row.get('run_id')}/{found[1].removeprefix('predictions/')}"
+                in_repo = f"predictions/{as_row(row).run.run_id}/{found[1].removeprefix('predictions/')}"
                 uploads[in_repo] = found[0]
                 row[column] = in_repo
             else:
@@ -131,25 +132,25 @@ def public_rows(pairs: Sequence[tuple[dict[str, Any], Path | None]], with_predic
     return rows, uploads
 
 
-def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[str]) -> str:
+def card_text(repo_id: str, rows: Sequence[AnyRow], figures: Sequence[str]) -> str:
     """The card: YAML listing the configs, then the leaderboard, figures, table and provenance."""
     import yaml
 
-
-    present = [config for benchmark, config in CONFIGS.items() if any(r.get("benchmark") == benchmark for r in rows)]
+    rows = as_rows(rows)
+    present = [config for benchmark, config in CONFIGS.items() if any(r.data.benchmark == benchmark for r in rows)]
     header = {
         "pretty_name": f"Results: {repo_id}",
         "tags": ["rf100vl-hf", "leaderboard", "object-detection"],
         "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": table_path(c)}]} for c in present],
     }
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    detection = [row for row in rows if row.data.benchmark == "rf100vl"]
+    grounding = [row for row in rows if row.data.benchmark == "uouo"]
     lines = [f"# Results: {repo_id}", "",
              "Benchmark results written by `rf100vl-hf` (RF100-VL: AP50:95 in percent at maxDets 500 under the "
              "paper's protocol; UOUO: mIoU and quadrant accuracy as fractions). Load the rows with",
              "", "```python", "from datasets import load_dataset",
              *(f'load_dataset("{repo_id}", "{c}", split="{SPLIT}")' for c in present), "```", ""]
-    if any(row.get("smoke") for row in rows):
+    if any(row.model.smoke for row in rows):
         lines += [f"**Models marked {SMOKE_NOTE}.**", ""]
     protocols = by_protocol(detection)
     for name, own in protocols.items():  # rows of two protocols never rank together
@@ -169,17 +170,19 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
 
 
 def write_results_repo(folder: Path, repo_id: str, rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Write the repository's files (tables, card, figures) into ``folder``; return their paths."""
+    """Write the repository's files (tables, card, figures) into ``folder``; return their paths
+    (each table holds the rows' columns as read: a row of an older version keeps its own)."""
 
     folder = Path(folder)
+    typed = as_rows(rows)
     written = []
     for benchmark, config in CONFIGS.items():
-        chosen = [row for row in rows if row.get("benchmark") == benchmark]
+        chosen = [row for row, read in zip(rows, typed) if read.data.benchmark == benchmark]
         if chosen:
             write_parquet(chosen, folder / table_path(config))
             written.append(table_path(config))
-    figures = [f"plots/{p.name}" for p in write_plots(rows, folder / "plots", confusion=False)]
-    (folder / CARD).write_text(card_text(repo_id, rows, figures), encoding="utf-8")
+    figures = [f"plots/{p.name}" for p in write_plots(typed, folder / "plots", confusion=False)]
+    (folder / CARD).write_text(card_text(repo_id, typed, figures), encoding="utf-8")
     return [*written, *figures, CARD]
 
 

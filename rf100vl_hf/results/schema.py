@@ -333,6 +333,12 @@ class ResultRow:
         """The row's data regime (``zero-shot`` for a kind without training columns)."""
         return self.training.regime if self.training is not None else "zero-shot"
 
+    @property
+    def seed(self) -> int | None:
+        """The seed the row was made with: its fit's (RF100-VL) or its mosaics' (UOUO)."""
+        return next((section.seed for section in (self.training, self.data_extra)
+                     if getattr(section, "seed", None) is not None), None)
+
     def identity(self) -> dict[str, Any]:
         """The row's :data:`IDENTITY` columns: what it measured (the ``paper`` protocol for a row
         written before protocols were recorded: that is the one it was scored under)."""
@@ -386,9 +392,14 @@ AnyRow = typing.Union[ResultRow, Mapping[str, Any]]
 """A row typed, or as a results file holds it (read through :meth:`ResultRow.from_dict`)."""
 
 
+def as_row(row: AnyRow) -> ResultRow:
+    """A row as :class:`ResultRow`: a row as a file holds it read through :meth:`ResultRow.from_dict`."""
+    return row if isinstance(row, ResultRow) else ResultRow.from_dict(row)
+
+
 def as_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
-    """Rows as :class:`ResultRow`: a row as a file holds it read through :meth:`ResultRow.from_dict`."""
-    return [row if isinstance(row, ResultRow) else ResultRow.from_dict(row) for row in rows]
+    """Rows as :class:`ResultRow` (:func:`as_row`)."""
+    return [as_row(row) for row in rows]
 
 
 def identity_of(*sections: Any) -> dict[str, Any]:

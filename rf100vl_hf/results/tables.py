@@ -237,7 +237,7 @@ def over_seeds(rows: Sequence[AnyRow]) -> list[ResultRow]:
         groups.setdefault(key, []).append(row)
     merged = []
     for group in groups.values():
-        if len(group) == 1 or all(row.column("seed") is None for row in group):
+        if len(group) == 1 or all(row.seed is None for row in group):
             merged.extend(group)
             continue
         means = {}

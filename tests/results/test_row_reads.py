@@ -1,6 +1,7 @@
 """A row stays a row: the project reads a results row by attribute (``row.scores.ap``), not by
 string key. This counts what is left: every ``x["col"]`` and ``x.get("col")`` whose key is a
-column :class:`~rf100vl_hf.results.schema.ResultRow` declares, found by AST in both packages,
+column :class:`~rf100vl_hf.results.schema.ResultRow` declares, found by AST in both packages
+(and ``row.column("col")`` with a literal name: that method is for names held as data),
 outside the schema module and the functions that read a results file (where a row is still
 the file's JSON object). Any mapping read with such a key counts, whatever ``x`` is (a
 ``describe()`` dict too), so the count errs high. A pandas or pyarrow column select with a
@@ -34,7 +35,7 @@ def columns() -> set[str]:
 def _key(node: ast.AST) -> str | None:
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
         return node.slice.value if isinstance(node.slice.value, str) else None
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "column")
             and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
         return node.args[0].value
     return None
@@ -47,7 +48,8 @@ def row_reads(path: Path) -> list[str]:
                if isinstance(node, ast.FunctionDef) and node.name in READERS.get(path, ())
                for inner in ast.walk(node)}
     names = columns()
-    return [f"{path.relative_to(ROOT)}:{node.lineno} {key}" for node in ast.walk(tree)
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    return [f"{name}:{node.lineno} {key}" for node in ast.walk(tree)
             if id(node) not in skipped and (key := _key(node)) in names]
 
 
@@ -58,8 +60,9 @@ def all_reads() -> list[str]:
 
 def test_the_counter_finds_subscripts_and_gets_of_columns_only(tmp_path):
     path = tmp_path / "sample.py"
-    path.write_text('row["ap"]\nrow.get("model")\nrow["not_a_column"]\nrow.scores.ap\nrow[key]\n', encoding="utf-8")
-    assert [read.split(" ")[1] for read in row_reads(path)] == ["ap", "model"]
+    path.write_text('row["ap"]\nrow.get("model")\nrow["not_a_column"]\nrow.scores.ap\nrow[key]\nrow.column("miou")\n'
+                    'row.column(key)\n', encoding="utf-8")
+    assert sorted(read.split(" ")[1] for read in row_reads(path)) == ["ap", "miou", "model"]
 
 
 def test_at_most_twenty_string_key_row_reads_outside_the_schema_and_the_readers():
