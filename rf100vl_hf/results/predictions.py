@@ -19,7 +19,7 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import ImageMatches
 from rf100vl_hf.protocols import PROTOCOLS
 from rf100vl_hf.results.rows import read_jsonl, results_file, select
-from rf100vl_hf.results.schema import AnyRow, ResultRow, as_row, as_rows
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_row
 
 AP_TOLERANCE = 1e-6
 """How far (AP points) the AP recomputed from a predictions file may be from its row's."""
@@ -41,7 +41,7 @@ def located_rows(folder: Path) -> tuple[Path, list[ResultRow]]:
     rows, the latest of each identity."""
 
     path = results_file(Path(folder))
-    return path.parent, [row for row in as_rows(select(read_jsonl(path))) if row.data.benchmark == "rf100vl"]
+    return path.parent, [row for row in select(read_jsonl(path)) if row.data.benchmark == "rf100vl"]
 
 
 def describe(row: ResultRow) -> str:

@@ -291,8 +291,12 @@ TRAINED: frozenset[str] = frozenset({"rf100vl"})
 
 
 @dataclass
-class ResultRow:
-    """One pair's results row (see the module docstring)."""
+class ResultRow(Mapping[str, Any]):
+    """One pair's results row (see the module docstring).
+
+    The project reads a row by attribute (``row.scores.ap``, ``row.model.name``); a row is also
+    a read-only mapping of its columns (``row["ap"]``, ``row.get("ap")``, ``dict(row)``) so
+    that a hook or a script written against the rows of ``results.jsonl`` keeps working."""
 
     run: RunColumns
     model: ModelColumns
@@ -313,6 +317,15 @@ class ResultRow:
     """Columns the adapter reports for the pair (requests, tokens, cost, prompt style...)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Columns no section declares (``pytest_rf100vl_result_row`` hooks, other kinds' scores)."""
+
+    def __getitem__(self, name: str) -> Any:
+        return self.to_dict()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
 
     def sections(self) -> Iterator[Any]:
         yield from (self.run, self.model, self.data, self.data_extra, self.scores, self.errors, self.check,
@@ -375,7 +388,9 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> "ResultRow":
-        """A row read back (a column missing from an older row takes its default)."""
+        """A row read back: a column missing from an older row takes its default, but an
+        identity column is ``None`` (an older row never passes for one of today's identity,
+        its ``scoring_version`` above all)."""
         left = dict(row)
         benchmark = str(row.get("benchmark"))
         made = {name: _section(section, left) for name, section in (
@@ -450,9 +465,9 @@ def _section(section: type, left: dict[str, Any]) -> Any:
                 del left[f"{package}_version"]
         elif item.name in left:
             values[item.name] = left.pop(item.name)
-    required = [item.name for item in dataclasses.fields(section)
-                if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING]
-    values.update({name: None for name in required if name not in values})
+    unknown = [item.name for item in dataclasses.fields(section) if item.metadata.get(IDENTITY_KEY) or (
+        item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING)]
+    values.update({name: None for name in unknown if name not in values})
     return section(**values)
 
 
