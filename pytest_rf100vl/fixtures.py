@@ -131,7 +131,7 @@ def rf100vl_run(rf100vl_pair: Pair, rf100vl_dataset: "datasets.Dataset", request
         if broken:
             _pair_error(session, rf100vl_pair, broken)  # outside the except: the message alone, no chain
     done = session.runs[rf100vl_pair]
-    why = done.row.get("unscored")
+    why = done.row.check.unscored
     if why:
         _pair_error(session, rf100vl_pair, f"could not be scored: {why}")
     return done

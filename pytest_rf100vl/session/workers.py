@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.results.rows import JsonlTail
+from rf100vl_hf.results.schema import ResultRow
 
 from pytest_rf100vl.core.matrix_view import MatrixView
 from pytest_rf100vl.core.pairs import Pair, pair_of, row_key
@@ -144,7 +145,7 @@ class XdistHooks:
         pairs = {pair.key: pair for pair in state.pairs}
         for row in self.tail.new_rows():
             key = row_key(row)
-            if row.get("run_id") == state.writer.run_id and key in pairs and key not in self.told:
+            if row.run.run_id == state.writer.run_id and key in pairs and key not in self.told:
                 self.told.add(key)
                 listeners.row_written(self.config, pairs[key], row)
 
@@ -177,13 +178,13 @@ def send_to_controller(config: pytest.Config, state: MatrixView) -> None:
     }
 
 
-def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair]) -> list[dict[str, Any]]:
+def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair]) -> list[ResultRow]:
     """The rows of run ``run_id`` in ``jsonl``, in the order of ``pairs`` (the matrix), as a
     single process would have them."""
     from pytest_rf100vl.session.resume import earlier_rows
 
     order = {pair.key: index for index, pair in enumerate(pairs)}
-    rows = [row for row in earlier_rows(jsonl.parent) if row.get("run_id") == run_id]
+    rows = [row for row in earlier_rows(jsonl.parent) if row.run.run_id == run_id]
     return sorted(rows, key=lambda row: order.get(row_key(row), len(order)))
 
 

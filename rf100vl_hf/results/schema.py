@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rf100vl_hf.protocols import PAPER
+from rf100vl_hf.redact import scrubbed
 
 SCHEMA_VERSION = 1
 """Bumped when a column changes meaning or type (``schema_version`` in every row)."""
@@ -46,12 +47,15 @@ predictions, so that older rows are not reused (``scoring_version``, part of a r
 2: scored exactly as pycocotools scores them, maxDets per image and class)."""
 IDENTITY_KEY = "identity"
 THROUGHPUT_KEY = "throughput"
+BENCHMARK_KEY = "benchmark_info"
 
 
-def column(default: Any = None, *, identity: bool = False, measured: bool = False) -> Any:
+def column(default: Any = None, *, identity: bool = False, measured: bool = False, benchmark: bool = False) -> Any:
     """A column: ``identity`` when it says what the row measured (rows of the same identity
-    replace one another), ``measured`` when it is part of the throughput a row measured."""
-    return field(default=default, metadata={IDENTITY_KEY: identity, THROUGHPUT_KEY: measured})
+    replace one another), ``measured`` when it is part of the throughput a row measured,
+    ``benchmark`` when pytest-benchmark records it with the pair's timing (:data:`BENCHMARK_FIELDS`)."""
+    return field(default=default, metadata={IDENTITY_KEY: identity, THROUGHPUT_KEY: measured,
+                                            BENCHMARK_KEY: benchmark or measured})
 
 
 @dataclass
@@ -66,39 +70,39 @@ class RunColumns:
 
 @dataclass
 class ModelColumns:
-    model: str = column(identity=True)
-    spec: str | None = None
-    checkpoint: str | None = column(identity=True)
-    model_revision: str | None = column(identity=True)
+    model: str = column(identity=True, benchmark=True)
+    spec: str | None = column(benchmark=True)
+    checkpoint: str | None = column(identity=True, benchmark=True)
+    model_revision: str | None = column(identity=True, benchmark=True)
     adapter_options: str = column("{}", identity=True)
     """The options the answers depend on, defaults included, as sorted JSON."""
     requested_options: str | None = None
     """The options as given on the command line, as sorted JSON."""
-    device: str | None = None
-    dtype: str | None = column(identity=True)
-    device_map: str | None = None
-    batch_size: int | None = None
-    batch_size_requested: str | None = None
-    attention: str | None = None
-    compiled: bool = False
-    compile_s: float | None = None
-    smoke: bool = False
+    device: str | None = column(benchmark=True)
+    dtype: str | None = column(identity=True, benchmark=True)
+    device_map: str | None = column(benchmark=True)
+    batch_size: int | None = column(benchmark=True)
+    batch_size_requested: str | None = column(benchmark=True)
+    attention: str | None = column(benchmark=True)
+    compiled: bool = column(False, benchmark=True)
+    compile_s: float | None = column(benchmark=True)
+    smoke: bool = column(False, benchmark=True)
     """Random weights (or mosaics ranked by a random CLIP): the scores mean nothing."""
 
 
 @dataclass
 class DataColumns:
-    benchmark: str
-    dataset: str = column(identity=True)
-    dataset_fingerprint: str | None = column(identity=True)
-    split: str | None = column(identity=True)
-    prompt: str | None = column(identity=True)
+    benchmark: str = column(dataclasses.MISSING, benchmark=True)
+    dataset: str = column(identity=True, benchmark=True)
+    dataset_fingerprint: str | None = column(identity=True, benchmark=True)
+    split: str | None = column(identity=True, benchmark=True)
+    prompt: str | None = column(identity=True, benchmark=True)
     split_parameters: str | None = column("{}", identity=True)
     limit: int | None = column(identity=True)
     """``--rf100vl-limit N``: scored on the first N images only, never merged with a full run."""
     protocol: str | None = column(identity=True)
     """The scoring protocol (:mod:`rf100vl_hf.protocols`; a row without one is ``paper``'s)."""
-    n_images: int = 0
+    n_images: int = column(0, benchmark=True)
 
 
 @dataclass
@@ -122,7 +126,7 @@ class DetectionScores:
     """COCO AP at maxDets 500, in percent (``None`` where undefined: no ground-truth box)."""
 
     scoring_backend: str | None = None
-    ap: float | None = None
+    ap: float | None = column(benchmark=True)
     ap50: float | None = None
     ap75: float | None = None
     ap_small: float | None = None
@@ -142,8 +146,8 @@ class DetectionScores:
 class GroundingScores:
     """UOUO's quadrant accuracy, mIoU and acc50 (fractions, as its Table 1), and parse failures."""
 
-    accuracy: float | None = None
-    miou: float | None = None
+    accuracy: float | None = column(benchmark=True)
+    miou: float | None = column(benchmark=True)
     acc50: float | None = None
     parse_failures: int | None = None
     box_parse_failures: int | None = None
@@ -226,13 +230,13 @@ class ThroughputColumns:
     latency_batch_p95_ms: float | None = column(measured=True)
     latency_image_p50_ms: float | None = column(measured=True)
     latency_image_p95_ms: float | None = column(measured=True)
-    peak_gpu_memory_mb: float | None = None
+    peak_gpu_memory_mb: float | None = column(benchmark=True)
     inference_s: float | None = None
-    warmup_s: float | None = None
-    warmup_batches: int | None = None
-    cached_images: int = 0
+    warmup_s: float | None = column(benchmark=True)
+    warmup_batches: int | None = column(benchmark=True)
+    cached_images: int = column(0, benchmark=True)
     answers_from_cache: bool = False
-    throughput_from: str | None = None
+    throughput_from: str | None = column(benchmark=True)
     """The run that measured the throughput of a row whose answers all came from the cache."""
 
 
@@ -344,13 +348,17 @@ class ResultRow(Mapping[str, Any]):
     @property
     def regime(self) -> str:
         """The row's data regime (``zero-shot`` for a kind without training columns)."""
-        return self.training.regime if self.training is not None else "zero-shot"
+        return (self.training.regime if self.training is not None else None) or "zero-shot"
 
     @property
     def seed(self) -> int | None:
         """The seed the row was made with: its fit's (RF100-VL) or its mosaics' (UOUO)."""
         return next((section.seed for section in (self.training, self.data_extra)
                      if getattr(section, "seed", None) is not None), None)
+
+    def scrubbed(self) -> "ResultRow":
+        """A copy with the session's secrets scrubbed from every text (:func:`rf100vl_hf.redact.scrubbed`)."""
+        return ResultRow.from_dict(scrubbed(self.to_dict()))
 
     def identity(self) -> dict[str, Any]:
         """The row's :data:`IDENTITY` columns: what it measured (the ``paper`` protocol for a row
@@ -483,9 +491,9 @@ IDENTITY: tuple[str, ...] = _flagged(IDENTITY_KEY)
 same thing, and the later one replaces the earlier (a column a row lacks counts as None)."""
 THROUGHPUT: tuple[str, ...] = _flagged(THROUGHPUT_KEY)
 """What a row measured of speed: a row answered from the answer cache measured none of it."""
-TRAINING_IDENTITY: tuple[str, ...] = tuple(item.name for item in dataclasses.fields(TrainingColumns)
-                                           if item.metadata.get(IDENTITY_KEY))
-"""The identity columns that say how a model was fine-tuned (all ``None`` zero-shot)."""
+BENCHMARK_FIELDS: tuple[str, ...] = _flagged(BENCHMARK_KEY)
+"""The columns pytest-benchmark records in a pair's ``extra_info`` (and so in
+``--benchmark-json``): what ran, on what, how fast, and the kind's headline scores."""
 
 
 def arrow_schema() -> Any:
