@@ -298,7 +298,7 @@ TRAINED: frozenset[str] = frozenset({"rf100vl"})
 class ResultRow(Mapping[str, Any]):
     """One pair's results row (see the module docstring).
 
-    The project reads a row by attribute (``row.scores.ap``, ``row.model.name``); a row is also
+    The project reads a row by attribute (``row.scores.ap``, ``row.model.checkpoint``); a row is also
     a read-only mapping of its columns (``row["ap"]``, ``row.get("ap")``, ``dict(row)``) so
     that a hook or a script written against the rows of ``results.jsonl`` keeps working."""
 
