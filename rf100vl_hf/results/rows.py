@@ -20,12 +20,6 @@ from rf100vl_hf.errors import DataError, Rf100vlError, shown
 from rf100vl_hf.results.folder import JSONL
 from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT, AnyRow, ResultRow, as_row, as_rows
 
-LIMIT = "limit"
-"""The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,
-a quick check); ``None`` (or absent) for a full run. Part of :data:`IDENTITY`, so a limited
-row never replaces, and is never taken for, a full one."""
-
-
 class SelectionError(Rf100vlError, ValueError):
     """A run selection that matches nothing (the message lists what there is)."""
 
