@@ -353,8 +353,11 @@ class ResultRow(Mapping[str, Any]):
     @property
     def seed(self) -> int | None:
         """The seed the row was made with: its fit's (RF100-VL) or its mosaics' (UOUO)."""
-        return next((section.seed for section in (self.training, self.data_extra)
-                     if getattr(section, "seed", None) is not None), None)
+        return self.column("seed")
+
+    def with_columns(self, **values: Any) -> "ResultRow":
+        """A copy with ``values`` as its columns of those names (each in the section that declares it)."""
+        return ResultRow.from_dict({**self.to_dict(), **values})
 
     def scrubbed(self) -> "ResultRow":
         """A copy with the session's secrets scrubbed from every text (:func:`rf100vl_hf.redact.scrubbed`)."""

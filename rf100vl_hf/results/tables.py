@@ -25,7 +25,7 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from rf100vl_hf import markdown
@@ -244,8 +244,7 @@ def over_seeds(rows: Sequence[AnyRow]) -> list[ResultRow]:
         for key in SEEDED_METRICS:
             values = [v for v in (_value(other, key) for other in group) if v is not None]
             means[key] = statistics.fmean(values) if values else None
-        merged.append(replace(group[0], scores=replace(group[0].scores, **means),
-                              extra={**group[0].extra, "seeds": len(group)}))
+        merged.append(group[0].with_columns(**means, seeds=len(group)))
     return merged
 
 
