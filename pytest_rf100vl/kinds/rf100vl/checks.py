@@ -12,7 +12,7 @@ from rf100vl_hf import catalog
 from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS
 from rf100vl_hf.metrics import ALL
 from rf100vl_hf.protocols import PAPER
-from rf100vl_hf.results.schema import ResultRow
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_rows
 from rf100vl_hf.results.tables import over_seeds
 from rf100vl_hf.specs import ModelSpec
 
@@ -52,12 +52,12 @@ def scored_rows(rows: list[ResultRow]) -> dict[str, dict[str, ResultRow]]:
     return out
 
 
-def threshold_checks(rules: list[Rule], rows: list[ResultRow]) -> list[MeanCheck]:
+def threshold_checks(rules: list[Rule], rows: list[AnyRow]) -> list[MeanCheck]:
     """Domain and ``All`` minimums of the thresholds file, on the means over the datasets run."""
     from rf100vl_hf.metrics import domain_means
 
     checks = []
-    for spec, by_dataset in scored_rows(rows).items():
+    for spec, by_dataset in scored_rows(as_rows(rows)).items():
         means = domain_means((name, row.data_extra.domain, row.scores.ap) for name, row in by_dataset.items())
         model = ModelSpec.parse(spec)
         for target in mean_targets(rules, model):
@@ -132,7 +132,7 @@ def other_rows(row: ResultRow, subset: str, chosen: ReferenceChoice, compared: s
 
 
 def reference_checks(
-    subset: str, methods: dict[str, str], tolerance: float, rows: list[ResultRow],
+    subset: str, methods: dict[str, str], tolerance: float, rows: list[AnyRow],
     reference: ReferenceChoice | str = "paper"
 ) -> list[MeanCheck]:
     """Each complete domain's mean (and ``All`` when every domain is complete) against the
@@ -144,6 +144,7 @@ def reference_checks(
     rows of the same model."""
 
     reference = parse_reference(reference) if isinstance(reference, str) else reference
+    rows = as_rows(rows)
     checks = [MeanCheck(spec, ALL, NOT_CHECKED, f"scored under the {name} protocol; the {reference} table holds "
                                                  "results of the paper's protocol")
               for spec, name in dict.fromkeys((row.spec, row.protocol) for row in rows if row.protocol != PAPER)]
