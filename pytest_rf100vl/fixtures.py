@@ -4,7 +4,7 @@ Any test that uses one of them (directly or through another fixture) is parametr
 the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-bees``::
 
     def test_ap50_reaches_a_third(rf100vl_run):
-        assert rf100vl_run.row["ap50"] >= 33.3
+        assert rf100vl_run.row.scores.ap50 >= 33.3
 
     def test_finds_something(rf100vl_adapter, rf100vl_dataset):
         ...
@@ -19,7 +19,8 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
   its classes); a dataset that is not on disk skips the test with how to get it; a UOUO
   dataset is built from the cut-out source on first use;
 - ``rf100vl_run``: the pair run once per session (:class:`~pytest_rf100vl.session.stages.PairRun`:
-  ``scores``, ``row``, ``scored``, ``answers``, ``thresholds``, ``failure``), timed by
+  ``scores``, ``row``: its :class:`~rf100vl_hf.results.schema.ResultRow`, ``scored``, ``answers``,
+  ``thresholds``, ``failure``), timed by
   pytest-benchmark when it is active and written to the results folder.
 """
 
@@ -143,7 +144,7 @@ def rf100vl_run(rf100vl_pair: Pair, request: pytest.FixtureRequest) -> "PairRun"
         if broken:
             _pair_error(session, rf100vl_pair, broken)  # outside the except: the message alone, no chain
     done = session.runs[rf100vl_pair]
-    why = done.row.get("unscored")
+    why = done.row.check.unscored
     if why:
         _pair_error(session, rf100vl_pair, f"could not be scored: {why}")
     return done

@@ -11,6 +11,11 @@
 ``--rf100vl-wandb`` and ``--rf100vl-mlflow`` are implementations of the last two
 (``session/trackers.py``).
 
+A row is a :class:`~rf100vl_hf.results.schema.ResultRow`: read it by section (``row.scores.ap``,
+``row.model.checkpoint``, ``row.data.dataset``, ``row.throughput.images_per_s``); it is also a
+read-only mapping of its columns as ``results.jsonl`` holds them (``row["ap"]``,
+``row.get("ap")``, ``dict(row)``), so a hook written against dict rows keeps working.
+
 Benchmark kinds are not hooks: they register in the ``rf100vl.kinds`` entry-point group
 (``docs/architecture.md`` shows a complete one).
 """
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from rf100vl_hf.results.schema import ResultRow
     from rf100vl_hf.specs import ModelSpec
 
     from pytest_rf100vl.adapters.base import Detector
@@ -62,10 +68,11 @@ def pytest_rf100vl_make_adapter(
     """
 
 
-def pytest_rf100vl_result_row(config: pytest.Config, pair: "Pair", row: dict[str, Any]) -> dict[str, Any] | None:
-    """Columns to add to ``pair``'s results row (a copy is passed in) before it is written to
-    ``results.jsonl``, the parquet file and pytest-benchmark's JSON. Every implementation's
-    columns are added; a column the plugin already wrote cannot be replaced (the pair errors).
+def pytest_rf100vl_result_row(config: pytest.Config, pair: "Pair", row: "ResultRow") -> dict[str, Any] | None:
+    """Columns to add to ``pair``'s results row, returned as a dict (``row`` is a copy: changing
+    it changes nothing), before it is written to ``results.jsonl``, the parquet file and
+    pytest-benchmark's JSON. Every implementation's columns are added (they are the row's
+    ``extra`` columns); a column the plugin already wrote cannot be replaced (the pair errors).
     Example, recording the machine and the cluster job::
 
         import os, socket
@@ -75,7 +82,7 @@ def pytest_rf100vl_result_row(config: pytest.Config, pair: "Pair", row: dict[str
     """
 
 
-def pytest_rf100vl_row_written(config: pytest.Config, pair: "Pair", row: dict[str, Any]) -> None:
+def pytest_rf100vl_row_written(config: pytest.Config, pair: "Pair", row: "ResultRow") -> None:
     """Called once for each row of the session (run or reused) as soon as it is in
     ``results.jsonl``, in the process that writes the summary: under pytest-xdist the controller,
     which reads its workers' rows back as their pairs end. ``row`` is a copy, scrubbed of the
@@ -83,11 +90,11 @@ def pytest_rf100vl_row_written(config: pytest.Config, pair: "Pair", row: dict[st
     telling a chat channel::
 
         def pytest_rf100vl_row_written(config, pair, row):
-            post(f"{pair.id}: AP {row.get('ap')}")
+            post(f"{pair.id}: AP {row.scores.ap}")
     """
 
 
-def pytest_rf100vl_results_written(config: pytest.Config, folder: Path, rows: list[dict[str, Any]]) -> None:
+def pytest_rf100vl_results_written(config: pytest.Config, folder: Path, rows: "list[ResultRow]") -> None:
     """Called once the session has written ``summary.md`` and ``results.parquet`` into the
     results ``folder``; ``rows`` are this session's rows. An exception here is reported as a
     warning line of the summary; it never changes the results already written. Example,
@@ -96,5 +103,5 @@ def pytest_rf100vl_results_written(config: pytest.Config, folder: Path, rows: li
         import shutil
 
         def pytest_rf100vl_results_written(config, folder, rows):
-            shutil.copytree(folder, f"/mnt/archive/{rows[0]['run_id']}", dirs_exist_ok=True)
+            shutil.copytree(folder, f"/mnt/archive/{rows[0].run.run_id}", dirs_exist_ok=True)
     """

@@ -24,6 +24,7 @@ import pytest
 
 from rf100vl_hf.errors import os_error_line
 from rf100vl_hf.redact import public_value, scrub
+from rf100vl_hf.results.schema import ResultRow
 
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
@@ -189,7 +190,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
 
 
-def _write_results(writer: Any, rows: list[dict[str, Any]], text: str) -> str | None:
+def _write_results(writer: Any, rows: list[ResultRow], text: str) -> str | None:
     """Write results.parquet and summary.md; what could not be written (a full disk) as one
     line naming the file, else ``None``: the rows are in results.jsonl whatever happens here."""
     try:

@@ -26,7 +26,6 @@ the plugin as defaults that ``--rf100vl-adapter-option`` overrides
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,14 +48,6 @@ PROTOCOLS: dict[str, Protocol] = {
     "rf-scripts": Protocol("rf-scripts", 100, True, "Roboflow's public scripts: maxDets 100, category 0 prompted, "
                                                     "no class-wise NMS, SAM 3 at score 0.5"),
 }
-PROTOCOL = "protocol"
-"""The column of a results row; a row without it (written before protocols) is ``paper``."""
-
-
-def protocol_of(row: dict[str, Any]) -> str:
-    """The protocol a row was measured under (``paper`` for rows that do not say)."""
-    return row.get(PROTOCOL) or PAPER
-
 
 def get(name: str) -> Protocol:
     """The protocol called ``name``; ``ValueError`` listing the known ones."""

@@ -166,11 +166,6 @@ class ModelInfo:
     options: dict[str, Any] = field(default_factory=dict)
     smoke: bool = False
 
-    def identity(self) -> dict[str, Any]:
-        """The model's identity columns of a row (``adapter_options`` still a mapping)."""
-        return {"model": self.name, "checkpoint": self.checkpoint, "model_revision": self.revision,
-                "adapter_options": dict(self.options)}
-
 
 @runtime_checkable
 class Detector(Protocol):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from rf100vl_hf.results.schema import ResultRow
+
 from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.minimums import Rule
 from pytest_rf100vl.core.pairs import Pair
@@ -29,7 +31,7 @@ class MatrixView(Protocol):
     missing: dict[str, str]
     errors: dict[str, str]
     left_out: dict[str, str]
-    reused: list[dict[str, Any]]
+    reused: list[ResultRow]
     """The rows reused from earlier runs (``session/resume.py``): not in ``results.jsonl`` again."""
 
     def cost_of(self, pairs: list[Pair]) -> Callable[[Pair], float]:

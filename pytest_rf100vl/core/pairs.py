@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rf100vl_hf.results.schema import ResultRow
 from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.core.training_plan import TrainingPlan
@@ -37,10 +38,11 @@ class Pair:
         return self.spec.text, self.dataset, self.seed
 
 
-def row_key(row: dict[str, Any]) -> tuple[Any, Any, Any]:
+def row_key(row: ResultRow) -> tuple[Any, Any, Any]:
     """The :attr:`Pair.key` of the pair that wrote ``row``: its seed is the training seed of a
     fine-tuned pair (a UOUO row's ``seed`` column is its mosaics' seed, no pair's)."""
-    return row.get("spec"), row.get("dataset"), row.get("seed") if row.get("train_split") else None
+    training = row.training
+    return row.model.spec, row.data.dataset, training.seed if training is not None and training.train_split else None
 
 
 def pair_of(item: pytest.Item) -> Pair | None:

@@ -9,6 +9,7 @@ import json
 import math
 import shlex
 import statistics
+from dataclasses import replace
 from typing import Any
 
 from rf100vl_hf import provenance
@@ -31,6 +32,14 @@ def options_column(options: dict[str, Any]) -> str:
     return json.dumps({key: public_value(value) for key, value in options.items()}, sort_keys=True, default=str)
 
 
+def model_identity(info: ModelInfo, dtype: str | None) -> ModelColumns:
+    """The model's identity columns (those :data:`rf100vl_hf.results.schema.IDENTITY` flags), from
+    ``info`` and the ``dtype`` it runs in: the one way a row's model, the model a resumed pair
+    must match, and a fit's key are assembled (:func:`rf100vl_hf.results.schema.identity_of`)."""
+    return ModelColumns(model=info.name, checkpoint=info.checkpoint, model_revision=info.revision,
+                        adapter_options=options_column(info.options), dtype=dtype)
+
+
 def model_columns(info: ModelInfo, described: dict[str, Any], spec: ModelSpec, batch_size: int | str,
                   timing: Timing, smoke: bool = False) -> ModelColumns:
     """The model as it ran: ``info`` identifies it, ``described`` is the adapter's ``describe()``
@@ -38,10 +47,9 @@ def model_columns(info: ModelInfo, described: dict[str, Any], spec: ModelSpec, b
     options are the options as given), ``batch_size`` what was asked (a number or ``auto``; the row
     records both); ``smoke`` when the data itself makes the scores meaningless."""
     compiled = bool(described.get("compiled"))
-    return ModelColumns(
-        model=info.name, spec=spec.text, checkpoint=info.checkpoint, model_revision=info.revision,
-        adapter_options=options_column(info.options), requested_options=options_column(spec.option_values),
-        device=described["device"], dtype=described["dtype"], device_map=described.get("device_map"),
+    return replace(
+        model_identity(info, described["dtype"]), spec=spec.text, requested_options=options_column(spec.option_values),
+        device=described["device"], device_map=described.get("device_map"),
         batch_size=timing.batch_size, batch_size_requested=str(batch_size), attention=described.get("attention"),
         compiled=compiled, compile_s=timing.compile_seconds() if compiled else None,
         smoke=info.smoke or smoke,

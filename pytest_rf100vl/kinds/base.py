@@ -40,6 +40,8 @@ from pytest_rf100vl.core.options import option
 if TYPE_CHECKING:  # for hints only: every pytest session reads the kinds' options, so this module stays light
     import datasets
 
+    from rf100vl_hf.results.schema import ResultRow
+
     from pytest_rf100vl.adapters.base import Adapter, DetectionTask, GroundingQuery, TrainingData
     from pytest_rf100vl.core.training_plan import TrainingPlan
     from pytest_rf100vl.engine.runner import Answers
@@ -215,6 +217,6 @@ class BenchmarkKind(ABC):
         grounding answers in row order)."""
 
     # -- the report -------------------------------------------------------------------
-    def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
+    def report(self, rows: list[ResultRow], rules: list[Rule]) -> Report:
         """The kind's summary sections over its rows, and its checks of means."""
         return Report()

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from rf100vl_hf.redact import scrub, scrubbed
+from rf100vl_hf.redact import scrub
+from rf100vl_hf.results.schema import ResultRow
 
 from pytest_rf100vl.core.pairs import Pair
 
@@ -31,15 +32,15 @@ def _call(hook: Any, **arguments: Any) -> list[str]:
     return failures
 
 
-def row_written(config: pytest.Config, pair: Pair, row: dict[str, Any]) -> None:
+def row_written(config: pytest.Config, pair: Pair, row: ResultRow) -> None:
     """Tell ``pytest_rf100vl_row_written`` of ``row`` (a scrubbed copy); a failure is a warning."""
     hook = config.hook.pytest_rf100vl_row_written
     if not hook.get_hookimpls():
         return
-    for failure in _call(hook, config=config, pair=pair, row=scrubbed(dict(row))):
+    for failure in _call(hook, config=config, pair=pair, row=row.scrubbed()):
         warnings.warn(HookWarning(f"pytest_rf100vl_row_written of {failure}"), stacklevel=2)
 
 
-def results_written(config: pytest.Config, folder: Path, rows: list[dict[str, Any]]) -> list[str]:
+def results_written(config: pytest.Config, folder: Path, rows: list[ResultRow]) -> list[str]:
     """Call ``pytest_rf100vl_results_written``; a line for the summary per implementation that failed."""
     return _call(config.hook.pytest_rf100vl_results_written, config=config, folder=folder, rows=rows)

@@ -5,8 +5,10 @@ runs do not share it. It never names a kind: each pair runs through the same sta
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,7 @@ from rf100vl_hf.devices import resolve_device
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.results.folder import ResultsWriter
 from rf100vl_hf.results.rows import with_measured_throughput
+from rf100vl_hf.results.schema import BENCHMARK_FIELDS, ResultRow
 from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters import registry
@@ -62,7 +65,7 @@ class MatrixSession:
                                 Rounds(loop.min_time, min(3, loop.max_rounds), loop.max_rounds),
                                 samples=config.report.log_samples)
         self.runs: dict[Pair, PairRun] = {}
-        self.reused: list[dict[str, Any]] = []
+        self.reused: list[ResultRow] = []
         """The rows this process reused (not in ``results.jsonl``: the rows they copy are)."""
         self._earlier: resume.EarlierRows | None = None
         self.missing: dict[str, str] = {}  # dataset -> how to get it
@@ -236,15 +239,14 @@ class MatrixSession:
         split = self.identity(pair)
         wanted = resume.planned(pair, self.adapter_class(pair.spec), split, kind.trains, self.config)
         samples = self.config.report.log_samples and resume.answers_in_text(self.adapter_class(pair.spec))
-        found = resume.reusable_row(self._earlier_rows().of(pair.dataset, split.name), wanted,
-                                    self.config.loop.dtype, samples)
+        found = resume.reusable_row(self._earlier_rows().of(pair.dataset, split.name), wanted, samples)
         if found is None:
             return False
         row = resume.reused_row(found, pair, self.writer.run_id)
         minimums = thresholds(pair, kind, self)
-        check, message = checked(pair, kind.metrics, row, minimums)
-        row.update({f"min_{name}": value for name, value in check.minimums.items()},
-                   threshold_source=check.threshold_source, check=check.check)
+        check, message = checked(pair, kind.metrics, {metric.name: row.column(metric.name) for metric in kind.metrics},
+                                 minimums)
+        row.check = replace(check, minimums={**row.check.minimums, **check.minimums}, unscored=row.check.unscored)
         self.runs[pair] = PairRun(pair, row, thresholds=minimums, failure=message)
         self.reused.append(row)
         if not workers.is_worker(self.pytest_config):  # a worker's reused rows go to the controller
@@ -264,23 +266,23 @@ class MatrixSession:
         too_many = too_many_failed_images(done.row, self.config.report.max_failed_fraction)
         if too_many:
             done.failure = "; ".join(message for message in (too_many, done.failure) if message)
-            done.row["check"] = "failed"  # on its failed images, whatever its scores
-        if done.row.get("answers_from_cache"):  # the run that computed the answers timed them
+            done.row.check.check = "failed"  # on its failed images, whatever its scores
+        if done.row.throughput.answers_from_cache:  # the run that computed the answers timed them
             done.row = with_measured_throughput(done.row, self._earlier_rows().rows)
         for added in self.pytest_config.hook.pytest_rf100vl_result_row(config=self.pytest_config, pair=pair,
-                                                                       row=dict(done.row)):
-            clash = sorted(set(added or {}) & set(done.row))
+                                                                       row=copy.deepcopy(done.row)):
+            clash = sorted(set(added or {}) & set(done.row.to_dict()))
             if clash:
                 raise ValueError(f"pytest_rf100vl_result_row may only add columns; it returned {', '.join(clash)} "
                                  f"(row of {pair.id})")
-            done.row.update(added or {})
+            done.row.extra.update(added or {})
         if benchmark is not None:
             benchmark.extra_info.update(benchmark_info(done.row))
         self._write(pair, done.row)
         self.runs[pair] = done
         return done
 
-    def _write(self, pair: Pair, row: dict[str, Any]) -> None:
+    def _write(self, pair: Pair, row: ResultRow) -> None:
         """Append ``row`` to ``results.jsonl``, then tell ``pytest_rf100vl_row_written`` (in a
         pytest-xdist worker the controller tells it, as it reads the row back)."""
 
@@ -289,29 +291,22 @@ class MatrixSession:
             listeners.row_written(self.pytest_config, pair, row)
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ResultRow]:
         """This run's rows; under xdist, the controller reads the workers' rows back."""
         if workers.is_controller(self.pytest_config):
             return workers.rows_of_run(self.writer.jsonl, self.writer.run_id, self.pairs, self.reused)
         return [run.row for run in self.runs.values()]
 
-    def reports(self, rows: list[dict[str, Any]]) -> dict[str, Report]:
+    def reports(self, rows: list[ResultRow]) -> dict[str, Report]:
         """Every kind's part of the summary over its rows (``rows``: the session's, read once),
         by kind name; a kind without rows may still check means (a domain minimum, say)."""
-        return {name: kind.report([row for row in rows if row["benchmark"] == name], self.rules)
+        return {name: kind.report([row for row in rows if row.data.benchmark == name], self.rules)
                 for name, kind in self.kinds.items()}
 
 
-BENCHMARK_FIELDS = (
-    "images_per_s", "images_per_s_min", "images_per_s_max", "throughput_rounds", "throughput_from", "warmup_s",
-    "warmup_batches", "cached_images", "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms",
-    "latency_image_p95_ms", "peak_gpu_memory_mb", "device", "device_map", "dtype", "batch_size",
-    "batch_size_requested", "attention", "compiled", "compile_s", "spec", "model", "checkpoint", "model_revision",
-    "benchmark", "dataset", "split", "prompt", "n_images", "ap", "accuracy", "miou", "smoke", "dataset_fingerprint",
-)
-
-
-def benchmark_info(row: dict[str, Any]) -> dict[str, Any]:
+def benchmark_info(row: ResultRow) -> dict[str, Any]:
     """What pytest-benchmark records in ``extra_info`` (and so in ``--benchmark-json``): the
-    row's keys among :data:`BENCHMARK_FIELDS` (each kind's rows have their own scores)."""
-    return {key: row[key] for key in BENCHMARK_FIELDS if key in row}
+    row's columns among :data:`rf100vl_hf.results.schema.BENCHMARK_FIELDS` (each kind's rows
+    have their own scores)."""
+    columns = row.to_dict()
+    return {key: columns[key] for key in BENCHMARK_FIELDS if key in columns}

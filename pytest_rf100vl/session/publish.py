@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
-
 from rf100vl_hf.controls import visible
 from rf100vl_hf.hub.results_repo import push_results
+from rf100vl_hf.results.schema import ResultRow
 
 
 def retry_command(folder: Path, repo_id: str, run_id: str) -> str:
     return shlex.join(["rf100vl-hf", "results", "push", str(folder), "--repo-id", repo_id, "--run", run_id])
 
 
-def push_session(folder: Path, rows: list[dict[str, Any]], repo_id: str, run_id: str) -> tuple[bool, str]:
+def push_session(folder: Path, rows: list[ResultRow], repo_id: str, run_id: str) -> tuple[bool, str]:
     """Push ``rows``; returns whether it failed and the line to show: what was pushed, or what
     failed and how to retry."""
 

@@ -8,16 +8,15 @@ and datasets not on disk.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rf100vl_hf import markdown
+from rf100vl_hf.results.schema import ResultRow
 from rf100vl_hf.results.summary import header, tail
 
 from pytest_rf100vl.kinds.base import Report
 
 
 def summary(
-    rows: list[dict[str, Any]],
+    rows: list[ResultRow],
     reports: dict[str, Report],
     missing: dict[str, str],
     errors: dict[str, str],
@@ -27,7 +26,7 @@ def summary(
     checks of means), ``missing`` maps a dataset not on disk to how to get it, ``errors`` a pair
     id to why it could not run, ``left_out`` a pair id to why its model does not answer it."""
     lines = header(rows)
-    benchmarks = {row["benchmark"] for row in rows}
+    benchmarks = {row.data.benchmark for row in rows}
     for name, report in reports.items():
         if name in benchmarks:
             lines += report.sections

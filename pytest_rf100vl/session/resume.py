@@ -40,15 +40,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.results.folder import JSONL
-from rf100vl_hf.results.rows import LIMIT, TornLineWarning, identity_value, read_jsonl
-from rf100vl_hf.results.schema import SCORING_VERSION, TRAINING_IDENTITY
+from rf100vl_hf.results.rows import TornLineWarning, read_jsonl
+from rf100vl_hf.results.schema import SCORING_VERSION, ResultRow, identity_of
 
 from pytest_rf100vl.core.pairs import row_key
+from pytest_rf100vl.engine.columns import model_identity as identified
 from pytest_rf100vl.engine.columns import options_column
 from pytest_rf100vl.engine.sample_log import answers_in_text as writes_text
 from pytest_rf100vl.session.training import identity_columns
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from pytest_rf100vl.kinds.base import Split, SplitIdentity
 
 
-def earlier_rows(folder: Path) -> list[dict[str, Any]]:
+def earlier_rows(folder: Path) -> list[ResultRow]:
     """Every row of the folder's ``results.jsonl`` (none when there is no such file). A last
     line cut short by a killed run is skipped silently: its pair simply runs again."""
     path = Path(folder) / JSONL
@@ -74,15 +75,15 @@ def earlier_rows(folder: Path) -> list[dict[str, Any]]:
         return read_jsonl(path)
 
 
-def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None", dataset: str, split: str) -> dict[str, Any]:
-    """The model's identity columns for ``spec`` on ``dataset``'s ``split``, worked out without
-    building the model; for an adapter the registry does not know (``cls`` ``None``: a hook
-    makes it), the spec and the options as given."""
+def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None", dataset: str, split: str,
+                   dtype: str) -> dict[str, Any]:
+    """The model's identity columns for ``spec`` on ``dataset``'s ``split`` in ``dtype``, worked
+    out without building the model; for an adapter the registry does not know (``cls`` ``None``:
+    a hook makes it), the spec and the options as given."""
     options = spec.option_values
     if cls is None:
-        return {"spec": spec.text, "requested_options": options_column(options)}
-    identity = cls.planned_info(spec.checkpoint, options, dataset, split).identity()
-    return {**identity, "adapter_options": options_column(identity["adapter_options"])}
+        return {"spec": spec.text, "requested_options": options_column(options), "dtype": dtype}
+    return identity_of(identified(cls.planned_info(spec.checkpoint, options, dataset, split), dtype))
 
 
 def answers_in_text(cls: "type[Adapter] | None") -> bool:
@@ -90,58 +91,55 @@ def answers_in_text(cls: "type[Adapter] | None") -> bool:
     return cls is not None and writes_text(cls)
 
 
-def _matches(row: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return all(identity_value(row, key) == value for key, value in wanted.items())
+def _matches(row: ResultRow, wanted: dict[str, Any]) -> bool:
+    identity = row.identity()
+    return all((identity[key] if key in identity else row.column(key)) == value for key, value in wanted.items())
 
 
 class EarlierRows:
     """The rows of a results folder by dataset and split, so that finding a pair's row reads
     the rows of its dataset only, however many pairs and runs the folder holds."""
 
-    def __init__(self, rows: Sequence[dict[str, Any]]):
+    def __init__(self, rows: Sequence[ResultRow]):
         self.rows = list(rows)
-        self._by_split: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        self._by_split: dict[tuple[Any, Any], list[ResultRow]] = {}
         for row in self.rows:
-            self._by_split.setdefault((row.get("dataset"), row.get("split")), []).append(row)
+            self._by_split.setdefault((row.data.dataset, row.data.split), []).append(row)
 
-    def of(self, dataset: str, split: str) -> list[dict[str, Any]]:
+    def of(self, dataset: str, split: str) -> list[ResultRow]:
         return self._by_split.get((dataset, split), [])
 
 
-def reusable_row(
-    rows: Sequence[dict[str, Any]], wanted: dict[str, Any], dtype: str, samples: bool = False
-) -> dict[str, Any] | None:
-    """The latest row with the ``wanted`` column values and ``dtype`` whose model failed on no
-    image (with ``samples``, that names its samples log), or ``None``."""
+def reusable_row(rows: Sequence[ResultRow], wanted: dict[str, Any], samples: bool = False) -> ResultRow | None:
+    """The latest row with the ``wanted`` column values whose model failed on no image (with
+    ``samples``, that names its samples log), or ``None``."""
     candidates = [
         row for row in rows
-        if _matches(row, wanted) and row.get("dtype") == dtype and not row.get("failed_images")
-        and (row.get("samples_file") or not samples)
+        if _matches(row, wanted) and not row.output.failed_images and (row.output.samples_file or not samples)
     ]  # the newest wins; of two as new, the one written last
-    return max(reversed(candidates), key=lambda row: str(row.get("timestamp"))) if candidates else None
+    return max(reversed(candidates), key=lambda row: str(row.run.timestamp)) if candidates else None
 
 
 def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split | SplitIdentity", trains: bool,
             config: "RunConfig") -> dict[str, Any]:
     """The column values a reusable row of ``pair`` must have (``split``: what identifies the
     split it runs on; ``trains``: its kind's rows carry the training columns)."""
-    training = asdict(identity_columns(pair.training, split)) if trains else {}
-    return {**model_identity(pair.spec, cls, pair.dataset, split.name), "dataset": pair.dataset, "split": split.name,
-            **split.identity,
-            **{key: training[key] for key in TRAINING_IDENTITY if key in training},
-            "scoring_version": SCORING_VERSION,
-            LIMIT: config.matrix.limit}  # a full run wants None: a limited row is never reused for it
+    training = identity_of(identity_columns(pair.training, split)) if trains else {}
+    return {**model_identity(pair.spec, cls, pair.dataset, split.name, config.loop.dtype), "dataset": pair.dataset,
+            "split": split.name, **split.identity, **training, "scoring_version": SCORING_VERSION,
+            "limit": config.matrix.limit}  # a full run wants None: a limited row is never reused for it
 
 
-def reused_row(row: dict[str, Any], pair: "Pair", run_id: str) -> dict[str, Any]:
+def reused_row(row: ResultRow, pair: "Pair", run_id: str) -> ResultRow:
     """A copy of an earlier run's ``row`` as this run's row of ``pair`` (in this session's
     ``results.parquet`` and ``summary.md``, not in ``results.jsonl``, which holds the row it
     copies): it keeps the scores, throughput and timestamp of the run that measured them, and
     ``reused_from`` names that run."""
-    return {**row, "run_id": run_id, "spec": pair.spec.text, "reused_from": row.get("reused_from") or row.get("run_id")}
+    return replace(row, run=replace(row.run, run_id=run_id, reused_from=row.run.reused_from or row.run.run_id),
+                   model=replace(row.model, spec=pair.spec.text))
 
 
-def unfinished(items: Sequence["Pair"], state: "MatrixView", rows: Sequence[dict[str, Any]]) -> list[str]:
+def unfinished(items: Sequence["Pair"], state: "MatrixView", rows: Sequence[ResultRow]) -> list[str]:
     """Ids of the pairs this session was to run (``items``) that have no row in ``rows`` (the run's) and were not skipped or refused for a reason the
     summary gives, in matrix order: what an interrupted session did not do. It goes by rows,
     so an xdist controller, which runs no pair itself, counts its workers' pairs as finished."""

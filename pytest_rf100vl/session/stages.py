@@ -20,13 +20,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.results.folder import SAMPLES_SUFFIX
-from rf100vl_hf.results.schema import CheckColumns, DataColumns, ResultRow, RunColumns
+from rf100vl_hf.results.schema import CheckColumns, DataColumns, ResultRow, RunColumns, identity_of
 
 from pytest_rf100vl.core.minimums import Metric, Threshold, check_status, failure, threshold_for
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import (
     model_columns,
-    options_column,
+    model_identity,
     output_columns,
     provenance_columns,
     throughput_columns,
@@ -48,7 +48,7 @@ class PairRun:
     message when it is below one."""
 
     pair: Pair
-    row: dict[str, Any]
+    row: ResultRow
     scored: Scored | None = None
     answers: Answers | None = None
     thresholds: dict[str, Threshold] = field(default_factory=dict)
@@ -91,8 +91,7 @@ def fit(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView") -> 
     """The training stage: the pair's model fitted, or its earlier fit loaded (``None`` without a plan)."""
     if pair.training is None:
         return None
-    model = adapter.info.identity()
-    model["adapter_options"] = options_column(model["adapter_options"])
+    model = identity_of(model_identity(adapter.info, None))  # the weights do not depend on the dtype run in
     key = training_key(model, split, pair.training, adapter.training_libraries)
     store = store_for(session.config.report.results, pair.spec, pair.dataset, key)
     return fit_or_load(adapter, pair.training, store, split)
@@ -146,4 +145,4 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
         training=fit_columns(pair.training, split, fitted) if kind.trains else None,
         provenance=provenance_columns(), adapter=adapter.pair_columns(),
     )
-    return PairRun(pair, row.to_dict(), scored, answers, found, message)
+    return PairRun(pair, row, scored, answers, found, message)

@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pytest
 
 from rf100vl_hf import redact
-from rf100vl_hf.redact import public_argument, public_value, scrub, scrubbed
+from rf100vl_hf.redact import public_argument, public_value, scrub
 from rf100vl_hf.results.folder import PARQUET, SUMMARY
 from rf100vl_hf.results.plots import write_plots
+from rf100vl_hf.results.schema import ResultRow
 from rf100vl_hf.results.tables import summary_tables
 
 from pytest_rf100vl.core.config import RunConfig
@@ -281,13 +282,13 @@ class SessionTrackers:
 
         self._each("starting its run", start)
 
-    def _log(self, row: dict[str, Any], pair_id: str) -> None:
+    def _log(self, row: ResultRow, pair_id: str) -> None:
         key = row_key(row)
         if key in self.logged:
             return
         self.logged.append(key)
-        step = len(self.logged) - 1
-        self._each(f"logging the row of {pair_id}", lambda tracker: tracker.log_row(step, row))
+        step, columns = len(self.logged) - 1, row.to_dict()
+        self._each(f"logging the row of {pair_id}", lambda tracker: tracker.log_row(step, columns))
 
     def _finish(self, completed: bool) -> None:
         """Close every run that was opened, a failed tracker's too (as not completed)."""
@@ -302,18 +303,18 @@ class SessionTrackers:
                 if not failed:
                     self._failed(tracker, "finishing its run", exc)
 
-    def pytest_rf100vl_row_written(self, config: pytest.Config, pair: Pair, row: dict[str, Any]) -> None:
+    def pytest_rf100vl_row_written(self, config: pytest.Config, pair: Pair, row: ResultRow) -> None:
         self._start(config)
         self._log(row, pair.id)
 
-    def pytest_rf100vl_results_written(self, config: pytest.Config, folder: Path, rows: list[dict[str, Any]]) -> None:
+    def pytest_rf100vl_results_written(self, config: pytest.Config, folder: Path, rows: list[ResultRow]) -> None:
         """Log any row not logged yet, the tables and figures and the results files, then finish;
         raise, for the summary's warning line, when a tracker failed at any point."""
 
         self._start(config)
-        rows = scrubbed(rows)
+        rows = [row.scrubbed() for row in rows]
         for row in rows:
-            self._log(row, f"{row.get('spec')}-{row.get('dataset')}")
+            self._log(row, f"{row.spec}-{row.data.dataset}")
         tables = summary_tables(rows)
         with tempfile.TemporaryDirectory(prefix="rf100vl-plots-") as scratch:
             plots = write_plots(rows, Path(scratch), confusion=False) if rows else []  # the folder has the matrices

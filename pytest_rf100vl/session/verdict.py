@@ -4,21 +4,21 @@ Whether it could be scored at all is its kind's question (``BenchmarkKind.unscor
 
 from __future__ import annotations
 
-from typing import Any
+from rf100vl_hf.results.schema import ResultRow
 
 from pytest_rf100vl.engine.guard import first_error_line
 
 FLAG = "--rf100vl-max-failed-fraction"
 
 
-def too_many_failed_images(row: dict[str, Any], max_fraction: float) -> str | None:
+def too_many_failed_images(row: ResultRow, max_fraction: float) -> str | None:
     """The failure message when the model failed on more than ``max_fraction`` of the row's images."""
-    failed, total = row["failed_images"], row["n_images"]
+    failed, total, error = row.output.failed_images, row.data.n_images, row.output.first_error
     if not failed or failed <= max_fraction * total:
         return None
-    first = f"; first error: {first_error_line(row['first_error'])}" if row.get("first_error") else ""
+    first = f"; first error: {first_error_line(error)}" if error else ""
     return (
-        f"{row['spec']} on {row['dataset']}: the model failed on {failed} of {total} images "
+        f"{row.spec} on {row.data.dataset}: the model failed on {failed} of {total} images "
         f"({failed / total:.1%}), more than {FLAG} {max_fraction:g} allows{first} "
         f"(full traceback in results.jsonl)"
     )

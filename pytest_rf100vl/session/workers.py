@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from rf100vl_hf.results.rows import JsonlTail
+from rf100vl_hf.results.schema import ResultRow
 
 from pytest_rf100vl.core.matrix_view import MatrixView
 from pytest_rf100vl.core.pairs import Pair, pair_of, row_key
@@ -148,7 +149,7 @@ class XdistHooks:
         self.pairs = self.pairs or {pair.key: pair for pair in state.pairs}
         for row in self.tail.new_rows():
             key = row_key(row)
-            if row.get("run_id") == state.writer.run_id and key in self.pairs and key not in self.told:
+            if row.run.run_id == state.writer.run_id and key in self.pairs and key not in self.told:
                 self.told.add(key)
                 listeners.row_written(self.config, self.pairs[key], row)
 
@@ -173,7 +174,8 @@ class XdistHooks:
             for key, value in output[name].items():
                 getattr(state, name).setdefault(key, value)
         pairs = {pair.key: pair for pair in state.pairs}
-        for row in output[REUSED]:  # the worker told no listener of them
+        for column in output[REUSED]:  # the worker told no listener of them
+            row = ResultRow.from_dict(column)
             state.reused.append(row)
             if row_key(row) in pairs:
                 listeners.row_written(self.config, pairs[row_key(row)], row)
@@ -183,17 +185,17 @@ def send_to_controller(config: pytest.Config, state: MatrixView) -> None:
     """In a worker: what the controller needs besides the rows it ran (which are in
     ``results.jsonl``): the rows it reused, and what did not run."""
     config.workeroutput[OUTPUT] = {  # type: ignore[attr-defined]
-        **{name: dict(getattr(state, name)) for name in REPORTED}, REUSED: list(state.reused),
+        **{name: dict(getattr(state, name)) for name in REPORTED}, REUSED: [row.to_dict() for row in state.reused],
     }
 
 
-def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair], reused: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rows_of_run(jsonl: Path, run_id: str, pairs: list[Pair], reused: list[ResultRow]) -> list[ResultRow]:
     """The rows of run ``run_id``, those in ``jsonl`` and those ``reused`` from earlier runs,
     in the order of ``pairs`` (the matrix), as a single process would have them."""
     from pytest_rf100vl.session.resume import earlier_rows
 
     order = {pair.key: index for index, pair in enumerate(pairs)}
-    rows = [row for row in earlier_rows(jsonl.parent) if row.get("run_id") == run_id] + reused
+    rows = [row for row in earlier_rows(jsonl.parent) if row.run.run_id == run_id] + reused
     return sorted(rows, key=lambda row: order.get(row_key(row), len(order)))
 
 

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.results.schema import ResultRow
+
 DESCRIPTION = """\
 Work with the results of benchmark runs. Every command reads the results.jsonl of one or
 more results folders (pytest writes them under .rf100vl/results), from several sessions,
@@ -103,7 +105,7 @@ def _folders(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--all", action="store_true", help="the rows of every run (the default)")
 
 
-def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _rows(args: argparse.Namespace) -> list[ResultRow]:
     from rf100vl_hf.results.rows import read_results, select
 
     rows = select(read_results(args.folders), run=args.run, latest_run=args.latest)
@@ -147,7 +149,7 @@ def _long_per_class(tables: list[Any]) -> Any:
                  range(4, 5))
 
 
-def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bool, benchmark: str | None = None
+def tables_text(rows: list[ResultRow], fmt: str, metric: str, per_class: bool, benchmark: str | None = None
                 ) -> str:
     """The text ``results table`` prints: Table 2, per-class tables, Table 1 (``benchmark``: one
     benchmark's only). csv holds one table, so the rows must be of one benchmark; with
@@ -155,8 +157,8 @@ def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bo
     from rf100vl_hf.errors import DataError
     from rf100vl_hf.results.tables import SMOKE_NOTE, Table, ap_table, per_class_tables, render, uouo_table
 
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl" and benchmark in (None, "rf100vl")]
-    grounding = [row for row in rows if row.get("benchmark") == "uouo" and benchmark in (None, "uouo")]
+    detection = [row for row in rows if row.data.benchmark == "rf100vl" and benchmark in (None, "rf100vl")]
+    grounding = [row for row in rows if row.data.benchmark == "uouo" and benchmark in (None, "uouo")]
     tables: list[Table] = []
     if detection and not (fmt == "csv" and per_class):
         tables.append(ap_table(detection, metric))
@@ -178,7 +180,7 @@ def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bo
         elif fmt == "latex":
             text = f"% {table.title}\n{text}" if table.title else text
         parts.append(text)
-    if fmt != "csv" and any(row.get("smoke") for row in detection + grounding):
+    if fmt != "csv" and any(row.model.smoke for row in detection + grounding):
         parts.append(f"*{SMOKE_NOTE}*\n" if fmt == "md" else f"% {SMOKE_NOTE}\n")
     return "\n".join(parts)
 
@@ -186,7 +188,7 @@ def tables_text(rows: list[dict[str, Any]], fmt: str, metric: str, per_class: bo
 def cmd_table(args: argparse.Namespace) -> int:
     rows = _rows(args)
     if args.no_smoke:
-        rows = [row for row in rows if not row.get("smoke")]
+        rows = [row for row in rows if not row.model.smoke]
         if not rows:
             from rf100vl_hf.errors import DataError
 
@@ -206,7 +208,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from rf100vl_hf.results.plots import write_plots
 
     rows = _rows(args)
-    if args.dataset is not None and not any(row.get("dataset") == args.dataset for row in rows):
+    if args.dataset is not None and not any(row.data.dataset == args.dataset for row in rows):
         from rf100vl_hf.errors import DataError
 
         raise DataError(", ".join(map(str, args.folders)), "--dataset", f"no rows of dataset {args.dataset!r}")

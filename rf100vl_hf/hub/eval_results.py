@@ -25,7 +25,7 @@ huggingface_hub's parser and against the specification (:mod:`.specification`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,9 +34,9 @@ from typing import Any
 from rf100vl_hf.errors import DataError, Rf100vlError
 from rf100vl_hf.hub.eval_yaml import UOUO_TASKS, rf100vl_means, slug
 from rf100vl_hf.hub.specification import eval_result_problems
-from rf100vl_hf.protocols import PAPER, PROTOCOLS, protocol_of
-from rf100vl_hf.results.rows import IDENTITY, LIMIT, identity_value, latest
-from rf100vl_hf.results.schema import TRAINING_IDENTITY
+from rf100vl_hf.protocols import PAPER, PROTOCOLS
+from rf100vl_hf.results.rows import latest
+from rf100vl_hf.results.schema import AnyRow, ResultRow, TrainingColumns, as_rows, identity_of
 
 EVAL_FOLDER = ".eval_results"
 DEFAULT_PROMPT = "names"
@@ -74,14 +74,14 @@ class EvalFile:
         return f"{EVAL_FOLDER}/{self.name}.yaml"
 
 
-def model_rows(rows: Sequence[dict[str, Any]], model: str | None) -> list[dict[str, Any]]:
+def model_rows(rows: Sequence[ResultRow], model: str | None) -> list[ResultRow]:
     """The rows of ``model`` (a spec or an adapter name); all rows when they hold one model."""
-    specs = list(dict.fromkeys(str(row.get("spec") or row.get("model")) for row in rows))
+    specs = list(dict.fromkeys(row.spec for row in rows))
     if model is None:
         if len(specs) > 1:
             raise EvalResultsError(f"the rows hold several models ({', '.join(specs)}): choose one with --model")
         return list(rows)
-    chosen = [row for row in rows if model in (row.get("spec"), row.get("model"))]
+    chosen = [row for row in rows if model in (row.model.spec, row.model.model)]
     if not chosen:
         raise EvalResultsError(f"no rows of model {model!r}; models found: {', '.join(specs)}")
     return chosen
@@ -100,40 +100,45 @@ def check_model_repo(files: Sequence[EvalFile], model_repo: str, mismatch_ok: bo
             f"{model_repo} holds what they measured")
 
 
-def _protocol_notes(row: dict[str, Any]) -> list[str]:
+def _protocol_notes(row: ResultRow) -> list[str]:
     """The note of a row scored under another protocol than the paper's (none for the paper's)."""
-    name = protocol_of(row)
+    name = row.protocol
     if name == PAPER:
         return []
     known = PROTOCOLS.get(name)
     return [f"protocol {name}, not the paper's" + (f": {known.description}" if known else "")]
 
 
-def _unofficial(row: dict[str, Any]) -> list[str]:
+def _unofficial(row: ResultRow) -> list[str]:
     """What makes a row not a result of the benchmark, as notes."""
 
-    return ([SMOKE_NOTE] if row.get("smoke") else []) + (
-        [f"limited run: the first {row[LIMIT]} images of each split"] if row.get(LIMIT) else []) + _protocol_notes(row)
+    return ([SMOKE_NOTE] if row.model.smoke else []) + (
+        [f"limited run: the first {row.data.limit} images of each split"] if row.data.limit else []
+    ) + _protocol_notes(row)
 
 
-def _without_superseded_limits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _training(row: ResultRow) -> tuple[str, ...]:
+    """How the row's model was fine-tuned, as the text of its training identity (``None`` s zero-shot)."""
+    return tuple(str(value) for value in identity_of(row.training or TrainingColumns()).values())
+
+
+def _without_superseded_limits(rows: list[ResultRow]) -> list[ResultRow]:
     """Rows, less the limited rows of a (dataset, prompt, split, training) a full row covers."""
 
-    def where(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (row.get("dataset"), row.get("prompt"), row.get("split"), protocol_of(row),
-                *(str(row.get(k)) for k in TRAINING_IDENTITY))
+    def where(row: ResultRow) -> tuple[Any, ...]:
+        return (row.data.dataset, row.data.prompt, row.data.split, row.protocol, *_training(row))
 
-    full = {where(row) for row in rows if not row.get(LIMIT)}
-    return [row for row in rows if not row.get(LIMIT) or where(row) not in full]
+    full = {where(row) for row in rows if not row.data.limit}
+    return [row for row in rows if not row.data.limit or where(row) not in full]
 
 
-def refuse_unofficial(rows: Sequence[dict[str, Any]], partial_tasks: Sequence[str]) -> None:
+def refuse_unofficial(rows: Sequence[ResultRow], partial_tasks: Sequence[str]) -> None:
     """Raise :class:`UnofficialResultsError` saying which of the rows used are not results and
     why (``partial_tasks``: the tasks given a mean over part of their datasets)."""
 
-    smoke = sorted({str(row.get("dataset")) for row in rows if row.get("smoke")})
-    limited = sorted({str(row.get("dataset")) for row in rows if row.get(LIMIT)})
-    other = sorted({protocol_of(row) for row in rows} - {PAPER})
+    smoke = sorted({row.data.dataset for row in rows if row.model.smoke})
+    limited = sorted({row.data.dataset for row in rows if row.data.limit})
+    other = sorted({row.protocol for row in rows} - {PAPER})
     reasons = []
     if smoke:
         reasons.append(f"{len(smoke)} smoke row(s) (random weights: the score means nothing) on {_few(smoke)}")
@@ -154,24 +159,25 @@ def _few(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _notes(rows: Sequence[dict[str, Any]], extra: Sequence[str] = ()) -> str | None:
+def _notes(rows: Sequence[ResultRow], extra: Sequence[str] = ()) -> str | None:
     first = rows[0]
     parts = [*dict.fromkeys(note for row in rows for note in _unofficial(row)), *extra]
-    if first.get("prompt") and first["prompt"] != DEFAULT_PROMPT:
-        parts.append(f"prompt mode: {first['prompt']}")
-    if first.get("split") and first["split"] != DEFAULT_SPLIT:
-        parts.append(f"split: {first['split']}")
-    if first.get("recipe"):
-        parts.append(f"fine-tuned on the {first.get('train_split')} split with recipe {first['recipe']}"
-                     + (f", seed {first['seed']}" if first.get("seed") is not None else ""))
+    if first.data.prompt and first.data.prompt != DEFAULT_PROMPT:
+        parts.append(f"prompt mode: {first.data.prompt}")
+    if first.data.split and first.data.split != DEFAULT_SPLIT:
+        parts.append(f"split: {first.data.split}")
+    training = first.training
+    if training is not None and training.recipe:
+        parts.append(f"fine-tuned on the {training.train_split} split with recipe {training.recipe}"
+                     + (f", seed {training.seed}" if training.seed is not None else ""))
     return "; ".join(parts) or None
 
 
-def _date(rows: Sequence[dict[str, Any]]) -> str | None:
+def _date(rows: Sequence[ResultRow]) -> str | None:
     """The latest timestamp of the rows, as the ISO-8601 text they hold (None if none reads)."""
     stamps = []
     for row in rows:
-        text = str(row.get("timestamp"))
+        text = str(row.run.timestamp)
         try:
             when = datetime.fromisoformat(text)
         except ValueError:
@@ -180,22 +186,23 @@ def _date(rows: Sequence[dict[str, Any]]) -> str | None:
     return max(stamps)[1] if stamps else None
 
 
-def _one_per_dataset(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _one_per_dataset(rows: Sequence[ResultRow]) -> dict[str, ResultRow]:
     """The group's rows by dataset; two measurements of one dataset (another revision,
     options, dtype, training...) cannot make one score."""
 
-    by_dataset: dict[str, dict[str, Any]] = {}
+    by_dataset: dict[str, ResultRow] = {}
     for row in rows:
-        other = by_dataset.setdefault(row["dataset"], row)
+        other = by_dataset.setdefault(row.data.dataset, row)
         if other is not row:
-            differ = [key for key in IDENTITY if identity_value(other, key) != identity_value(row, key)]
-            raise EvalResultsError(f"the rows hold two measurements of {row.get('spec')} on {row['dataset']} "
+            mine, theirs = row.identity(), other.identity()
+            differ = [key for key in mine if mine[key] != theirs[key]]
+            raise EvalResultsError(f"the rows hold two measurements of {row.model.spec} on {row.data.dataset} "
                                    f"(they differ in {', '.join(differ)}): choose one run with --run or --latest")
     return by_dataset
 
 
 def eval_files(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[AnyRow],
     benchmark: str,
     model: str | None = None,
     benchmark_revision: str | None = None,
@@ -211,18 +218,17 @@ def eval_files(
     from huggingface_hub import EvalResultEntry
 
 
-    rows = _without_superseded_limits(latest(model_rows(rows, model)))
-    spec = str(rows[0].get("spec") or rows[0].get("model")) if rows else str(model)
+    rows = _without_superseded_limits(latest(model_rows(as_rows(rows), model)))
+    spec = rows[0].spec if rows else str(model)
     common = {"dataset_id": benchmark, "dataset_revision": benchmark_revision, "source_url": source_url,
               "source_name": "rf100vl-hf results" if source_url else None}
     files, used, partial_tasks = [], [], []
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    detection = [row for row in rows if row.data.benchmark == "rf100vl"]
+    groups: dict[tuple[Any, ...], list[ResultRow]] = {}
     for row in detection:
-        key = (row.get("prompt"), row.get("split"), protocol_of(row), *(str(row.get(k)) for k in TRAINING_IDENTITY))
-        groups.setdefault(key, []).append(row)
+        groups.setdefault((row.data.prompt, row.data.split, row.protocol, *_training(row)), []).append(row)
     for chosen in groups.values():
-        scored = {name: row for name, row in _one_per_dataset(chosen).items() if isinstance(row.get("ap"), (int, float))}
+        scored = {name: row for name, row in _one_per_dataset(chosen).items() if isinstance(row.scores.ap, (int, float))}
         entries, skipped = [], {}
         for task in rf100vl_means():
             covered = [scored[d] for d in task.datasets if d in scored]
@@ -233,26 +239,28 @@ def eval_files(
             if len(covered) < len(task.datasets):
                 extra.append(f"partial: {len(covered)} of {len(task.datasets)} datasets")
                 partial_tasks.append(task.id)
-            entries.append(EvalResultEntry(task_id=task.id, value=round(sum(r["ap"] for r in covered) / len(covered), 2),
+            entries.append(EvalResultEntry(task_id=task.id, value=round(sum(r.scores.ap for r in covered) / len(covered), 2),
                                            date=_date(covered), notes=_notes(covered, extra), **common))
         used += scored.values()
         for name in sorted(scored):
             row = scored[name]
-            entries.append(EvalResultEntry(task_id=name, value=round(float(row["ap"]), 2), date=_date([row]),
+            entries.append(EvalResultEntry(task_id=name, value=round(float(row.scores.ap), 2), date=_date([row]),
                                            notes=_notes([row]), **common))
         files.append(EvalFile("_".join(["rf100vl", *_variant(chosen[0])]), entries, skipped, spec,
                               _checkpoints(scored.values())))
-    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    grounding = [row for row in rows if row.data.benchmark == "uouo"]
     if grounding:
         by_dataset = _one_per_dataset(grounding)
         entries, skipped = [], {}
         for task in UOUO_TASKS:
-            row = by_dataset.get(task.dataset)
-            if row is None or not isinstance(row.get(task.key), (int, float)):
+            found = by_dataset.get(task.dataset)
+            value = None if found is None else getattr(found.scores, task.key)
+            if found is None or not isinstance(value, (int, float)):
                 skipped[task.id] = f"no {task.dataset} row"
                 continue
+            row = found
             used.append(row)
-            entries.append(EvalResultEntry(task_id=task.id, value=round(float(row[task.key]), 4), date=_date([row]),
+            entries.append(EvalResultEntry(task_id=task.id, value=round(float(value), 4), date=_date([row]),
                                            notes=_notes([row]), **common))
         files.append(EvalFile("uouo", entries, skipped, spec, _checkpoints(by_dataset.values())))
     if not allow_unofficial:
@@ -260,16 +268,17 @@ def eval_files(
     return files
 
 
-def _checkpoints(rows: Any) -> tuple[str | None, ...]:
-    return tuple(dict.fromkeys(row.get("checkpoint") for row in rows))
+def _checkpoints(rows: Iterable[ResultRow]) -> tuple[str | None, ...]:
+    return tuple(dict.fromkeys(row.model.checkpoint for row in rows))
 
 
-def _variant(row: dict[str, Any]) -> list[str]:
-    parts = [slug(str(v)) for v, default in ((row.get("prompt"), DEFAULT_PROMPT), (row.get("split"), DEFAULT_SPLIT),
-                                             (protocol_of(row), PAPER)) if v and v != default]
-    if row.get("recipe"):
-        parts += [slug(f"{row.get('train_split')}-{row['recipe']}")] + \
-            ([f"seed{row['seed']}"] if row.get("seed") is not None else [])
+def _variant(row: ResultRow) -> list[str]:
+    parts = [slug(str(v)) for v, default in ((row.data.prompt, DEFAULT_PROMPT), (row.data.split, DEFAULT_SPLIT),
+                                             (row.protocol, PAPER)) if v and v != default]
+    training = row.training
+    if training is not None and training.recipe:
+        parts += [slug(f"{training.train_split}-{training.recipe}")] + \
+            ([f"seed{training.seed}"] if training.seed is not None else [])
     return parts
 
 

@@ -24,8 +24,8 @@ number of times. Two pushes racing each other therefore keep the rows of both.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from rf100vl_hf.protocols import PAPER
 from rf100vl_hf.results.folder import read_parquet, write_parquet
 from rf100vl_hf.results.plots import write_plots
 from rf100vl_hf.results.rows import in_time_order, latest, read_jsonl, results_file, select
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_rows
 from rf100vl_hf.results.summary import provenance
 from rf100vl_hf.results.tables import (
     SMOKE_NOTE,
@@ -70,16 +71,16 @@ def table_path(config: str) -> str:
 
 
 def _is_rows(source: Sequence[Any]) -> bool:
-    return bool(source) and all(isinstance(item, dict) for item in source)
+    return bool(source) and all(isinstance(item, Mapping) for item in source)
 
 
 def local_rows(source: Sequence[Any], run: str | None = None, latest_run: bool = False
-               ) -> list[tuple[dict[str, Any], Path | None]]:
+               ) -> list[tuple[ResultRow, Path | None]]:
     """The selected rows (see :func:`rf100vl_hf.results.rows.select`) with the folder each came
     from (None for rows given directly)."""
 
     if _is_rows(source):
-        pairs: list[tuple[dict[str, Any], Path | None]] = [(row, None) for row in source]
+        pairs: list[tuple[ResultRow, Path | None]] = [(row, None) for row in as_rows(source)]
     else:
         pairs = []
         for folder in source:
@@ -93,9 +94,8 @@ PAIR_FILES = ("predictions_file", "confusion_file")
 """The columns naming a pair's files beside its predictions, published with them."""
 
 
-def _prediction_file(row: dict[str, Any], folder: Path | None, column: str) -> tuple[Path, str] | None:
-    """The file of a row's ``column`` on disk, and its path under the results folder."""
-    named = row.get(column)
+def _prediction_file(named: str | None, folder: Path | None) -> tuple[Path, str] | None:
+    """The file a row names (``named``) on disk, and its path under the results folder."""
     if not named:
         return None
     path = Path(named)
@@ -108,48 +108,49 @@ def _prediction_file(row: dict[str, Any], folder: Path | None, column: str) -> t
     return path, relative
 
 
-def public_rows(pairs: Sequence[tuple[dict[str, Any], Path | None]], with_predictions: bool
-                ) -> tuple[list[dict[str, Any]], dict[str, Path]]:
+def public_rows(pairs: Sequence[tuple[ResultRow, Path | None]], with_predictions: bool
+                ) -> tuple[list[ResultRow], dict[str, Path]]:
     """Rows as published (a prediction file, or a confusion matrix, is named by its path in
     the repository when uploaded, else by its path under the results folder, never by a path
     of this machine), and the files to upload (path in the repository -> file)."""
     rows, uploads = [], {}
     for row, folder in pairs:
-        row = dict(row)
-        for column in PAIR_FILES:
-            found = _prediction_file(row, folder, column)
-            if found is None:
-                if column in row:
-                    row[column] = None
-            elif with_predictions:
-                in_repo = f"predictions/{row.get('run_id')}/{found[1].removeprefix('predictions/')}"
-                uploads[in_repo] = found[0]
-                row[column] = in_repo
-            else:
-                row[column] = found[1]
-        rows.append(row)
+        sections = {}
+        for name, section in (("scores", row.scores), ("errors", row.errors)):
+            named = {column: getattr(section, column) for column in PAIR_FILES if hasattr(section, column)}
+            for column, path in named.items():
+                found = _prediction_file(path, folder)
+                if found is None:
+                    named[column] = None
+                elif with_predictions:
+                    named[column] = f"predictions/{row.run.run_id}/{found[1].removeprefix('predictions/')}"
+                    uploads[named[column]] = found[0]
+                else:
+                    named[column] = found[1]
+            sections[name] = replace(section, **named) if named else section
+        rows.append(replace(row, **sections))
     return rows, uploads
 
 
-def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[str]) -> str:
+def card_text(repo_id: str, rows: Sequence[AnyRow], figures: Sequence[str]) -> str:
     """The card: YAML listing the configs, then the leaderboard, figures, table and provenance."""
     import yaml
 
-
-    present = [config for benchmark, config in CONFIGS.items() if any(r.get("benchmark") == benchmark for r in rows)]
+    rows = as_rows(rows)
+    present = [config for benchmark, config in CONFIGS.items() if any(r.data.benchmark == benchmark for r in rows)]
     header = {
         "pretty_name": f"Results: {repo_id}",
         "tags": ["rf100vl-hf", "leaderboard", "object-detection"],
         "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": table_path(c)}]} for c in present],
     }
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    detection = [row for row in rows if row.data.benchmark == "rf100vl"]
+    grounding = [row for row in rows if row.data.benchmark == "uouo"]
     lines = [f"# Results: {repo_id}", "",
              "Benchmark results written by `rf100vl-hf` (RF100-VL: AP50:95 in percent at maxDets 500 under the "
              "paper's protocol; UOUO: mIoU and quadrant accuracy as fractions). Load the rows with",
              "", "```python", "from datasets import load_dataset",
              *(f'load_dataset("{repo_id}", "{c}", split="{SPLIT}")' for c in present), "```", ""]
-    if any(row.get("smoke") for row in rows):
+    if any(row.model.smoke for row in rows):
         lines += [f"**Models marked {SMOKE_NOTE}.**", ""]
     protocols = by_protocol(detection)
     for name, own in protocols.items():  # rows of two protocols never rank together
@@ -168,22 +169,23 @@ def card_text(repo_id: str, rows: Sequence[dict[str, Any]], figures: Sequence[st
     return f"---\n{yaml.safe_dump(header, sort_keys=False)}---\n\n" + "\n".join(lines)
 
 
-def write_results_repo(folder: Path, repo_id: str, rows: Sequence[dict[str, Any]]) -> list[str]:
+def write_results_repo(folder: Path, repo_id: str, rows: Sequence[AnyRow]) -> list[str]:
     """Write the repository's files (tables, card, figures) into ``folder``; return their paths."""
 
     folder = Path(folder)
+    typed = as_rows(rows)
     written = []
     for benchmark, config in CONFIGS.items():
-        chosen = [row for row in rows if row.get("benchmark") == benchmark]
+        chosen = [row.to_dict() for row in typed if row.data.benchmark == benchmark]
         if chosen:
             write_parquet(chosen, folder / table_path(config))
             written.append(table_path(config))
-    figures = [f"plots/{p.name}" for p in write_plots(rows, folder / "plots", confusion=False)]
-    (folder / CARD).write_text(card_text(repo_id, rows, figures), encoding="utf-8")
+    figures = [f"plots/{p.name}" for p in write_plots(typed, folder / "plots", confusion=False)]
+    (folder / CARD).write_text(card_text(repo_id, typed, figures), encoding="utf-8")
     return [*written, *figures, CARD]
 
 
-def remote_rows(api: Any, repo_id: str, revision: str, token: str | None) -> list[dict[str, Any]]:
+def remote_rows(api: Any, repo_id: str, revision: str, token: str | None) -> list[ResultRow]:
     """The rows the repository holds at ``revision`` (none in a new repository)."""
     from huggingface_hub.errors import EntryNotFoundError
 
@@ -195,7 +197,7 @@ def remote_rows(api: Any, repo_id: str, revision: str, token: str | None) -> lis
         except EntryNotFoundError:
             continue
         try:
-            rows += read_parquet(Path(path))
+            rows += as_rows(read_parquet(Path(path)))
         except Exception as exc:  # pyarrow raises several kinds for a file it cannot read
             raise DataError(f"{repo_id}@{revision[:12]}", table_path(config), f"cannot be read as parquet ({exc})") from None
     return rows

@@ -1,9 +1,11 @@
 """Results of benchmark runs: read ``results.jsonl`` folders, merge them, and render them as
 tables (markdown, csv, LaTeX), a summary, parquet and figures.
 
-A results row is one (model, dataset) pair of one run, as the pytest plugin writes it; the
-functions here take plain lists of row dicts, so they serve the plugin at the end of a
-session, the ``rf100vl-hf results`` commands and the Hub results repository alike.
+A results row is one (model, dataset) pair of one run, as the pytest plugin writes it: a
+:class:`~rf100vl_hf.results.schema.ResultRow`, which reading a ``results.jsonl`` gives (the
+tables also take a file's row dicts, read through ``ResultRow.from_dict``), so the functions
+here serve the plugin at the end of a session, the ``rf100vl-hf results`` commands and the
+Hub results repository alike.
 """
 
 from rf100vl_hf.results.folder import PARQUET, SUMMARY, read_parquet, write_parquet

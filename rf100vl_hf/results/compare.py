@@ -36,14 +36,13 @@ import numpy as np
 from rf100vl_hf.controls import one_line
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.progress import progress_bar
-from rf100vl_hf.protocols import protocol_of
 from rf100vl_hf.results.defaults import CONFIDENCE, RESAMPLES
 from rf100vl_hf.results.predictions import located_rows, row_matches, row_split
-from rf100vl_hf.results.rows import LIMIT
+from rf100vl_hf.results.schema import ResultRow
 from rf100vl_hf.results.tables import ERROR_METRICS, Table, _domain, _value, column_labels, over_seeds
 
-COMPARABLE = ("split", "dataset_fingerprint", "split_parameters", LIMIT)
-"""Columns two rows of a dataset must share to have been scored on the same images."""
+COMPARABLE = ("split", "dataset_fingerprint", "split_parameters", "limit")
+"""Data columns two rows of a dataset must share to have been scored on the same images."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
+def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str, list[ResultRow]]]:
     """A folder's rows by dataset (of ``model`` when given: a spec or an adapter name), lowest
     seed first; a dataset's rows may differ only by seed."""
 
@@ -95,38 +94,39 @@ def _side(folder: Path, model: str | None, option: str) -> tuple[Path, dict[str,
     if not rows:
         raise DataError(folder, "rows", "no RF100-VL rows to compare (UOUO rows are not compared)")
     if model is not None:
-        chosen = [row for row in rows if model in (row.get("spec"), row.get("model"))]
+        chosen = [row for row in rows if model in (row.model.spec, row.model.model)]
         if not chosen:
-            models = ", ".join(dict.fromkeys(str(row.get("spec")) for row in rows)) or "none"
+            models = ", ".join(dict.fromkeys(str(row.model.spec) for row in rows)) or "none"
             raise DataError(folder, option, f"no RF100-VL rows of model {model!r} (models: {models})")
         rows = chosen
-    by_dataset: dict[str, list[dict[str, Any]]] = {}
+    by_dataset: dict[str, list[ResultRow]] = {}
     for row in rows:
-        by_dataset.setdefault(str(row["dataset"]), []).append(row)
+        by_dataset.setdefault(str(row.data.dataset), []).append(row)
     for dataset, several in by_dataset.items():
         if len(over_seeds(several)) > 1:
             raise DataError(folder, f"rows of {dataset}", f"{len(several)} of them ({', '.join(column_labels(several))}"
                             f"): choose one model with {option}, or compare folders holding one row per dataset")
-        several.sort(key=lambda row: (row.get("seed") is None, row.get("seed") or 0))
+        several.sort(key=lambda row: (row.training.seed is None, row.training.seed or 0))
     return root, by_dataset
 
 
-def _label(folder: Path, rows: dict[str, dict[str, Any]]) -> str:
-    specs = ", ".join(dict.fromkeys(str(row.get("spec") or row.get("model")) for row in rows.values()))
+def _label(folder: Path, rows: dict[str, ResultRow]) -> str:
+    specs = ", ".join(dict.fromkeys(row.spec for row in rows.values()))
     return f"{folder} ({specs})" if specs else str(folder)
 
 
-def _not_comparable(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    differ = [f"{key} {a.get(key)} vs {b.get(key)}" for key in COMPARABLE if a.get(key) != b.get(key)]
+def _not_comparable(a: ResultRow, b: ResultRow) -> str | None:
+    differ = [f"{key} {getattr(a.data, key)} vs {getattr(b.data, key)}" for key in COMPARABLE
+              if getattr(a.data, key) != getattr(b.data, key)]
     if differ:
         return "scored on different images: " + "; ".join(differ)
-    if protocol_of(a) != protocol_of(b):
-        return f"scored under different protocols: {protocol_of(a)} vs {protocol_of(b)}"
-    if not all(isinstance(row.get("ap"), (int, float)) for row in (a, b)):
+    if a.protocol != b.protocol:
+        return f"scored under different protocols: {a.protocol} vs {b.protocol}"
+    if not all(isinstance(row.scores.ap, (int, float)) for row in (a, b)):
         return "AP is undefined (the split has no ground-truth box)"
     for side, row in (("A", a), ("B", b)):
-        if not math.isfinite(row["ap"]):
-            return f"AP of {side} is not a number ({row['ap']})"
+        if not math.isfinite(row.scores.ap):
+            return f"AP of {side} is not a number ({row.scores.ap})"
     return None
 
 
@@ -169,13 +169,13 @@ def compare(
         for name in compared:
             differences.append(_dataset_difference(rows_a[name], root_a, rows_b[name], root_b, data_dir, fewshot_dir,
                                                    resamples, confidence, seed, bar.update))
-    tested = significance([row for name in compared for row in seeded_b[name]],
-                          [row for name in compared for row in seeded_a[name]], "B", "A")
+    tested = significance([row.to_dict() for name in compared for row in seeded_b[name]],
+                          [row.to_dict() for name in compared for row in seeded_a[name]], "B", "A")
     errors = {}
     for key in ERROR_METRICS:
         values = [(rows_a[name], _value(rows_a[name], key), _value(rows_b[name], key)) for name in compared]
         if values and all(a is not None and b is not None for _, a, b in values):
-            per_dataset = [Difference(str(row["dataset"]), _domain(row), a, b, b - a, None, None)
+            per_dataset = [Difference(row.data.dataset, _domain(row), a, b, b - a, None, None)
                            for row, a, b in values]
             errors[key] = _mean_differences(per_dataset, resamples, confidence, seed)
     return Comparison(_label(folder_a, rows_a), _label(folder_b, rows_b), differences,
@@ -184,14 +184,14 @@ def compare(
 
 
 def _dataset_difference(
-    a: dict[str, Any], root_a: Path, b: dict[str, Any], root_b: Path, data_dir: Path | None,
+    a: ResultRow, root_a: Path, b: ResultRow, root_b: Path, data_dir: Path | None,
     fewshot_dir: Path | None, resamples: int, confidence: float, seed: int, advance: Callable[[int], Any],
 ) -> Difference:
     """B - A on one dataset, with its interval over resampled images (the same draws for both)."""
     split = row_split(a, data_dir, fewshot_dir)
     matches_a, matches_b = row_matches(a, root_a, split), row_matches(b, root_b, split)
     images = len(matches_a.image_ids)
-    draws = _rng(seed, str(a["dataset"])).integers(0, images, size=(resamples, images))
+    draws = _rng(seed, a.data.dataset).integers(0, images, size=(resamples, images))
     resampled = np.empty(resamples)
     for index, draw in enumerate(draws):
         counts = np.bincount(draw, minlength=images)
@@ -199,7 +199,7 @@ def _dataset_difference(
         advance(1)
     ap_a, ap_b = 100 * matches_a.ap(), 100 * matches_b.ap()
     low, high = _interval(resampled, confidence)
-    return Difference(str(a["dataset"]), _domain(a), ap_a, ap_b, ap_b - ap_a, low, high, images=images)
+    return Difference(a.data.dataset, _domain(a), ap_a, ap_b, ap_b - ap_a, low, high, images=images)
 
 
 def _mean_differences(differences: Sequence[Difference], resamples: int, confidence: float,

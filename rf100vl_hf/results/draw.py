@@ -90,16 +90,16 @@ def pair_of(source: Path, dataset: str, model: str | None = None, split: str = "
                     f"{source.name} on {dataset} ({split})", beside if beside.is_file() else None)
     folder, rows = located_rows(source)
     chosen = [row for row in rows
-              if row.get("dataset") == dataset and model in (None, row.get("spec"), row.get("model"))]
+              if row.data.dataset == dataset and model in (None, row.model.spec, row.model.model)]
     if len(chosen) != 1:
         what = f"rows of {dataset}" + (f" and model {model}" if model else "")
         found = ", ".join(describe(row) for row in (chosen or rows)) or "none"
         advice = "choose one with --model" if chosen else "RF100-VL rows found"
         raise DataError(folder, "--dataset" if not chosen else "--model", f"{len(chosen)} {what} ({advice}: {found})")
     (row,) = chosen
-    samples = predictions_path(row, folder, "samples_file") if row.get("samples_file") else None
+    samples = predictions_path(row, folder, "samples_file") if row.output.samples_file else None
     return Pair(dataset, row_split(row, data_dir, fewshot_dir), predictions_path(row, folder), describe(row), samples,
-                tuple(row.get("label_error_files") or ()))
+                tuple(row.errors.label_error_files or ()))
 
 
 def read_samples(pair: Pair) -> dict[int, dict[str, Any]]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.redact import scrub, scrubbed
-from rf100vl_hf.results.schema import arrow_schema
+from rf100vl_hf.results.schema import ResultRow, arrow_schema
 from rf100vl_hf.specs import ModelSpec
 
 JSONL = "results.jsonl"
@@ -96,7 +96,7 @@ class ResultsWriter:
         path.write_text(scrub(text), encoding="utf-8")
         return path
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: ResultRow) -> None:
         """Add a row to ``results.jsonl`` and force it to disk before the next pair starts, under
         a file lock: several processes (pytest-xdist workers, runs sharing the folder) append
         whole lines, never interleaved ones."""
@@ -104,16 +104,17 @@ class ResultsWriter:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.jsonl) + ".lock"), self.jsonl.open("a", encoding="utf-8") as handle:
-            handle.write(scrub(json.dumps(row, allow_nan=True)) + "\n")
+            handle.write(scrub(json.dumps(row.to_dict(), allow_nan=True)) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
-    def finish(self, rows: list[dict[str, Any]], summary: str) -> None:
+    def finish(self, rows: list[ResultRow], summary: str) -> None:
         """Write this run's ``results.parquet`` (as ``rf100vl-hf results summary`` writes it) and
         ``summary.md``; each is tried when the other cannot be written (a full disk), then the
         first failure is raised, an OSError naming its file (``results.jsonl`` is untouched)."""
         failures: list[OSError] = []
-        writes = [lambda: write_parquet(scrubbed(rows), self.folder / PARQUET)] if rows else []
+        columns = scrubbed([row.to_dict() for row in rows])
+        writes = [lambda: write_parquet(columns, self.folder / PARQUET)] if rows else []
         writes.append(lambda: (self.folder / SUMMARY).write_text(scrub(summary), encoding="utf-8"))
         for write in writes:
             try:

@@ -17,18 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import PureWindowsPath
-from typing import Any
 
 from rf100vl_hf.specs import ModelSpec
 
 REPLAY = "predictions"
 """The adapter name of replayed predictions files."""
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
-
-
-def spec_of(row: dict[str, Any]) -> str:
-    """The full spec a row was run with (its adapter name in rows that lack one)."""
-    return str(row.get("spec") or row.get("model"))
 
 
 def _is_path(text: str) -> bool:

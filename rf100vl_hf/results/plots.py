@@ -36,6 +36,7 @@ import numpy as np
 
 from rf100vl_hf.errors import needs_extra
 from rf100vl_hf.results.folder import model_folder
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_rows
 from rf100vl_hf.results.tables import (
     ERROR_METRICS,
     METRICS,
@@ -126,7 +127,7 @@ def _heat(figure: Any, axes: Any, values: np.ndarray, columns: Sequence[str], ro
     figure.colorbar(image, ax=axes, label=label)
 
 
-def domain_means_plot(rows: Sequence[dict[str, Any]], path: Path, metric: str = "ap") -> Path:
+def domain_means_plot(rows: Sequence[AnyRow], path: Path, metric: str = "ap") -> Path:
     means = domain_scores(rows, metric)
     targets = list(dict.fromkeys(t for by_target in means.values() for t in by_target))
     width = 0.8 / max(1, len(means))
@@ -145,7 +146,7 @@ def domain_means_plot(rows: Sequence[dict[str, Any]], path: Path, metric: str = 
         return _save(figure, path)
 
 
-def heatmap_plot(rows: Sequence[dict[str, Any]], path: Path, metric: str = "ap") -> Path:
+def heatmap_plot(rows: Sequence[AnyRow], path: Path, metric: str = "ap") -> Path:
     table = ap_table(rows, metric)
     datasets = [row for i, row in enumerate(table.rows) if i not in table.emphasis]
     columns = table.header[2:]
@@ -164,8 +165,8 @@ def per_class_file(dataset: str) -> str:
     return f"per_class_{_slug(dataset)}.png"
 
 
-def per_class_plot(rows: Sequence[dict[str, Any]], dataset: str, path: Path, metric: str = "ap") -> Path:
-    tables = per_class_tables([r for r in rows if r.get("dataset") == dataset], metric)
+def per_class_plot(rows: Sequence[AnyRow], dataset: str, path: Path, metric: str = "ap") -> Path:
+    tables = per_class_tables([row for row in as_rows(rows) if row.data.dataset == dataset], metric)
     if not tables:
         raise ValueError(f"no per-class results for dataset {dataset!r}")
     table = tables[0]
@@ -193,7 +194,7 @@ def per_class_plot(rows: Sequence[dict[str, Any]], dataset: str, path: Path, met
         return _save(figure, path)
 
 
-def errors_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
+def errors_plot(rows: Sequence[AnyRow], path: Path) -> Path | None:
     """Per model with TIDE columns, a horizontal bar per domain (and ``All``) stacked by the ΔAP50
     of each of the six error types; ``None`` when no row has them."""
     tables = error_tables(rows)
@@ -222,8 +223,8 @@ def errors_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
         return _save(figure, path)
 
 
-def confusion_file_name(row: dict[str, Any]) -> str:
-    return f"confusion_{model_folder(str(row.get('spec') or row.get('model')))}_{_slug(row['dataset'])}.png"
+def confusion_file_name(row: ResultRow) -> str:
+    return f"confusion_{model_folder(row.spec)}_{_slug(row.data.dataset)}.png"
 
 
 def confusion_plot(csv_path: Path, path: Path, title: str) -> Path:
@@ -247,33 +248,33 @@ def confusion_plot(csv_path: Path, path: Path, title: str) -> Path:
         return _save(figure, path)
 
 
-def confusion_plots(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+def confusion_plots(rows: Sequence[ResultRow], out: Path) -> list[Path]:
     """A confusion heat-map per row whose confusion matrix file is there (a missing one is logged)."""
     paths = []
     for row, label in zip(rows, column_labels(rows)):
-        named = row.get("confusion_file")
+        named = None if row.errors is None else row.errors.confusion_file
         if not named:
             continue
         if not Path(named).is_file():
-            log.warning("no confusion heat-map of %s on %s: %s is missing", label, row["dataset"], named)
+            log.warning("no confusion heat-map of %s on %s: %s is missing", label, row.data.dataset, named)
             continue
-        paths.append(confusion_plot(Path(named), out / confusion_file_name(row), f"{label} on {row['dataset']}"))
+        paths.append(confusion_plot(Path(named), out / confusion_file_name(row), f"{label} on {row.data.dataset}"))
     return paths
 
 
-def write_plots(rows: Sequence[dict[str, Any]], out: Path, metric: str = "ap", dataset: str | None = None,
+def write_plots(rows: Sequence[AnyRow], out: Path, metric: str = "ap", dataset: str | None = None,
                 confusion: bool = True) -> list[Path]:
     """The figures of the RF100-VL rows in ``out``: domain means, heatmap, errors by type (rows
     with TIDE columns), per-class AP of ``dataset`` (default: the first dataset with per-class
     results, if any) and, with ``confusion``, each pair's confusion heat-map."""
     out = Path(out)
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
+    detection = [row for row in as_rows(rows) if row.data.benchmark == "rf100vl"]
     if not detection:
         return []
     paths = [domain_means_plot(detection, out / DOMAIN_MEANS, metric), heatmap_plot(detection, out / HEATMAP, metric)]
     errors = errors_plot(detection, out / ERRORS_BY_TYPE)
     paths += [errors] if errors is not None else []
-    with_classes = [row["dataset"] for row in detection if row.get("per_class")]
+    with_classes = [row.data.dataset for row in detection if row.scores.per_class]
     if dataset is None and with_classes:
         dataset = with_classes[0]
     if dataset is not None:

@@ -17,8 +17,9 @@ from typing import Any
 from rf100vl_hf.boxes import MAX_DETECTIONS
 from rf100vl_hf.errors import DataError
 from rf100vl_hf.metrics.resample import ImageMatches
-from rf100vl_hf.protocols import PROTOCOLS, protocol_of
-from rf100vl_hf.results.rows import LIMIT, read_jsonl, results_file, select
+from rf100vl_hf.protocols import PROTOCOLS
+from rf100vl_hf.results.rows import read_jsonl, results_file, select
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_row
 
 AP_TOLERANCE = 1e-6
 """How far (AP points) the AP recomputed from a predictions file may be from its row's."""
@@ -35,24 +36,24 @@ class Split:
     max_dets: int = MAX_DETECTIONS  # the row's protocol's maxDets
 
 
-def located_rows(folder: Path) -> tuple[Path, list[dict[str, Any]]]:
+def located_rows(folder: Path) -> tuple[Path, list[ResultRow]]:
     """The results folder of ``folder`` (a folder, or its ``results.jsonl``) and its RF100-VL
     rows, the latest of each identity."""
 
     path = results_file(Path(folder))
-    return path.parent, [row for row in select(read_jsonl(path)) if row.get("benchmark") == "rf100vl"]
+    return path.parent, [row for row in select(read_jsonl(path)) if row.data.benchmark == "rf100vl"]
 
 
-def describe(row: dict[str, Any]) -> str:
+def describe(row: ResultRow) -> str:
     """A row as a person names it: ``spec on dataset (split)``."""
-    return f"{row.get('spec') or row.get('model')} on {row.get('dataset')} ({row.get('split')})"
+    return f"{row.spec} on {row.data.dataset} ({row.data.split})"
 
 
-def predictions_path(row: dict[str, Any], folder: Path, column: str = "predictions_file") -> Path:
+def predictions_path(row: ResultRow, folder: Path, column: str = "predictions_file") -> Path:
     """The predictions file a row points at (or the file of another ``column``: the samples log
     of ``samples_file``): as recorded, else relative to its results folder, else at its place
     under ``predictions/`` of the folder (which was moved)."""
-    named = row.get(column)
+    named = row.column(column)
     if not named:
         raise DataError(folder, describe(row), f"the row names no file in {column}")
     recorded = Path(named)
@@ -100,17 +101,19 @@ def load_split(dataset: str, split: str, data_dir: Path | None = None, fewshot_d
     return Split(chosen, coco_ground_truth(chosen, category_ids), list(metadata["classes"]), category_ids)
 
 
-def row_split(row: dict[str, Any], data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Split:
+def row_split(row: AnyRow, data_dir: Path | None = None, fewshot_dir: Path | None = None) -> Split:
     """The images ``row`` was scored on (the few-shot export's test split when the row says so),
     scored at its protocol's maxDets."""
-    made = json.loads(row.get("split_parameters") or "{}")
+    row = as_row(row)
+    data = row.data
+    made = json.loads(data.split_parameters or "{}")
     config = {**({"test_source": "fewshot"} if made.get("test_source") == "fewshot" else {}),
               **({"fewshot_class_match": "id"} if made.get("class_match") == "id" else {})}
-    split = load_split(row["dataset"], row.get("split") or "test", data_dir, fewshot_dir, row.get(LIMIT),
-                       row.get("dataset_fingerprint"), **config)
-    protocol = PROTOCOLS.get(protocol_of(row))
+    split = load_split(data.dataset, data.split or "test", data_dir, fewshot_dir, data.limit,
+                       data.dataset_fingerprint, **config)
+    protocol = PROTOCOLS.get(row.protocol)
     if protocol is None:
-        raise DataError(describe(row), "protocol", f"unknown protocol {protocol_of(row)!r} (known: "
+        raise DataError(describe(row), "protocol", f"unknown protocol {row.protocol!r} (known: "
                         f"{', '.join(PROTOCOLS)}): a newer rf100vl-hf wrote this row")
     return replace(split, max_dets=protocol.max_dets)
 
@@ -127,11 +130,12 @@ def matched(path: Path, split: Split) -> tuple[ImageMatches, list[dict[str, Any]
         raise DataError(path, exc.field, exc.reason) from None
 
 
-def row_matches(row: dict[str, Any], folder: Path, split: Split) -> ImageMatches:
+def row_matches(row: AnyRow, folder: Path, split: Split) -> ImageMatches:
     """A row's predictions matched to its split, checked to give the row's AP."""
+    row = as_row(row)
     path = predictions_path(row, folder)
     matches, _ = matched(path, split)
-    recorded = row.get("ap")
+    recorded = row.scores.ap
     if isinstance(recorded, (int, float)):
         recomputed = 100 * matches.ap()
         if abs(recomputed - recorded) > AP_TOLERANCE:

@@ -7,6 +7,7 @@ own ``results.jsonl``. Reading several folders and keeping the latest row per *i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
@@ -16,15 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.errors import DataError, Rf100vlError, shown
-from rf100vl_hf.protocols import PROTOCOL, protocol_of
 from rf100vl_hf.results.folder import JSONL
-from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT
-
-LIMIT = "limit"
-"""The column of a row measured on the first N images of its split only (``--rf100vl-limit N``,
-a quick check); ``None`` (or absent) for a full run. Part of :data:`IDENTITY`, so a limited
-row never replaces, and is never taken for, a full one."""
-
+from rf100vl_hf.results.schema import IDENTITY, THROUGHPUT, AnyRow, ResultRow, as_row, as_rows
 
 class SelectionError(Rf100vlError, ValueError):
     """A run selection that matches nothing (the message lists what there is)."""
@@ -34,13 +28,13 @@ class TornLineWarning(UserWarning):
     """The last line of a ``results.jsonl`` was cut short (a run killed while writing it)."""
 
 
-def measured(row: dict[str, Any]) -> bool:
+def measured(row: ResultRow) -> bool:
     """Whether the row has a throughput of its own (a finite images/s)."""
-    value = row.get("images_per_s")
+    value = row.throughput.images_per_s
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def with_measured_throughput(row: dict[str, Any], candidates: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def with_measured_throughput(row: ResultRow, candidates: Sequence[ResultRow]) -> ResultRow:
     """``row``, with the throughput of the latest of ``candidates`` of its identity that
     measured one when it measured none itself (its answers came from the answer cache), and
     ``throughput_from`` naming the run that measured it: a missing figure never replaces a
@@ -52,19 +46,15 @@ def with_measured_throughput(row: dict[str, Any], candidates: Sequence[dict[str,
     if not donors:
         return row
     donor = max(donors, key=_when)
-    return {**row, **{name: donor.get(name) for name in THROUGHPUT},
-            "throughput_from": donor.get("throughput_from") or donor.get("run_id")}
+    taken = {name: getattr(donor.throughput, name) for name in THROUGHPUT}
+    throughput = dataclasses.replace(row.throughput, **taken,
+                                     throughput_from=donor.throughput.throughput_from or donor.run.run_id)
+    return dataclasses.replace(row, throughput=throughput)
 
 
-def identity_value(row: dict[str, Any], key: str) -> Any:
-    """The row's value of one key of :data:`IDENTITY`: None where missing, ``paper`` for a row
-    written before protocols were recorded (that is the protocol it was scored under)."""
-    return protocol_of(row) if key == PROTOCOL else row.get(key)
-
-
-def identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The row's identity: the values of :data:`IDENTITY` (:func:`identity_value`)."""
-    return tuple(identity_value(row, key) for key in IDENTITY)
+def identity(row: AnyRow) -> tuple[Any, ...]:
+    """The row's identity: the values of :data:`IDENTITY` (:meth:`ResultRow.identity`)."""
+    return tuple(as_row(row).identity().values())
 
 
 def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
@@ -88,8 +78,8 @@ def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The rows of one ``results.jsonl``.
+def read_jsonl(path: Path) -> list[ResultRow]:
+    """The rows of one ``results.jsonl``, each read through :meth:`ResultRow.from_dict`.
 
     A last line without its line break was cut short by a killed run: it is skipped with a
     :class:`TornLineWarning`. Any other line that is not a JSON object, or a row without
@@ -104,7 +94,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return _parsed(path, data.split(b"\n"), 1, torn_last=True)
 
 
-def _parsed(path: Path, lines: list[bytes], first: int, torn_last: bool) -> list[dict[str, Any]]:
+def _parsed(path: Path, lines: list[bytes], first: int, torn_last: bool) -> list[ResultRow]:
     """The rows of ``lines`` of ``path``, numbered from ``first`` (see :func:`read_jsonl`)."""
     rows = []
     for number, line in enumerate(lines, start=first):
@@ -124,7 +114,7 @@ def _parsed(path: Path, lines: list[bytes], first: int, torn_last: bool) -> list
         problem = _row_problem(row)
         if problem is not None:
             raise DataError(path, f"line {number}: {problem[0]}", problem[1])
-        rows.append(row)
+        rows.append(ResultRow.from_dict(row))
     return rows
 
 
@@ -138,7 +128,7 @@ class JsonlTail:
         self._offset = 0
         self._lines = 0
 
-    def new_rows(self) -> list[dict[str, Any]]:
+    def new_rows(self) -> list[ResultRow]:
         try:
             with self.path.open("rb") as handle:
                 handle.seek(self._offset)
@@ -164,24 +154,25 @@ def results_file(folder: Path) -> Path:
     return path
 
 
-def read_results(folders: Iterable[Path]) -> list[dict[str, Any]]:
+def read_results(folders: Iterable[Path]) -> list[ResultRow]:
     """Every row of the ``results.jsonl`` of each folder (or file), in order."""
     return [row for folder in folders for row in read_jsonl(results_file(folder))]
 
 
-def _when(row: dict[str, Any]) -> datetime:
+def _when(row: ResultRow) -> datetime:
     """The row's timestamp; a row without a readable one counts as the oldest."""
     try:
-        when = datetime.fromisoformat(str(row.get("timestamp")))
+        when = datetime.fromisoformat(str(row.run.timestamp))
     except ValueError:
         return datetime.min.replace(tzinfo=timezone.utc)
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def latest(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest(rows: Sequence[AnyRow]) -> list[ResultRow]:
     """The latest row of each identity (by timestamp; on a tie, the one read last), in the
     order the winning rows were read; a winner answered from the answer cache keeps the
     throughput an older row of its identity measured (:func:`with_measured_throughput`)."""
+    rows = as_rows(rows)
     best: dict[tuple[Any, ...], int] = {}
     for index, row in enumerate(rows):
         key = _hashable(identity(row))
@@ -190,7 +181,7 @@ def latest(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [with_measured_throughput(rows[index], rows) for index in sorted(best.values())]
 
 
-def in_time_order(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def in_time_order(rows: Sequence[ResultRow]) -> list[ResultRow]:
     """``rows`` in the order they were measured (by timestamp; rows of one time keep their order):
     the same list whichever source was read first, as a repository merged from racing pushes
     must be."""
@@ -201,26 +192,27 @@ def _hashable(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in values)
 
 
-def run_ids(rows: Sequence[dict[str, Any]]) -> list[str]:
+def run_ids(rows: Sequence[ResultRow]) -> list[str]:
     """Run ids from the oldest run to the latest (a run's time is that of its latest row)."""
     last: dict[str, datetime] = {}
     for row in rows:
-        run = str(row.get("run_id"))
+        run = str(row.run.run_id)
         last[run] = max(last.get(run, _when(row)), _when(row))
     return sorted(last, key=lambda run: last[run])
 
 
-def select(rows: Sequence[dict[str, Any]], run: str | None = None, latest_run: bool = False) -> list[dict[str, Any]]:
+def select(rows: Sequence[AnyRow], run: str | None = None, latest_run: bool = False) -> list[ResultRow]:
     """Rows of one run (``run``), of the latest run (``latest_run``), or of all runs (neither),
     then the latest row per identity."""
     if run is not None and latest_run:
         raise SelectionError("choose one of a run id and the latest run")
+    rows = as_rows(rows)
     if not rows:
         return []
     if latest_run:
         run = run_ids(rows)[-1]
     if run is not None:
-        chosen = [row for row in rows if str(row.get("run_id")) == run]
+        chosen = [row for row in rows if str(row.run.run_id) == run]
         if not chosen:
             raise SelectionError(f"no rows of run {run!r}; runs found: {', '.join(run_ids(rows))}")
         rows = chosen

@@ -29,11 +29,15 @@ Model: supervision's ``MeanAveragePrecisionResult`` (a typed result with convers
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from rf100vl_hf.protocols import PAPER
+from rf100vl_hf.redact import scrubbed
 
 SCHEMA_VERSION = 1
 """Bumped when a column changes meaning or type (``schema_version`` in every row)."""
@@ -43,12 +47,15 @@ predictions, so that older rows are not reused (``scoring_version``, part of a r
 2: scored exactly as pycocotools scores them, maxDets per image and class)."""
 IDENTITY_KEY = "identity"
 THROUGHPUT_KEY = "throughput"
+BENCHMARK_KEY = "benchmark_info"
 
 
-def column(default: Any = None, *, identity: bool = False, measured: bool = False) -> Any:
+def column(default: Any = None, *, identity: bool = False, measured: bool = False, benchmark: bool = False) -> Any:
     """A column: ``identity`` when it says what the row measured (rows of the same identity
-    replace one another), ``measured`` when it is part of the throughput a row measured."""
-    return field(default=default, metadata={IDENTITY_KEY: identity, THROUGHPUT_KEY: measured})
+    replace one another), ``measured`` when it is part of the throughput a row measured,
+    ``benchmark`` when pytest-benchmark records it with the pair's timing (:data:`BENCHMARK_FIELDS`)."""
+    return field(default=default, metadata={IDENTITY_KEY: identity, THROUGHPUT_KEY: measured,
+                                            BENCHMARK_KEY: benchmark or measured})
 
 
 @dataclass
@@ -63,39 +70,39 @@ class RunColumns:
 
 @dataclass
 class ModelColumns:
-    model: str = column(identity=True)
-    spec: str | None = None
-    checkpoint: str | None = column(identity=True)
-    model_revision: str | None = column(identity=True)
+    model: str = column(identity=True, benchmark=True)
+    spec: str | None = column(benchmark=True)
+    checkpoint: str | None = column(identity=True, benchmark=True)
+    model_revision: str | None = column(identity=True, benchmark=True)
     adapter_options: str = column("{}", identity=True)
     """The options the answers depend on, defaults included, as sorted JSON."""
     requested_options: str | None = None
     """The options as given on the command line, as sorted JSON."""
-    device: str | None = None
-    dtype: str | None = column(identity=True)
-    device_map: str | None = None
-    batch_size: int | None = None
-    batch_size_requested: str | None = None
-    attention: str | None = None
-    compiled: bool = False
-    compile_s: float | None = None
-    smoke: bool = False
+    device: str | None = column(benchmark=True)
+    dtype: str | None = column(identity=True, benchmark=True)
+    device_map: str | None = column(benchmark=True)
+    batch_size: int | None = column(benchmark=True)
+    batch_size_requested: str | None = column(benchmark=True)
+    attention: str | None = column(benchmark=True)
+    compiled: bool = column(False, benchmark=True)
+    compile_s: float | None = column(benchmark=True)
+    smoke: bool = column(False, benchmark=True)
     """Random weights (or mosaics ranked by a random CLIP): the scores mean nothing."""
 
 
 @dataclass
 class DataColumns:
-    benchmark: str
-    dataset: str = column(identity=True)
-    dataset_fingerprint: str | None = column(identity=True)
-    split: str | None = column(identity=True)
-    prompt: str | None = column(identity=True)
+    benchmark: str = column(dataclasses.MISSING, benchmark=True)
+    dataset: str = column(identity=True, benchmark=True)
+    dataset_fingerprint: str | None = column(identity=True, benchmark=True)
+    split: str | None = column(identity=True, benchmark=True)
+    prompt: str | None = column(identity=True, benchmark=True)
     split_parameters: str | None = column("{}", identity=True)
     limit: int | None = column(identity=True)
     """``--rf100vl-limit N``: scored on the first N images only, never merged with a full run."""
     protocol: str | None = column(identity=True)
     """The scoring protocol (:mod:`rf100vl_hf.protocols`; a row without one is ``paper``'s)."""
-    n_images: int = 0
+    n_images: int = column(0, benchmark=True)
 
 
 @dataclass
@@ -119,7 +126,7 @@ class DetectionScores:
     """COCO AP at maxDets 500, in percent (``None`` where undefined: no ground-truth box)."""
 
     scoring_backend: str | None = None
-    ap: float | None = None
+    ap: float | None = column(benchmark=True)
     ap50: float | None = None
     ap75: float | None = None
     ap_small: float | None = None
@@ -139,8 +146,8 @@ class DetectionScores:
 class GroundingScores:
     """UOUO's quadrant accuracy, mIoU and acc50 (fractions, as its Table 1), and parse failures."""
 
-    accuracy: float | None = None
-    miou: float | None = None
+    accuracy: float | None = column(benchmark=True)
+    miou: float | None = column(benchmark=True)
     acc50: float | None = None
     parse_failures: int | None = None
     box_parse_failures: int | None = None
@@ -223,13 +230,13 @@ class ThroughputColumns:
     latency_batch_p95_ms: float | None = column(measured=True)
     latency_image_p50_ms: float | None = column(measured=True)
     latency_image_p95_ms: float | None = column(measured=True)
-    peak_gpu_memory_mb: float | None = None
+    peak_gpu_memory_mb: float | None = column(benchmark=True)
     inference_s: float | None = None
-    warmup_s: float | None = None
-    warmup_batches: int | None = None
-    cached_images: int = 0
+    warmup_s: float | None = column(benchmark=True)
+    warmup_batches: int | None = column(benchmark=True)
+    cached_images: int = column(0, benchmark=True)
     answers_from_cache: bool = False
-    throughput_from: str | None = None
+    throughput_from: str | None = column(benchmark=True)
     """The run that measured the throughput of a row whose answers all came from the cache."""
 
 
@@ -288,8 +295,12 @@ TRAINED: frozenset[str] = frozenset({"rf100vl"})
 
 
 @dataclass
-class ResultRow:
-    """One pair's results row (see the module docstring)."""
+class ResultRow(Mapping[str, Any]):
+    """One pair's results row (see the module docstring).
+
+    The project reads a row by attribute (``row.scores.ap``, ``row.model.checkpoint``); a row is also
+    a read-only mapping of its columns (``row["ap"]``, ``row.get("ap")``, ``dict(row)``) so
+    that a hook or a script written against the rows of ``results.jsonl`` keeps working."""
 
     run: RunColumns
     model: ModelColumns
@@ -311,9 +322,65 @@ class ResultRow:
     extra: dict[str, Any] = field(default_factory=dict)
     """Columns no section declares (``pytest_rf100vl_result_row`` hooks, other kinds' scores)."""
 
+    def __getitem__(self, name: str) -> Any:
+        return self.to_dict()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
     def sections(self) -> Iterator[Any]:
         yield from (self.run, self.model, self.data, self.data_extra, self.scores, self.errors, self.check,
                     self.throughput, self.output, self.training, self.provenance)
+
+    @property
+    def spec(self) -> str:
+        """The full spec the row was run with (its model's name in rows that lack one)."""
+        return str(self.model.spec or self.model.model)
+
+    @property
+    def protocol(self) -> str:
+        """The protocol the row was scored under (``paper`` for rows written before protocols)."""
+        return self.data.protocol or PAPER
+
+    @property
+    def regime(self) -> str:
+        """The row's data regime (``zero-shot`` for a kind without training columns)."""
+        return (self.training.regime if self.training is not None else None) or "zero-shot"
+
+    @property
+    def seed(self) -> int | None:
+        """The seed the row was made with: its fit's (RF100-VL) or its mosaics' (UOUO)."""
+        return self.column("seed")
+
+    def with_columns(self, **values: Any) -> "ResultRow":
+        """A copy with ``values`` as its columns of those names (each in the section that declares it)."""
+        return ResultRow.from_dict({**self.to_dict(), **values})
+
+    def scrubbed(self) -> "ResultRow":
+        """A copy with the session's secrets scrubbed from every text (:func:`rf100vl_hf.redact.scrubbed`)."""
+        return ResultRow.from_dict(scrubbed(self.to_dict()))
+
+    def identity(self) -> dict[str, Any]:
+        """The row's :data:`IDENTITY` columns: what it measured (the ``paper`` protocol for a row
+        written before protocols were recorded: that is the one it was scored under)."""
+        return {name: self.protocol if name == "protocol" else self.column(name) for name in IDENTITY}
+
+    def column(self, name: str) -> Any:
+        """The value of the column called ``name`` (``None`` where the row has none), for code
+        that holds a metric's name as data (a thresholds rule's, a table's choice of metric);
+        code that knows the column reads its section's attribute."""
+        if name.startswith("min_") and name[4:] in self.check.minimums:
+            return self.check.minimums[name[4:]]
+        for section in (*self.sections(), self.adapter, self.extra):
+            if isinstance(section, Mapping):
+                if name in section:
+                    return section[name]
+            elif section is not None and name in _names(type(section)):
+                return getattr(section, name)
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """The row's columns, as ``results.jsonl`` holds them."""
@@ -332,7 +399,9 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> "ResultRow":
-        """A row read back (a column missing from an older row takes its default)."""
+        """A row read back: a column missing from an older row takes its default, but an
+        identity column is ``None`` (an older row never passes for one of today's identity,
+        its ``scoring_version`` above all)."""
         left = dict(row)
         benchmark = str(row.get("benchmark"))
         made = {name: _section(section, left) for name, section in (
@@ -343,6 +412,32 @@ class ResultRow:
         errors = _section(ERRORS[benchmark], left) if benchmark in ERRORS else None
         training = _section(TrainingColumns, left) if benchmark in TRAINED else None
         return cls(scores=scores, data_extra=data_extra, errors=errors, training=training, extra=left, **made)
+
+
+AnyRow = typing.Union[ResultRow, Mapping[str, Any]]
+"""A row typed, or as a results file holds it (read through :meth:`ResultRow.from_dict`)."""
+
+
+def as_row(row: AnyRow) -> ResultRow:
+    """A row as :class:`ResultRow`: a row as a file holds it read through :meth:`ResultRow.from_dict`."""
+    return row if isinstance(row, ResultRow) else ResultRow.from_dict(row)
+
+
+def as_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
+    """Rows as :class:`ResultRow` (:func:`as_row`)."""
+    return [as_row(row) for row in rows]
+
+
+def identity_of(*sections: Any) -> dict[str, Any]:
+    """The identity columns (:data:`IDENTITY`) of ``sections``: the one way a row's identity,
+    the one a resumed pair must match and a fit's key are assembled."""
+    return {item.name: getattr(section, item.name) for section in sections
+            for item in dataclasses.fields(section) if item.metadata.get(IDENTITY_KEY)}
+
+
+@functools.cache
+def _names(section: type) -> frozenset[str]:
+    return frozenset(item.name for item in dataclasses.fields(section))
 
 
 def _columns(section: Any) -> dict[str, Any]:
@@ -381,9 +476,9 @@ def _section(section: type, left: dict[str, Any]) -> Any:
                 del left[f"{package}_version"]
         elif item.name in left:
             values[item.name] = left.pop(item.name)
-    required = [item.name for item in dataclasses.fields(section)
-                if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING]
-    values.update({name: None for name in required if name not in values})
+    unknown = [item.name for item in dataclasses.fields(section) if item.metadata.get(IDENTITY_KEY) or (
+        item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING)]
+    values.update({name: None for name in unknown if name not in values})
     return section(**values)
 
 
@@ -399,9 +494,9 @@ IDENTITY: tuple[str, ...] = _flagged(IDENTITY_KEY)
 same thing, and the later one replaces the earlier (a column a row lacks counts as None)."""
 THROUGHPUT: tuple[str, ...] = _flagged(THROUGHPUT_KEY)
 """What a row measured of speed: a row answered from the answer cache measured none of it."""
-TRAINING_IDENTITY: tuple[str, ...] = tuple(item.name for item in dataclasses.fields(TrainingColumns)
-                                           if item.metadata.get(IDENTITY_KEY))
-"""The identity columns that say how a model was fine-tuned (all ``None`` zero-shot)."""
+BENCHMARK_FIELDS: tuple[str, ...] = _flagged(BENCHMARK_KEY)
+"""The columns pytest-benchmark records in a pair's ``extra_info`` (and so in
+``--benchmark-json``): what ran, on what, how fast, and the kind's headline scores."""
 
 
 def arrow_schema() -> Any:

@@ -31,9 +31,9 @@ from typing import Any
 from rf100vl_hf import markdown
 from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS, normalize_domain
 from rf100vl_hf.controls import one_line
-from rf100vl_hf.protocols import PAPER, PROTOCOLS, protocol_of
-from rf100vl_hf.results.names import display_names, spec_of
-from rf100vl_hf.results.rows import IDENTITY, LIMIT, identity_value
+from rf100vl_hf.protocols import PAPER, PROTOCOLS
+from rf100vl_hf.results.names import display_names
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_rows
 
 MISSING = "—"
 METRICS: dict[str, str] = {"ap": "AP50:95", "ap50": "AP50", "ap75": "AP75"}
@@ -143,28 +143,28 @@ def render(table: Table, fmt: str) -> str:
 
 def _model_label(row: dict[str, Any], names: dict[str, str]) -> str:
     """A row's display name, marked when the row scored only the first images of its split."""
-    name = names[spec_of(row)]
-    return f"{name} [first {row[LIMIT]}]" if row.get(LIMIT) else name
+    name = names[row.spec]
+    return f"{name} [first {row.data.limit}]" if row.data.limit else name
 
 
-def _hyperparameters(row: dict[str, Any]) -> dict[str, Any]:
-    text = row.get("hyperparameters")
+def _hyperparameters(row: ResultRow) -> dict[str, Any]:
+    text = None if row.training is None else row.training.hyperparameters
     return json.loads(text) if isinstance(text, str) else {}
 
 
-def _varying_hyperparameters(rows: Sequence[dict[str, Any]]) -> list[str]:
+def _varying_hyperparameters(rows: Sequence[ResultRow]) -> list[str]:
     """The hyper-parameters whose values differ among the rows (each fine-tuned the same way otherwise)."""
-    sets = [_hyperparameters(row) for row in rows if row.get("hyperparameters")]
+    sets = [values for values in map(_hyperparameters, rows) if values]
     keys = dict.fromkeys(key for values in sets for key in values)
     return [key for key in keys if len({json.dumps(values.get(key)) for values in sets}) > 1]
 
 
-def by_protocol(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def by_protocol(rows: Sequence[ResultRow]) -> dict[str, list[ResultRow]]:
     """The rows of each protocol (``paper`` first, then in the order met): rows of two protocols
     are two benchmarks' results and are never ranked together."""
-    groups: dict[str, list[dict[str, Any]]] = {PAPER: []}
+    groups: dict[str, list[ResultRow]] = {PAPER: []}
     for row in rows:
-        groups.setdefault(protocol_of(row), []).append(row)
+        groups.setdefault(row.protocol, []).append(row)
     return {name: own for name, own in groups.items() if own}
 
 
@@ -174,27 +174,28 @@ def protocol_note(name: str) -> str:
     return f"protocol {name}" + (f" ({known.description})" if known else "")
 
 
-def column_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
+def column_labels(rows: Sequence[ResultRow]) -> list[str]:
     """Each row's column: its display name (marked when limited), plus its prompt mode, split,
     training split, recipe and protocol when the rows hold several, the hyper-parameters that
     differ between fine-tuned rows, and :data:`SMOKE_MARK` when a row of the column is smoke.
     Rows that differ only by seed share a column (:func:`over_seeds` averages them)."""
-    varying = [key for key in ("prompt", "split", "train_split", "recipe") if len({row.get(key) for row in rows}) > 1]
-    protocols = len({protocol_of(row) for row in rows}) > 1
+    varying = [key for key in ("prompt", "split", "train_split", "recipe")
+               if len({row.column(key) for row in rows}) > 1]
+    protocols = len({row.protocol for row in rows}) > 1
     tuned = _varying_hyperparameters(rows)
-    names = display_names(spec_of(row) for row in rows)
+    names = display_names(row.spec for row in rows)
 
-    def label(row: dict[str, Any]) -> str:
-        parts = [_model_label(row, names)] + [f"[{row.get(key) or 'zero-shot'}]" for key in varying]
+    def label(row: ResultRow) -> str:
+        parts = [_model_label(row, names)] + [f"[{row.column(key) or 'zero-shot'}]" for key in varying]
         if protocols:
-            parts.append(f"[{protocol_of(row)}]")
-        if tuned and row.get("hyperparameters"):
-            values = _hyperparameters(row)
+            parts.append(f"[{row.protocol}]")
+        values = _hyperparameters(row)
+        if tuned and values:
             parts.append("[" + ", ".join(f"{key}={values.get(key)}" for key in tuned) + "]")
         return " ".join(parts)
 
     labels = [label(row) for row in rows]
-    smoke = {label for label, row in zip(labels, rows) if row.get("smoke")}
+    smoke = {label for label, row in zip(labels, rows) if row.model.smoke}
     return [f"{label} {SMOKE_MARK}" if label in smoke else label for label in labels]
 
 
@@ -204,16 +205,19 @@ def _metric(metric: str) -> str:
     return metric
 
 
-def _value(row: dict[str, Any], key: str) -> float | None:
-    value = row.get(key)
+def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def _domain(row: dict[str, Any]) -> str:
+def _value(row: ResultRow, key: str) -> float | None:
+    return _finite(row.column(key))
+
+
+def _domain(row: ResultRow) -> str:
     from rf100vl_hf.metrics.aggregate import ORDER
 
     try:
-        domain = normalize_domain(row.get("domain") or CUSTOM_DOMAIN)
+        domain = normalize_domain(getattr(row.data_extra, "domain", None) or CUSTOM_DOMAIN)
     except (KeyError, ValueError):
         domain = CUSTOM_DOMAIN
     return domain if domain in ORDER else CUSTOM_DOMAIN
@@ -222,30 +226,29 @@ def _domain(row: dict[str, Any]) -> str:
 SEEDED_METRICS = ("ap", "ap50", "ap75", "ap_small", "ap_medium", "ap_large", "ar500", "ar100")
 
 
-def over_seeds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def over_seeds(rows: Sequence[AnyRow]) -> list[ResultRow]:
     """Rows that differ only by ``seed`` (one fine-tuned pair per seed) as one row of the first
     seed's columns, each metric the mean over the seeds that scored it and ``seeds`` their number;
     rows without a seed pass unchanged."""
 
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        key = json.dumps([identity_value(row, k) for k in IDENTITY if k != "seed"] + [row.get("spec")], default=str)
+    groups: dict[str, list[ResultRow]] = {}
+    for row in as_rows(rows):
+        key = json.dumps([value for k, value in row.identity().items() if k != "seed"] + [row.model.spec], default=str)
         groups.setdefault(key, []).append(row)
     merged = []
     for group in groups.values():
-        if len(group) == 1 or all(row.get("seed") is None for row in group):
+        if len(group) == 1 or all(row.seed is None for row in group):
             merged.extend(group)
             continue
-        row = dict(group[0])
+        means = {}
         for key in SEEDED_METRICS:
             values = [v for v in (_value(other, key) for other in group) if v is not None]
-            row[key] = statistics.fmean(values) if values else None
-        row["seeds"] = len(group)
-        merged.append(row)
+            means[key] = statistics.fmean(values) if values else None
+        merged.append(group[0].with_columns(**means, seeds=len(group)))
     return merged
 
 
-def domain_scores(rows: Sequence[dict[str, Any]], metric: str = "ap") -> dict[str, dict[str, float]]:
+def domain_scores(rows: Sequence[AnyRow], metric: str = "ap") -> dict[str, dict[str, float]]:
     """Model column -> domain (and ``All``) -> mean of the metric (one of :data:`METRICS` or
     :data:`ERROR_METRICS`) over the datasets scored (over the seeds first, for a model
     fine-tuned with several)."""
@@ -258,13 +261,14 @@ def domain_scores(rows: Sequence[dict[str, Any]], metric: str = "ap") -> dict[st
         by_column.setdefault(label, [])
         value = _value(row, key)
         if value is not None:
-            by_column[label] = [item for item in by_column[label] if item[0] != row["dataset"]]
-            by_column[label].append((row["dataset"], _domain(row), value))
+            dataset = row.data.dataset
+            by_column[label] = [item for item in by_column[label] if item[0] != dataset]
+            by_column[label].append((dataset, _domain(row), value))
     return {label: ({t: m.mean for t, m in domain_means(values).items()} if values else {})
             for label, values in by_column.items()}
 
 
-def ap_table(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
+def ap_table(rows: Sequence[AnyRow], metric: str = "ap") -> Table:
     """Datasets, then domain means and ``All``, against models (percent; a model fine-tuned with
     several seeds: their mean)."""
     from rf100vl_hf.metrics.aggregate import ORDER
@@ -273,9 +277,9 @@ def ap_table(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
     rows = over_seeds(rows)
     labels = column_labels(rows)
     columns = list(dict.fromkeys(labels))
-    domain_of = {row["dataset"]: _domain(row) for row in rows}
+    domain_of = {row.data.dataset: _domain(row) for row in rows}
     datasets = sorted(domain_of, key=lambda name: (ORDER.index(domain_of[name]), name))
-    value = {(label, row["dataset"]): _value(row, key) for label, row in zip(labels, rows)}
+    value = {(label, row.data.dataset): _value(row, key) for label, row in zip(labels, rows)}
     body: list[list[Any]] = [[name, domain_of[name], *(value.get((c, name)) for c in columns)] for name in datasets]
     means = domain_scores(rows, metric)
     targets = list(dict.fromkeys(target for by_target in means.values() for target in by_target))
@@ -285,12 +289,13 @@ def ap_table(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
                  emphasis=set(range(first_mean, len(body))), title=f"{METRICS[key]} (%)")
 
 
-def leaderboard(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
+def leaderboard(rows: Sequence[AnyRow], metric: str = "ap") -> Table:
     """Models against the seven domains and ``All`` (percent), best ``All`` first; a domain no
     row covers prints as a dash. The rows must be of one protocol (a ``ValueError`` otherwise:
     rank each of :func:`by_protocol` apart)."""
     from rf100vl_hf.metrics.aggregate import ALL
 
+    rows = as_rows(rows)
     protocols = list(by_protocol(rows))
     if len(protocols) > 1:
         raise ValueError(f"rows of the protocols {', '.join(protocols)} never rank together: make one leaderboard "
@@ -302,24 +307,25 @@ def leaderboard(rows: Sequence[dict[str, Any]], metric: str = "ap") -> Table:
     return Table(["Model", *targets], body, range(1, 1 + len(targets)), title=f"{METRICS[_metric(metric)]} (%)")
 
 
-def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list[Table]:
+def per_class_tables(rows: Sequence[AnyRow], metric: str = "ap") -> list[Table]:
     """Per dataset: each class's AP (``ap`` or ``ap50``, percent) per model, with its number of
     instances; rows without per-class results are left out."""
     if metric not in ("ap", "ap50"):
         raise ValueError(f"per-class tables have ap and ap50, not {metric!r}")
+    rows = as_rows(rows)
     labels = column_labels(rows)
-    by_dataset: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    by_dataset: dict[str, list[tuple[str, ResultRow]]] = {}
     for label, row in zip(labels, rows):
-        if row.get("per_class"):
-            by_dataset.setdefault(row["dataset"], []).append((label, row))
+        if getattr(row.scores, "per_class", None):
+            by_dataset.setdefault(row.data.dataset, []).append((label, row))
     tables = []
     for dataset, entries in by_dataset.items():
         columns = list(dict.fromkeys(label for label, _ in entries))
         classes: dict[str, dict[str, Any]] = {}
         instances: dict[str, Any] = {}
         for label, row in entries:
-            for item in row["per_class"]:
-                classes.setdefault(item["class"], {})[label] = _value(item, metric)
+            for item in row.scores.per_class:
+                classes.setdefault(item["class"], {})[label] = _finite(item.get(metric))
                 instances.setdefault(item["class"], item.get("n_instances"))
         body = [[name, plain(instances[name]), *(values.get(c) for c in columns)] for name, values in classes.items()]
         tables.append(Table(["Class", "Instances", *columns], body, range(2, 2 + len(columns)),
@@ -327,10 +333,10 @@ def per_class_tables(rows: Sequence[dict[str, Any]], metric: str = "ap") -> list
     return tables
 
 
-def error_tables(rows: Sequence[dict[str, Any]]) -> dict[str, Table]:
+def error_tables(rows: Sequence[AnyRow]) -> dict[str, Table]:
     """Model column -> (for a model with TIDE columns) AP50 and the ΔAP50 of each error type and
     oracle (AP points), as means over each domain's datasets and over all (``docs/errors.md``)."""
-    explained = [row for row in rows if _value(row, "tide_miss") is not None]
+    explained = [row for row in as_rows(rows) if row.errors is not None and _finite(row.errors.tide_miss) is not None]
     means = {key: domain_scores(explained, key) for key in ("ap50", *ERROR_METRICS)} if explained else {"ap50": {}}
     tables = {}
     for label in means["ap50"]:
@@ -341,10 +347,11 @@ def error_tables(rows: Sequence[dict[str, Any]]) -> dict[str, Table]:
     return tables
 
 
-def uouo_table(rows: Sequence[dict[str, Any]]) -> Table:
+def uouo_table(rows: Sequence[AnyRow]) -> Table:
     """Models against mIoU and quadrant accuracy on ``mmd`` and ``random`` mosaics (fractions)."""
+    rows = as_rows(rows)
     labels = column_labels(rows)
-    value = {(label, row["dataset"], key): _value(row, key)
+    value = {(label, row.data.dataset, key): _value(row, key)
              for label, row in zip(labels, rows) for key in ("miou", "accuracy")}
     body = [[label, *(value.get((label, dataset, key)) for _, dataset, key in UOUO_COLUMNS)]
             for label in dict.fromkeys(labels)]
@@ -352,10 +359,11 @@ def uouo_table(rows: Sequence[dict[str, Any]]) -> Table:
                  digits=4, title="UOUO: mIoU and quadrant accuracy (as in its Table 1)")
 
 
-def summary_tables(rows: Sequence[dict[str, Any]]) -> list[Table]:
+def summary_tables(rows: Sequence[AnyRow]) -> list[Table]:
     """The headline table of each benchmark among ``rows``, as the summary prints them: RF100-VL's
     AP50:95 by dataset and domain (Table 2's layout), UOUO's Table 1; for destinations that take
     tables rather than markdown (experiment trackers)."""
-    detection = [row for row in rows if row.get("benchmark") == "rf100vl"]
-    grounding = [row for row in rows if row.get("benchmark") == "uouo"]
+    rows = as_rows(rows)
+    detection = [row for row in rows if row.data.benchmark == "rf100vl"]
+    grounding = [row for row in rows if row.data.benchmark == "uouo"]
     return ([ap_table(detection)] if detection else []) + ([uouo_table(grounding)] if grounding else [])

@@ -69,7 +69,7 @@ import json, os
 def pytest_rf100vl_row_written(config, pair, row):
     written = (config.rootpath / ".rf100vl" / "results" / "results.jsonl").read_text().count("\\n")
     with open(os.environ["ROWS_TOLD"], "a") as told:
-        told.write(json.dumps({"pair": pair.id, "row": row, "in_file": written}) + "\\n")
+        told.write(json.dumps({"pair": pair.id, "row": row.to_dict(), "in_file": written}) + "\\n")
     raise ConnectionError("tracker unreachable")
 '''
 

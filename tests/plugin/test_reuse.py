@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rf100vl_hf.results.schema import ResultRow
 from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters import registry
@@ -84,8 +85,8 @@ class RowHook:
     def __init__(self) -> None:
         self.told: list[tuple[str, str]] = []
 
-    def pytest_rf100vl_row_written(self, pair: Pair, row: dict[str, Any]) -> None:
-        self.told.append((pair.id, row["run_id"]))
+    def pytest_rf100vl_row_written(self, pair: Pair, row: ResultRow) -> None:
+        self.told.append((pair.id, row.run.run_id))
 
 
 def test_the_xdist_controller_has_the_rows_its_workers_reused_and_tells_the_row_hook(
@@ -98,7 +99,7 @@ def test_the_xdist_controller_has_the_rows_its_workers_reused_and_tells_the_row_
     state = SimpleNamespace(pairs=pairs, missing={}, errors={}, left_out={}, reused=[])
     config.stash[SESSION_KEY] = state  # type: ignore[arg-type]
     row = {"benchmark": "rf100vl", "model": "m", "dataset": "alpha", "run_id": "now"}
-    reused = {**row, "spec": "b", "reused_from": "before"}
+    reused = ResultRow.from_dict({**row, "spec": "b", "reused_from": "before"})
     worker = SimpleNamespace(workeroutput={})
     workers.send_to_controller(worker, SimpleNamespace(missing={}, errors={}, left_out={}, reused=[reused]))
     workers.XdistHooks(config).pytest_testnodedown(SimpleNamespace(config=config, **vars(worker)), None)
@@ -107,5 +108,5 @@ def test_the_xdist_controller_has_the_rows_its_workers_reused_and_tells_the_row_
     jsonl = tmp_path / "results.jsonl"
     jsonl.write_text("".join(json.dumps(line) + "\n" for line in (
         {**row, "spec": "c"}, {**row, "spec": "b", "run_id": "before"}, {**row, "spec": "a"})), encoding="utf-8")
-    assert [(r["spec"], r["run_id"]) for r in workers.rows_of_run(jsonl, "now", pairs, state.reused)] == [
+    assert [(r.model.spec, r.run.run_id) for r in workers.rows_of_run(jsonl, "now", pairs, state.reused)] == [
         ("a", "now"), ("b", "now"), ("c", "now")]

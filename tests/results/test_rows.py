@@ -93,7 +93,7 @@ def test_rows_read_back_exactly_as_written(tmp_path):
     rows = [detection_row("m", "bees", float("nan"), answer_counts={"unknown": 2})]
     folder = write_jsonl(tmp_path, rows)
     (back,) = read_results([folder / "results.jsonl"])
-    assert json.dumps(back) == json.dumps(rows[0])
+    assert json.dumps({key: back[key] for key in rows[0]}) == json.dumps(rows[0])
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [

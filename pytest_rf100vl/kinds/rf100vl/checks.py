@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from typing import Any
 
 from rf100vl_hf import catalog
 from rf100vl_hf.catalog import CUSTOM_DOMAIN, DOMAINS
 from rf100vl_hf.metrics import ALL
-from rf100vl_hf.protocols import PAPER, protocol_of
+from rf100vl_hf.protocols import PAPER
+from rf100vl_hf.results.schema import AnyRow, ResultRow, as_rows
 from rf100vl_hf.results.tables import over_seeds
 from rf100vl_hf.specs import ModelSpec
 
@@ -41,24 +41,24 @@ def mean_targets(rules: list[Rule], spec: ModelSpec) -> list[str]:
     targets = {target for target in rule_targets(rules, spec, "ap") if is_mean_target(target)}
     return sorted(t for t in targets if t != ALL) + ([ALL] if ALL in targets else [])
 
-def scored_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+def scored_rows(rows: list[ResultRow]) -> dict[str, dict[str, ResultRow]]:
     """Spec -> dataset -> row, for rows with a defined AP (a mean over an undefined one is
     undefined); a model fine-tuned with several seeds has their mean."""
 
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, ResultRow]] = {}
     for row in over_seeds(rows):
-        if row.get("ap") is not None and math.isfinite(row["ap"]):
-            out.setdefault(row["spec"], {})[row["dataset"]] = row
+        if row.scores.ap is not None and math.isfinite(row.scores.ap):
+            out.setdefault(row.spec, {})[row.data.dataset] = row
     return out
 
 
-def threshold_checks(rules: list[Rule], rows: list[dict[str, Any]]) -> list[MeanCheck]:
+def threshold_checks(rules: list[Rule], rows: list[AnyRow]) -> list[MeanCheck]:
     """Domain and ``All`` minimums of the thresholds file, on the means over the datasets run."""
     from rf100vl_hf.metrics import domain_means
 
     checks = []
-    for spec, by_dataset in scored_rows(rows).items():
-        means = domain_means((name, row["domain"], row["ap"]) for name, row in by_dataset.items())
+    for spec, by_dataset in scored_rows(as_rows(rows)).items():
+        means = domain_means((name, row.data_extra.domain, row.scores.ap) for name, row in by_dataset.items())
         model = ModelSpec.parse(spec)
         for target in mean_targets(rules, model):
             threshold = threshold_for(rules, model, target)
@@ -95,28 +95,29 @@ def _compare(
     )
 
 
-def _row_of(row: dict[str, Any], subset: str, methods: dict[str, str], reference: ReferenceChoice | str
+def _row_of(row: ResultRow, subset: str, methods: dict[str, str], reference: ReferenceChoice | str
             ) -> tuple[str | None, str | None]:
     """The table of ``reference`` for the run of ``row`` and the method row it reproduces there."""
-    regime = row.get("regime") or "zero-shot"
+    regime = row.regime
     source = reference.source if isinstance(reference, ReferenceChoice) else reference
     table = table_of(subset, regime, source)
     if table is None:
         return None, None
-    options = json.loads(row.get("adapter_options") or "{}")
-    trained = json.loads(row.get("hyperparameters") or "{}")
-    return table, paper_row(ModelSpec.parse(row["spec"]), row["checkpoint"], row["prompt"], methods, regime,
-                            row.get("recipe"), bool(trained.get("federated")), source,
-                            str(options.get("scores", "one")), bool(options.get("prompt_file")))
+    options = json.loads(row.model.adapter_options or "{}")
+    training = row.training
+    trained = json.loads(training.hyperparameters or "{}") if training is not None else {}
+    return table, paper_row(ModelSpec.parse(row.spec), row.model.checkpoint, row.data.prompt, methods, regime,
+                            training.recipe if training is not None else None, bool(trained.get("federated")),
+                            source, str(options.get("scores", "one")), bool(options.get("prompt_file")))
 
 
-def other_rows(row: dict[str, Any], subset: str, chosen: ReferenceChoice, compared: str) -> list[str]:
+def other_rows(row: ResultRow, subset: str, chosen: ReferenceChoice, compared: str) -> list[str]:
     """The published rows, besides ``compared`` of ``chosen``, that the run of ``row`` also
     reproduces, each with its ``All``: in the other references, in the chosen one's other
     versions, and the same setting as another of the paper's tables gives it (a row named
     ``"<row>, Table 2"``). A model published twice is never compared with one number without
     the other being named."""
-    regime = row.get("regime") or "zero-shot"
+    regime = row.regime
     found = []
     for choice in (ReferenceChoice(source) for source in REFERENCES):
         table, method = _row_of(row, subset, {}, choice)
@@ -131,7 +132,7 @@ def other_rows(row: dict[str, Any], subset: str, chosen: ReferenceChoice, compar
 
 
 def reference_checks(
-    subset: str, methods: dict[str, str], tolerance: float, rows: list[dict[str, Any]],
+    subset: str, methods: dict[str, str], tolerance: float, rows: list[AnyRow],
     reference: ReferenceChoice | str = "paper"
 ) -> list[MeanCheck]:
     """Each complete domain's mean (and ``All`` when every domain is complete) against the
@@ -143,13 +144,13 @@ def reference_checks(
     rows of the same model."""
 
     reference = parse_reference(reference) if isinstance(reference, str) else reference
+    rows = as_rows(rows)
     checks = [MeanCheck(spec, ALL, NOT_CHECKED, f"scored under the {name} protocol; the {reference} table holds "
                                                  "results of the paper's protocol")
-              for spec, name in dict.fromkeys((row["spec"], protocol_of(row)) for row in rows
-                                              if protocol_of(row) != PAPER)]
-    for spec, by_dataset in scored_rows([row for row in rows if protocol_of(row) == PAPER]).items():
+              for spec, name in dict.fromkeys((row.spec, row.protocol) for row in rows if row.protocol != PAPER)]
+    for spec, by_dataset in scored_rows([row for row in rows if row.protocol == PAPER]).items():
         any_row = next(iter(by_dataset.values()))
-        regime = any_row.get("regime") or "zero-shot"
+        regime = any_row.regime
         table_name, method = _row_of(any_row, subset, methods, reference)
         if table_name is None:
             checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"the {reference} table has no {regime} results for "
@@ -176,7 +177,7 @@ def reference_checks(
                         MeanCheck(spec, domain, NOT_CHECKED, f"{len(ran)} of {len(required)} datasets ran")
                     )
                 continue
-            values = [by_dataset[name]["ap"] for name in required]
+            values = [by_dataset[name].scores.ap for name in required]
             complete.extend(values)
             if domain in table[method]:
                 checks.append(_compare(spec, domain, values, table[method][domain], source, tolerance, note))

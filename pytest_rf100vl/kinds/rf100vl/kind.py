@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +24,8 @@ from pytest_rf100vl.kinds.rf100vl.identity import detection_identity, split_para
 from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
 
 if TYPE_CHECKING:
+    from rf100vl_hf.results.schema import ResultRow
+
     from pytest_rf100vl.engine.runner import Answers
     from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
@@ -114,7 +116,7 @@ class Rf100vlKind(BenchmarkKind):
 
         return detection_scores(answers, split)
 
-    def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
+    def report(self, rows: list[ResultRow], rules: list[Rule]) -> Report:
         from pytest_rf100vl.kinds.rf100vl.checks import reference_checks, threshold_checks
 
         checks = threshold_checks(rules, rows)

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from rf100vl_hf.results.schema import MosaicData
+from rf100vl_hf.results.schema import MosaicData, ResultRow
 from rf100vl_hf.results.summary import uouo_sections
 from rf100vl_hf.uouo.defaults import DEFAULT_NUM_MOSAICS, default_num_proc
 
@@ -90,5 +90,5 @@ class UouoKind(BenchmarkKind):
 
         return grounding_scores(answers, split)
 
-    def report(self, rows: list[dict[str, Any]], rules: list[Rule]) -> Report:
+    def report(self, rows: list[ResultRow], rules: list[Rule]) -> Report:
         return Report(uouo_sections(rows))
