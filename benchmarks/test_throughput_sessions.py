@@ -34,8 +34,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def session(data_dir: Path, results: Path, cwd: Path) -> dict:
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rf100vl-model", "owlv2:tiny",
-        "--rf100vl-dataset", "fifteen", f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={results}",
-        "--rf100vl-cache", "off", "--rf100vl-rerun", "--rf100vl-device", "cpu",
+        "--rf100vl-dataset", "fifteen", f"--rf100vl-data-option=data-dir={data_dir}", f"--rf100vl-results={results}",
+        "--override-ini", "rf100vl_cache=off", "--rf100vl-rerun", "--rf100vl-device", "cpu",
     ]
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -53,7 +53,7 @@ NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
 
 
 def _options() -> tuple[Option, ...]:
-    return all_options(*option_sections())
+    return all_options(option_sections())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -154,7 +154,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if SESSION_KEY not in config.stash or config.option.collectonly:
         return
     from pytest_rf100vl.session import listeners, resume, workers
-    from pytest_rf100vl.session.publish import push_session
     from pytest_rf100vl.session.report import summary
 
     state = config.stash[SESSION_KEY]
@@ -174,9 +173,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     config.stash[SUMMARY_KEY] = text
     notes = [(True, warning) for warning in listeners.results_written(config, state.writer.folder, rows)]
-    repo_id = state.config.report.push_results
-    if repo_id:
-        notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
     config.stash[NOTES_KEY] = [(warning, scrub(line)) for warning, line in notes]
     if lost:
         config.stash[LOST_KEY] = scrub(lost)

@@ -104,7 +104,7 @@ def test_a_third_kind_runs_end_to_end_from_its_own_file(toy: pytest.Pytester) ->
     toy.path.joinpath("thresholds.csv").write_text("model,target,min_count_accuracy\ncounter,toy-b,0.5\n")
     result = toy.runpytest_subprocess(
         "--rf100vl-model", "counter", "--rf100vl-dataset", "toy-a,toy-b", "--toy-objects", "3",
-        "--rf100vl-thresholds", "thresholds.csv", "--rf100vl-device", "cpu", "-v",
+        "--override-ini", "rf100vl_thresholds=thresholds.csv", "--rf100vl-device", "cpu", "-v",
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([

@@ -25,7 +25,7 @@ def test_two_runs_compare_by_what_pycocotools_gives_and_their_rows_draw(
     submitted.write_text(json.dumps(predictions), encoding="utf-8")
     for model, folder in ((f"predictions:{submitted}", "a"), ("oracle", "b")):
         pytester.runpytest_inprocess(
-            "--rf100vl-model", model, "--rf100vl-dataset", "sample", f"--rf100vl-data-dir={data_dir}",
+            "--rf100vl-model", model, "--rf100vl-dataset", "sample", f"--rf100vl-data-option=data-dir={data_dir}",
             "--rf100vl-device", "cpu", "--benchmark-disable", f"--rf100vl-results={folder}",
         ).assert_outcomes(passed=1)
     truth = json.loads(annotations.read_text(encoding="utf-8"))

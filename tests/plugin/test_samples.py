@@ -75,10 +75,10 @@ def test_a_served_run_logs_one_line_per_image_without_the_key_and_the_cache_keep
         plain = pytester.runpytest_inprocess(*RUN, base_url)  # answers cached, no samples log
         assert not list(folder.rglob("*.samples.jsonl"))
         asked = len(server.received)
-        logged = pytester.runpytest_inprocess(*RUN, base_url, "--rf100vl-log-samples")
+        logged = pytester.runpytest_inprocess(*RUN, base_url, "--override-ini=rf100vl_log_samples=true")
         asked_again = len(server.received) - asked
         from_cache = lines_of(results(folder)[-1]["samples_file"])
-        fresh = pytester.runpytest_inprocess(*RUN, base_url, "--rf100vl-log-samples", "--rf100vl-cache", "off",
+        fresh = pytester.runpytest_inprocess(*RUN, base_url, "--override-ini=rf100vl_log_samples=true", "--override-ini", "rf100vl_cache=off",
                                              "--rf100vl-rerun")
         questions = {received.question for received in server.received}
     for run in (plain, logged, fresh):
@@ -144,7 +144,7 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
         with Image.open(out / "replies" / f"{name}.png") as quoted, Image.open(out / "plain" / f"{name}.png") as plain:
             assert quoted.width == plain.width and quoted.height > plain.height  # the caption quotes the reply
         assert not (out / "plain" / f"{name}.reply.txt").exists()
-    with pytest.raises(DataError, match="--rf100vl-log-samples"):
+    with pytest.raises(DataError, match="--override-ini=rf100vl_log_samples=true"):
         draw(replace(pair_of(folder, "sample"), samples=None), out / "none", replies=True, progress=False)
 
 
@@ -164,8 +164,8 @@ def test_a_local_text_model_logs_both_benchmarks(pytester: pytest.Pytester, uouo
     ids, classes = sample
     result = pytester.runpytest_inprocess(
         "--rf100vl-model", "qwen2.5-vl:tiny", "--rf100vl-dataset", "sample,uouo-random", *uouo,
-        "--uouo-num-mosaics", "3", "--rf100vl-limit", "4", "--rf100vl-log-samples", "--benchmark-disable",
-        "--rf100vl-max-rounds", "1",
+        "--uouo-option", "num-mosaics=3", "--rf100vl-limit", "4", "--override-ini=rf100vl_log_samples=true", "--benchmark-disable",
+        "--benchmark-disable",
         "--rf100vl-adapter-option", "max_new_tokens=6",
     )
     result.assert_outcomes(passed=2)

@@ -89,7 +89,7 @@ def test_a_renamed_class_stops_the_build_naming_both_names_and_the_option(sample
     message = str(caught.value)
     assert "'Circle' (id 1), where the full export's category 1 is 'circle'" in message
     assert "'box' (id 2), where the full export's category 2 is 'square'" in message
-    assert "fewshot_class_match='id'" in message and "--rf100vl-fewshot-class-match=id" in message
+    assert "fewshot_class_match='id'" in message and "--rf100vl-data-option=fewshot-class-match=id" in message
 
 
 def test_matched_by_id_a_renamed_class_maps_with_a_warning_listing_the_pairs(sample_root: Path, tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
 AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
+DOMAIN_PREFIX = "domain:"
+"""``--rf100vl-dataset domain:NAME``: every catalogue dataset of a domain."""
 
 
 class Rf100vlKind(BenchmarkKind):
@@ -38,6 +40,8 @@ class Rf100vlKind(BenchmarkKind):
     target_description = "an RF100-VL dataset, domain or All"
     means = {**catalog.domain_spellings(), catalog.ALL.lower(): catalog.ALL}
     options: DetectionOptions
+    subset = "all"
+    """The subset a dataset value asked for (``rf20vl``), whose published tables the reference reads."""
 
     @property
     def data_dir(self) -> Path:
@@ -56,23 +60,27 @@ class Rf100vlKind(BenchmarkKind):
     def claims(self, dataset: str) -> bool:
         return dataset == catalog.SAMPLE_NAME or catalog.contains(dataset) or dataset in self._custom
 
-    def select(self, named: bool) -> list[str]:
-        """Every dataset of the domains and subset asked for, in catalogue order; with no
-        dataset named at all, every RF100-VL dataset."""
-        domains_given, subset = self.options.domains, self.options.subset
-        if not (domains_given or subset or not named):
-            return []
+    def group(self, value: str) -> list[str] | None:
+        """``all`` or ``rf20vl`` (every catalogue dataset of the subset, which the reference
+        comparison then reads its tables for), ``[SUBSET:]domain:NAME`` (every catalogue dataset
+        of a domain, in a subset; ``domain:custom``, the other exports of the data folder), in
+        catalogue order."""
+        subset, _, rest = value.strip().partition(":")
+        if subset.lower() not in catalog.SUBSETS or (rest and not rest.lower().startswith(DOMAIN_PREFIX)):
+            subset, rest = "all", value.strip()
+        if not rest or subset.lower() != "all":
+            self.subset = subset.lower()
+        if not rest:
+            return [e.basename for e in catalog.select(None, self.subset)]
+        if not rest.lower().startswith(DOMAIN_PREFIX):
+            return None
         try:
-            domains = [catalog.normalize_domain(d) for d in domains_given] or [None]
+            domain = catalog.normalize_domain(rest[len(DOMAIN_PREFIX):])
         except UnknownNameError as exc:
-            raise pytest.UsageError(f"--rf100vl-domain: {exc}") from None
-        names: list[str] = []
-        for domain in domains:
-            if domain == catalog.CUSTOM_DOMAIN:
-                names.extend(self._custom)
-            else:
-                names.extend(e.basename for e in catalog.select(domain, subset or "all"))
-        return names
+            raise pytest.UsageError(f"--rf100vl-dataset {value}: {exc}") from None
+        if domain == catalog.CUSTOM_DOMAIN:
+            return self._custom
+        return [e.basename for e in catalog.select(domain, subset.lower())]
 
     def load(self, dataset: str, device: str) -> "DetectionSplit":
         """The evaluated split (``--rf100vl-split``), every split validated and prepared once."""
@@ -105,6 +113,6 @@ class Rf100vlKind(BenchmarkKind):
 
         checks = threshold_checks(rules, rows)
         if self.options.reference is not None:
-            checks += reference_checks(self.options.subset or "all", self.options.reference_methods,
+            checks += reference_checks(self.subset, self.options.reference_methods,
                                        self.options.tolerance, rows, self.options.reference)
         return Report(rf100vl_sections(rows), checks)
