@@ -422,7 +422,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                 for name, cid in unmatched)
             raise DataError(where, "categories", f"few-shot classes not in {self.export.root}: {pairs}. Fix the names, "
                             "or match the classes by category id with fewshot_class_match='id' (rf100vl-hf prepare "
-                            "--fewshot-class-match id, pytest --rf100vl-fewshot-class-match=id)")
+                            "--option fewshot-class-match=id, pytest --rf100vl-data-option=fewshot-class-match=id)")
         return {i: full[name] for i, name in enumerate(fewshot.classes)}, {}
 
     @property
