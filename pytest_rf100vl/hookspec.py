@@ -8,7 +8,7 @@
 - :func:`pytest_rf100vl_results_written`: act on the results folder once the session has
   written it (publish it, archive it, notify someone).
 
-``--rf100vl-wandb`` and ``--rf100vl-mlflow`` are implementations of the last two
+The ``wandb`` and ``mlflow`` report keys are implementations of the last two
 (``session/trackers.py``).
 
 Benchmark kinds are not hooks: they register in the ``rf100vl.kinds`` entry-point group

@@ -28,7 +28,7 @@ from rf100vl_hf.redact import public_value, scrub
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
 from pytest_rf100vl.collect.collection import matrix_session
-from pytest_rf100vl.collect.config_reader import add_options, check_rootdir, read_config
+from pytest_rf100vl.collect.config_reader import add_options, check_moved_flags, check_rootdir, read_config
 from pytest_rf100vl.core.checks import FAILED
 from pytest_rf100vl.core.config import all_options
 from pytest_rf100vl.core.options import Option
@@ -60,6 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser, _options())
 
 
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    check_moved_flags(args, _options())  # before pytest's own refusal of an unknown flag, which cannot say more
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
@@ -75,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
         workers.configure(config)  # pytest-xdist: pairs balanced by cost, one device per worker
-        trackers.configure(config, run)  # --rf100vl-wandb, --rf100vl-mlflow
+        trackers.configure(config, run)  # the report keys wandb, mlflow
         config.pluginmanager.register(LiveProgress(config), PLUGIN_NAME)  # progress and logs of long steps
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rf100vl.core.config import CONFIG_OPTION, RunConfig, all_options, build_config, read_file
+from pytest_rf100vl.core.config import CONFIG_OPTION, RunConfig, all_options, build_config, moved_flags, read_file
 from pytest_rf100vl.core.options import FILE, Option
 from pytest_rf100vl.kinds import option_sections
 
@@ -54,8 +54,9 @@ def _command_line(config: pytest.Config, option: Option, by_key: dict[tuple[str,
     elif not option.via:
         value = config.getoption(option.dest)
     if value is None:
-        overridden = [text for key, sep, text in (item.partition("=") for item in config.option.override_ini or [])
-                      if sep and key.strip() == option.dest]
+        overridden = [line for key, sep, text in (item.partition("=") for item in config.option.override_ini or [])
+                      if sep and key.strip() == option.dest
+                      for line in (text.splitlines() if option.kind == "list" else [text])]  # ini's linelist
         value = option.from_text(overridden) if overridden else None
     return option.relative_to(config.invocation_params.dir, value) if value is not None else None
 
@@ -138,3 +139,13 @@ def check_rootdir(config: pytest.Config, options: tuple[Option, ...]) -> None:
         f"{', '.join(moved)}: pytest took the path for a test path and chose the rootdir {config.rootpath} "
         f"instead of {wanted} (it decides before it knows plugin options); write {fixed}"
     )
+
+
+def check_moved_flags(args: list[str], options: tuple[Option, ...]) -> None:
+    """Refuse a flag the command line no longer has, as pytest refuses an unknown one, saying
+    how to give it now (its dict option, ``--override-ini``, or what replaced it)."""
+    moved = moved_flags(options)
+    given = dict.fromkeys(str(arg).partition("=")[0] for arg in args if str(arg).startswith("--"))
+    hints = [f"{flag} (now {moved[flag]})" for flag in given if flag in moved]
+    if hints:
+        raise pytest.UsageError(f"unrecognized arguments: {'; '.join(hints)}")

@@ -327,6 +327,30 @@ def all_options(kind_sections: Mapping[str, type]) -> tuple[Option, ...]:
     return (CONFIG_OPTION, *declared, *dict_options(declared))
 
 
+GONE = {
+    "--rf100vl-domain": "--rf100vl-dataset=domain:NAME",
+    "--rf100vl-subset": "--rf100vl-dataset=rf20vl (or all)",
+    "--rf100vl-min-ap": "a thresholds-file row with target * (report.thresholds)",
+    "--uouo-min-accuracy": "a thresholds-file row with target * (report.thresholds)",
+    "--uouo-min-miou": "a thresholds-file row with target * (report.thresholds)",
+    "--rf100vl-push-results": "rf100vl-hf results push DIR --repo-id ORG/NAME, after the session",
+    "--rf100vl-min-time": "pytest-benchmark's --benchmark-max-time",
+    "--rf100vl-max-rounds": "pytest-benchmark's --benchmark-min-rounds (--benchmark-disable: one round)",
+}
+"""Flags the command line no longer has, with what replaced each."""
+
+
+def moved_flags(options: Sequence[Option]) -> dict[str, str]:
+    """Each flag the command line no longer has (an option's, now a key) -> how to give it now."""
+    moved = dict(GONE)
+    for declared in options:
+        if declared.via == FILE:
+            moved[f"--{declared.prefix}-{declared.name}"] = f"--override-ini={declared.dest}=VALUE"
+        elif declared.via:
+            moved[f"--{declared.prefix}-{declared.name}"] = f"--{declared.prefix}-{declared.via}={declared.name}=VALUE"
+    return moved
+
+
 MOVED = {"minimums": "a minimum for every pair is a thresholds file's row with target * (report.thresholds)"}
 """Sections a config file no longer has, with where their values went."""
 MAX_FILE_BYTES = 2**20

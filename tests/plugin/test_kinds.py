@@ -160,7 +160,7 @@ def test_the_kind_protocol_is_narrow() -> None:
 
     overridable = {name for name, value in vars(BenchmarkKind).items()
                    if inspect.isfunction(value) and not name.startswith("_")}
-    assert overridable == {"datasets", "claims", "select", "load", "cost", "score", "report"}
+    assert overridable == {"datasets", "claims", "group", "load", "cost", "score", "report"}
 
 
 def test_no_module_outside_a_kind_names_a_kind() -> None:

@@ -75,7 +75,7 @@ def test_failed_images_up_to_the_allowed_fraction_pass(
 def test_a_fraction_outside_0_1_is_a_usage_error(hostile: pytest.Pytester) -> None:
     result = hostile.runpytest_inprocess("--rf100vl-model", "nothing", "--override-ini", "rf100vl_max_failed_fraction=1.5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--rf100vl-max-failed-fraction: expected a fraction in [[]0, 1[]], got 1.5*"])
+    result.stderr.fnmatch_lines(["*rf100vl_max_failed_fraction: expected a fraction in [[]0, 1[]], got 1.5*"])
 
 
 def test_set_task_raising_costs_that_pair_only_and_the_summary_lists_it(

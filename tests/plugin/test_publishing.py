@@ -128,7 +128,7 @@ def test_n_machines_shards_pushed_to_one_repository_give_the_summary_of_one_run(
     pushed = load_dataset("tester/scale", "rf100vl", split="train", download_mode="force_redownload").to_list()
     assert sorted((row["spec"], row["dataset"]) for row in pushed) == sorted(
         (row["spec"], row["dataset"]) for row in results(tmp_path / "one"))
-    assert main(["results", "summary", *map(str, shards), "--out", str(tmp_path / "merged"), "--no-plots"]) == 0
+    assert main(["results", "summary", *map(str, shards), "--out", str(tmp_path / "merged"), "--option", "no-plots=true"]) == 0
     table = render(ap_table(select(read_results([tmp_path / "one"]))), "md")
     assert render(ap_table(select(read_results(shards))), "md") == table
     assert table in (tmp_path / "merged" / "summary.md").read_text(encoding="utf-8")

@@ -39,5 +39,5 @@ def test_two_runs_compare_by_what_pycocotools_gives_and_their_rows_draw(
 
     (row,) = results(pytester.path / "a")
     assert main(["draw", str(pytester.path / "a"), "--dataset", "sample", "--out", str(tmp_path / "drawn"),
-                 "--images", "2", "--data-dir", str(data_dir)]) == 0
+                 "--option", "images=2", "--option", f"data-dir={data_dir}"]) == 0
     assert capsys.readouterr().out.count("wrote ") == 2 and row["dataset"] == "sample"

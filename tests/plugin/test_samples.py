@@ -1,7 +1,7 @@
 """``--rf100vl-log-samples``: one line per image of what a model that answers in text was sent and
 wrote, beside the pair's predictions, with the boxes read and why any was dropped or repaired;
 no byte of it shows the session's key, whatever the server writes; answers from the answer
-cache keep their transcript; ``rf100vl-hf draw --replies`` shows it."""
+cache keep their transcript; ``rf100vl-hf draw --option replies=true`` shows it."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_a_served_run_logs_one_line_per_image_without_the_key_and_the_cache_keep
 
 
 def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> None:
-    """``rf100vl-hf draw --replies`` quotes each image's reply under its picture and writes the
+    """``rf100vl-hf draw --option replies=true`` quotes each image's reply under its picture and writes the
     whole line beside it; a pair without a samples log is an error saying how to get one."""
     from dataclasses import replace
 
@@ -130,9 +130,9 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
     from rf100vl_hf.errors import DataError
     from rf100vl_hf.results.draw import draw, pair_of
 
-    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "replies"), "--images", "2",
-                 "--replies"]) == 0
-    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "plain"), "--images", "2"]) == 0
+    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "replies"), "--option", "images=2",
+                 "--option", "replies=true"]) == 0
+    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "plain"), "--option", "images=2"]) == 0
     for line in lines:
         name = f"sample-{line['image_id']}"
         text = (out / "replies" / f"{name}.reply.txt").read_text(encoding="utf-8")

@@ -131,7 +131,7 @@ def test_a_failing_tracker_is_a_warning_and_costs_no_result(fakes: pytest.Pytest
     assert result.ret == 0
     rows = results(fakes.path / ".rf100vl" / "results")
     assert len(rows) == 2 and (fakes.path / ".rf100vl" / "results" / "summary.md").is_file()
-    result.stdout.fnmatch_lines(["rf100vl: warning: rf100vl-trackers: RuntimeError: mlflow (--rf100vl-mlflow): "
+    result.stdout.fnmatch_lines(["rf100vl: warning: rf100vl-trackers: RuntimeError: mlflow (rf100vl_mlflow): "
                                  "starting its run failed: MlflowException: *"])
     files = wandb_run(offline["wandb"])
     assert len(list((files / "media" / "table").glob("rows_*.table.json"))) == 2
@@ -148,6 +148,6 @@ def test_a_missing_tracker_library_is_a_usage_error_naming_the_install(
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else found(name, *a))
     result = pytester.runpytest_inprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", option, "--co")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert f"{option.split('=')[0]} needs the {module} package: pip install \"rf100vl-hf[{extra}]\"" in (
+    assert f"rf100vl_{module} needs the {module} package: pip install \"rf100vl-hf[{extra}]\"" in (
         result.stderr.str())
 
