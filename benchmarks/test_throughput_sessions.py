@@ -1,6 +1,6 @@
 """The same pair timed in three separate sessions: tiny OWLv2 on a split of 15 generated images
 (too few to time in one pass), answer cache off, each session a fresh ``python -m pytest``.
-A split under ``--rf100vl-min-time`` (10 s) of steady state is run again for more rounds and the
+A split under ``--benchmark-max-time`` of steady state is run again for more rounds and the
 row's ``images_per_s`` is the median of the rounds; the three sessions' figures must lie within
 25% of each other (spread = (max - min) / min). One pass, as the plugin timed before, gave
 11.0, 141.9 and 5.1 images/s for such a pair.

@@ -45,7 +45,7 @@ from pytest_rf100vl.kinds import kind_classes, option_sections
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
 EMPTY_KEY = pytest.StashKey[str]()
-"""Why no pair ran, when none did (the run then exits 5 unless ``--rf100vl-allow-empty``)."""
+"""Why no pair ran, when none did (the run then exits 5 unless the report key ``allow-empty``)."""
 LOST_KEY = pytest.StashKey[str]()
 """The results file that could not be written (a full disk), as one line."""
 NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
@@ -223,7 +223,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"rf100vl: error: {config.stash[LOST_KEY]}", red=True, bold=True)
     if EMPTY_KEY in config.stash:
         terminalreporter.write_line(
-            f"rf100vl: {config.stash[EMPTY_KEY]}: exit status 5 (--rf100vl-allow-empty accepts an empty run)",
+            f"rf100vl: {config.stash[EMPTY_KEY]}: exit status 5 (-o rf100vl_allow_empty=true accepts an empty run)",
             red=True, bold=True,
         )
     failed = config.stash[MEAN_FAILURES_KEY]

@@ -2,9 +2,9 @@
 (:mod:`pytest_rf100vl.core.config`) drive ``pytest --help`` (the flags and the dict options),
 the ini keys and a ``--rf100vl-config`` file; the command line wins over the file, and the
 file over the ini file. A key the ini file takes may be given on the command line with
-pytest's ``--override-ini KEY=VALUE``. A value is parsed and checked once, by its option, so a bad value is a usage error
-naming the option. This module imports nothing heavy: it runs in every pytest session that
-has the plugin installed.
+pytest's ``--override-ini KEY=VALUE``, above the file. A value is parsed and checked once, by
+its option, so a bad value is a usage error naming the option. This module imports nothing
+heavy: it runs in every pytest session that has the plugin installed.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def check_rootdir(config: pytest.Config, options: tuple[Option, ...]) -> None:
     """Refuse a run whose rootdir one of these options moved.
 
     pytest chooses its rootdir (and ini file) before it loads plugins, so the value of a plugin
-    option written apart from it (``--rf100vl-data-dir /data``) counts as a test path there:
+    option written apart from it (``--rf100vl-results /data``) counts as a test path there:
     the rootdir becomes ``/data``, the project's ini file is not read, and ``.pytest_cache``
     is written there (pytest's documentation: a plugin option with a path makes ``args``
     mandatory). Nothing here can move it back, so the run stops before anything is written,

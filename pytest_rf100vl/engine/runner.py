@@ -42,7 +42,7 @@ _END = object()
 DECODE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 """Decoding threads of the inference loop (each decodes a whole batch)."""
 WARMUP_BATCHES = 2
-"""Model calls timed apart from the throughput by default (``--rf100vl-warmup-batches``)."""
+"""Model calls timed apart from the throughput by default (the loop key ``warmup-batches``)."""
 
 
 @dataclass

@@ -95,7 +95,7 @@ class MatrixSession:
         return lambda pair: costs[pair.dataset]
 
     def _cache_folder(self) -> Path | None:
-        """The answer cache folder: ``--rf100vl-cache DIR``, none with ``off``, by default
+        """The answer cache folder: the loop key ``cache: DIR``, none with ``off``, by default
         ``answers`` in the results folder."""
         chosen = self.config.loop.cache
         if chosen is None:

@@ -340,7 +340,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         ``test_source="fewshot"``), when the few-shot export is on disk."""
         root = self.source.fewshot_root
         if self._params.test_source == "fewshot":
-            where = "test_source='fewshot' (--test-source fewshot, --rf100vl-test-source=fewshot)"
+            where = "test_source='fewshot' (--option test-source=fewshot, --rf100vl-data-option=test-source=fewshot)"
             if root is None:
                 raise DataError(self.source.name, "few-shot export", f"{where} scores on the few-shot export's test "
                                 "split, and no few-shot export of it was found: set fewshot_dir (--fewshot-dir)")

@@ -43,7 +43,7 @@ def test_a_model_that_raises_on_every_image_fails_its_pair_with_the_count_and_fi
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "raiser on sample: the model failed on 8 of 8 images (100.0%), more than --rf100vl-max-failed-fraction 0 "
+        "raiser on sample: the model failed on 8 of 8 images (100.0%), more than max-failed-fraction 0 "
         "allows; first error: image 0 (*): RuntimeError: broken on image 0 (full traceback in results.jsonl)",
     ])
     (row,) = results(hostile.path / ".rf100vl" / "results")

@@ -144,7 +144,7 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
         with Image.open(out / "replies" / f"{name}.png") as quoted, Image.open(out / "plain" / f"{name}.png") as plain:
             assert quoted.width == plain.width and quoted.height > plain.height  # the caption quotes the reply
         assert not (out / "plain" / f"{name}.reply.txt").exists()
-    with pytest.raises(DataError, match="--override-ini=rf100vl_log_samples=true"):
+    with pytest.raises(DataError, match="--option replies: the pair has no samples log: run it with log-samples on"):
         draw(replace(pair_of(folder, "sample"), samples=None), out / "none", replies=True, progress=False)
 
 

@@ -273,6 +273,6 @@ def test_clip_weights_that_cannot_be_downloaded_error_the_pairs_naming_the_optio
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*dataset uouo-mmd: RuntimeError: building the uouo-mmd mosaics failed: downloading the CLIP weights "
-        "'laion2b_s34b_b79k' of ViT-B-32 *: HF_HUB_OFFLINE is set*; without network use --uouo-clip-pretrained none "
-        "(seeded random weights: a smoke run, scores mean nothing) or --uouo-clip-pretrained FILE*",
+        "'laion2b_s34b_b79k' of ViT-B-32 *: HF_HUB_OFFLINE is set*; without network use --uouo-option clip-pretrained=none "
+        "(seeded random weights: a smoke run, scores mean nothing) or --uouo-option clip-pretrained=FILE*",
     ])
