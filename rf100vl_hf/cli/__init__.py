@@ -163,13 +163,10 @@ class _Which(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
                  option_string: str | None = None) -> None:
-        subset, _, rest = str(value).partition(":")
-        if subset not in catalog.SUBSETS:
-            subset, rest = "all", str(value)
-        domain, prefixed, name = rest.partition("domain:")
-        if domain or (rest and not prefixed):
+        chosen = catalog.selection(str(value))
+        if chosen is None:
             raise argparse.ArgumentError(self, f"expected all, rf20vl or [rf20vl:]domain:NAME, not {value!r}")
-        namespace.subset, namespace.domain = subset, name or None
+        namespace.subset, namespace.domain = chosen
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -442,8 +439,9 @@ def cmd_uouo_curate(args: argparse.Namespace) -> int:
     print(f"kept {stats.kept_categories} of {stats.categories_in} categories and {stats.kept_images} of "
           f"{stats.images_in} images in {args.out}; report: {args.out / 'curation' / 'report.md'}")
     pretrained = args.clip_pretrained or "none"
-    print(f"  build mosaics with: rf100vl-hf uouo prepare --source-dir {args.out} --option clip-model={args.clip_model} "
-          f"--option clip-pretrained={pretrained}  (the cut-outs' embeddings are cached)")
+    print(f"  build mosaics with: rf100vl-hf uouo prepare --source-dir {args.out} "
+          f"--option clip-model={args.clip_model} --option clip-pretrained={pretrained}  (the cut-outs' embeddings "
+          "are cached)")
     return 0
 
 

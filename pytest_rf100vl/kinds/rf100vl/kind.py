@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
 AP = Metric("ap", "AP50:95", 2, kind="rf100vl")
-DOMAIN_PREFIX = "domain:"
-"""``--rf100vl-dataset domain:NAME``: every catalogue dataset of a domain."""
 
 
 class Rf100vlKind(BenchmarkKind):
@@ -61,26 +59,23 @@ class Rf100vlKind(BenchmarkKind):
         return dataset == catalog.SAMPLE_NAME or catalog.contains(dataset) or dataset in self._custom
 
     def group(self, value: str) -> list[str] | None:
-        """``all`` or ``rf20vl`` (every catalogue dataset of the subset, which the reference
-        comparison then reads its tables for), ``[SUBSET:]domain:NAME`` (every catalogue dataset
-        of a domain, in a subset; ``domain:custom``, the other exports of the data folder), in
-        catalogue order."""
-        subset, _, rest = value.strip().partition(":")
-        if subset.lower() not in catalog.SUBSETS or (rest and not rest.lower().startswith(DOMAIN_PREFIX)):
-            subset, rest = "all", value.strip()
-        if not rest or subset.lower() != "all":
-            self.subset = subset.lower()
-        if not rest:
-            return [e.basename for e in catalog.select(None, self.subset)]
-        if not rest.lower().startswith(DOMAIN_PREFIX):
+        """``all`` or ``rf20vl`` (every catalogue dataset of the subset, whose published tables the
+        reference comparison then reads), ``[rf20vl:]domain:NAME`` (every catalogue dataset of a
+        domain, in a subset; ``domain:custom``, the other exports of the data folder), in
+        catalogue order (:func:`rf100vl_hf.catalog.selection`)."""
+        chosen = catalog.selection(value)
+        if chosen is None:
             return None
+        subset, domain = chosen
+        if domain is None or subset != "all":
+            self.subset = subset
+        if domain is None:
+            return [e.basename for e in catalog.select(None, subset)]
         try:
-            domain = catalog.normalize_domain(rest[len(DOMAIN_PREFIX):])
+            domain = catalog.normalize_domain(domain)
         except UnknownNameError as exc:
             raise pytest.UsageError(f"--rf100vl-dataset {value}: {exc}") from None
-        if domain == catalog.CUSTOM_DOMAIN:
-            return self._custom
-        return [e.basename for e in catalog.select(domain, subset.lower())]
+        return self._custom if domain == catalog.CUSTOM_DOMAIN else [e.basename for e in catalog.select(domain, subset)]
 
     def load(self, dataset: str, device: str) -> "DetectionSplit":
         """The evaluated split (``--rf100vl-split``), every split validated and prepared once."""
