@@ -167,7 +167,7 @@ def test_a_model_that_cannot_be_fine_tuned_is_left_out_and_seeds_need_training(
     result.stdout.fnmatch_lines(["*oracle cannot be fine-tuned (it has no recipe)*"])
     refused = pytester.runpytest(*base, "--override-ini", "rf100vl_seeds=0-2")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines(["*--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT*"])
+    refused.stderr.fnmatch_lines(["*training.seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT*"])
 
 
 @pytest.mark.parametrize(("seeds", "message"), [
