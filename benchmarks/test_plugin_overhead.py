@@ -53,9 +53,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_an_oracle_run_costs_at_most_a_half_more_than_iterating_the_rows(data_dir: Path, tmp_path: Path) -> None:
     iterate = [sys.executable, "-c", ITERATE, NAME, str(data_dir)]
     oracle = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rf100vl-model", "oracle",
-              "--rf100vl-dataset", NAME, f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu",
-              "--rf100vl-rerun", "--rf100vl-cache", "off", f"--rf100vl-results={tmp_path / 'results'}",
-              "--rf100vl-max-rounds", "1"]  # one pass, as iterating the rows is (timing rounds are a choice)
+              "--rf100vl-dataset", NAME, f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-device", "cpu",
+              "--rf100vl-rerun", "--override-ini", "rf100vl_cache=off", f"--rf100vl-results={tmp_path / 'results'}",
+              "--benchmark-disable"]  # one pass, as iterating the rows is (timing rounds are a choice)
     floor, plugin = [], []
     for _ in range(ROUNDS):  # alternate, so load on this machine hits both alike
         floor.append(_timed(iterate, tmp_path))

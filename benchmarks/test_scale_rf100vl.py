@@ -288,7 +288,7 @@ def test_load_dataset_against_arrow_read_directly(world: World) -> None:
 def pytest_command(world: World, results: str, models: list[str], *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
             *(arg for model in models for arg in ("--rf100vl-model", model)),
-            f"--rf100vl-dataset={','.join(world.names)}", f"--rf100vl-data-dir={world.data}",
+            f"--rf100vl-dataset={','.join(world.names)}", f"--rf100vl-data-option=data-dir={world.data}",
             "--rf100vl-device", "cpu", f"--rf100vl-results={world.work / results}", *extra]
 
 

@@ -1,6 +1,6 @@
 """The same pair timed in three separate sessions: tiny OWLv2 on a split of 15 generated images
 (too few to time in one pass), answer cache off, each session a fresh ``python -m pytest``.
-A split under ``--rf100vl-min-time`` (10 s) of steady state is run again for more rounds and the
+A split under ``--benchmark-max-time`` of steady state is run again for more rounds and the
 row's ``images_per_s`` is the median of the rounds; the three sessions' figures must lie within
 25% of each other (spread = (max - min) / min). One pass, as the plugin timed before, gave
 11.0, 141.9 and 5.1 images/s for such a pair.
@@ -34,8 +34,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def session(data_dir: Path, results: Path, cwd: Path) -> dict:
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rf100vl-model", "owlv2:tiny",
-        "--rf100vl-dataset", "fifteen", f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={results}",
-        "--rf100vl-cache", "off", "--rf100vl-rerun", "--rf100vl-device", "cpu",
+        "--rf100vl-dataset", "fifteen", f"--rf100vl-data-option=data-dir={data_dir}", f"--rf100vl-results={results}",
+        "--override-ini", "rf100vl_cache=off", "--rf100vl-rerun", "--rf100vl-device", "cpu",
     ]
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

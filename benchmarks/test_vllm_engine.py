@@ -162,7 +162,7 @@ def test_a_pair_through_a_real_vllm_server(served: Served, tmp_path: Path) -> No
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
         "--rf100vl-model", f"openai:{SERVED_NAME}", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
-        f"--rf100vl-results={results}", "--rf100vl-cache", "off", "--rf100vl-rerun",
+        f"--rf100vl-results={results}", "--override-ini", "rf100vl_cache=off", "--rf100vl-rerun",
         "--rf100vl-adapter-option", f"openai.base_url={served.url}",
         "--rf100vl-adapter-option", "openai.family=qwen2.5",
         "--rf100vl-adapter-option", f"openai.max_tokens={MAX_TOKENS}",

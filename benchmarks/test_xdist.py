@@ -44,7 +44,8 @@ def timed_run(project: Path, results: str, *extra: str) -> float:
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
         "--rf100vl-model", "counter:a", "--rf100vl-model", "counter:b", "--rf100vl-dataset", "alpha,beta,gamma",
-        "--rf100vl-data-dir", "data", "--rf100vl-device", "cpu", "--rf100vl-cache", "off", "--rf100vl-rerun",
+        "--rf100vl-data-option", "data-dir=data", "--rf100vl-device", "cpu", "--override-ini", "rf100vl_cache=off",
+        "--rf100vl-rerun",
         "--rf100vl-results", results, *extra,
     ]
     env = {**os.environ, "SCALE_LOG": str(project / "asked.log"), "SCALE_SLEEP": str(SLEEP_S)}

@@ -8,7 +8,7 @@
 - :func:`pytest_rf100vl_results_written`: act on the results folder once the session has
   written it (publish it, archive it, notify someone).
 
-``--rf100vl-wandb`` and ``--rf100vl-mlflow`` are implementations of the last two
+The ``wandb`` and ``mlflow`` report keys are implementations of the last two
 (``session/trackers.py``).
 
 A row is a :class:`~rf100vl_hf.results.schema.ResultRow`: read it by section (``row.scores.ap``,

@@ -29,7 +29,7 @@ from rf100vl_hf.results.schema import ResultRow
 from pytest_rf100vl import hookspec
 from pytest_rf100vl.collect import collection
 from pytest_rf100vl.collect.collection import matrix_session
-from pytest_rf100vl.collect.config_reader import add_options, check_rootdir, read_config
+from pytest_rf100vl.collect.config_reader import add_options, check_moved_flags, check_rootdir, read_config
 from pytest_rf100vl.core.checks import FAILED
 from pytest_rf100vl.core.config import all_options
 from pytest_rf100vl.core.options import Option
@@ -46,7 +46,7 @@ from pytest_rf100vl.kinds import kind_classes, option_sections
 SUMMARY_KEY = pytest.StashKey[str]()
 MEAN_FAILURES_KEY = pytest.StashKey[int]()
 EMPTY_KEY = pytest.StashKey[str]()
-"""Why no pair ran, when none did (the run then exits 5 unless ``--rf100vl-allow-empty``)."""
+"""Why no pair ran, when none did (the run then exits 5 unless the report key ``allow-empty``)."""
 LOST_KEY = pytest.StashKey[str]()
 """The results file that could not be written (a full disk), as one line."""
 NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
@@ -54,11 +54,15 @@ NOTES_KEY = pytest.StashKey[list[tuple[bool, str]]]()
 
 
 def _options() -> tuple[Option, ...]:
-    return all_options(*option_sections())
+    return all_options(option_sections())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser, _options())
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    check_moved_flags(args, _options())  # before pytest's own refusal of an unknown flag, which cannot say more
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -76,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         matrix_session(config)  # a bad name or thresholds file is a usage error now, not per test
         workers.configure(config)  # pytest-xdist: pairs balanced by cost, one device per worker
-        trackers.configure(config, run)  # --rf100vl-wandb, --rf100vl-mlflow
+        trackers.configure(config, run)  # the report keys wandb, mlflow
         config.pluginmanager.register(LiveProgress(config), PLUGIN_NAME)  # progress and logs of long steps
 
 
@@ -155,7 +159,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if SESSION_KEY not in config.stash or config.option.collectonly:
         return
     from pytest_rf100vl.session import listeners, resume, workers
-    from pytest_rf100vl.session.publish import push_session
     from pytest_rf100vl.session.report import summary
 
     state = config.stash[SESSION_KEY]
@@ -175,9 +178,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     config.stash[SUMMARY_KEY] = text
     notes = [(True, warning) for warning in listeners.results_written(config, state.writer.folder, rows)]
-    repo_id = state.config.report.push_results
-    if repo_id:
-        notes.append(push_session(state.writer.folder, rows, repo_id, state.writer.run_id))
     config.stash[NOTES_KEY] = [(warning, scrub(line)) for warning, line in notes]
     if lost:
         config.stash[LOST_KEY] = scrub(lost)
@@ -224,7 +224,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"rf100vl: error: {config.stash[LOST_KEY]}", red=True, bold=True)
     if EMPTY_KEY in config.stash:
         terminalreporter.write_line(
-            f"rf100vl: {config.stash[EMPTY_KEY]}: exit status 5 (--rf100vl-allow-empty accepts an empty run)",
+            f"rf100vl: {config.stash[EMPTY_KEY]}: exit status 5 (-o rf100vl_allow_empty=true accepts an empty run)",
             red=True, bold=True,
         )
     failed = config.stash[MEAN_FAILURES_KEY]

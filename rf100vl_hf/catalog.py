@@ -101,6 +101,22 @@ def normalize_domain(domain: str) -> str:
     return spelled
 
 
+DOMAIN_PREFIX = "domain:"
+
+
+def selection(value: str) -> tuple[str, str | None] | None:
+    """A group of catalogue datasets as ``--rf100vl-dataset`` and ``rf100vl-hf list`` name it:
+    ``all`` or ``rf20vl`` (a subset), ``domain:NAME`` or ``rf20vl:domain:NAME`` (a domain, in a
+    subset) -> (subset, the domain as written or ``None``); ``None`` for any other value (a
+    dataset's name)."""
+    subset, _, rest = value.strip().partition(":")
+    if subset.lower() not in SUBSETS:
+        subset, rest = "all", value.strip()
+    if not rest:
+        return subset.lower(), None
+    return (subset.lower(), rest[len(DOMAIN_PREFIX):]) if rest.lower().startswith(DOMAIN_PREFIX) else None
+
+
 def select(domain: str | None = None, subset: str = "all") -> list[CatalogEntry]:
     """Datasets of a domain and/or a subset (``all`` or ``rf20vl``), in catalogue order."""
     if subset not in SUBSETS:

@@ -27,9 +27,9 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_list_filters_by_domain_and_subset(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["list", "--domain", "Medical", "--data-dir", str(tmp_path)]) == 0
+    assert main(["list", "domain:Medical", "--data-dir", str(tmp_path)]) == 0
     assert "13 datasets" in capsys.readouterr().out
-    assert main(["list", "--subset", "rf20vl", "--data-dir", str(tmp_path)]) == 0
+    assert main(["list", "rf20vl", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "20 datasets" in out and "soda-bottles" in out and "bees " not in out
 
@@ -126,7 +126,7 @@ def test_prepare_rebuilds_an_export_one_of_whose_files_changed(tmp_path: Path, c
 
 
 def test_prepare_with_parameters_names_the_config_id(sample_root: Path, tmp_path: Path, capsys) -> None:
-    args = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path), "--fewshot-k", "3"]
+    args = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path), "--option", "fewshot-k=3"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "fewshot_3" in out and "config id 'sample-fewshot_k=3'" in out
@@ -137,16 +137,16 @@ def test_prepare_with_the_best_strategy(sample_root: Path, tmp_path: Path, capsy
     from rf100vl_hf.rf100vl.builder import load_rf100vl
 
     args = ["prepare", "sample", "--data-dir", str(sample_root), "--cache-dir", str(tmp_path)]
-    assert main([*args, "--fewshot-strategy", "best"]) == 0
+    assert main([*args, "--option", "fewshot-strategy=best"]) == 0
     out = capsys.readouterr().out
     assert "fewshot_10 (" in out and "config id 'sample-fewshot_strategy=best'" in out
-    assert main([*args, "--fewshot-strategy", "best", "--fewshot-candidates", "3"]) == 0
+    assert main([*args, "--option", "fewshot-strategy=best", "--option", "fewshot-candidates=3"]) == 0
     capsys.readouterr()
     ds = load_rf100vl("sample", "fewshot_10", sample_root, cache_dir=tmp_path, progress=False,
                       fewshot_strategy="best", fewshot_candidates=3)  # fmt: skip
     made = read_metadata(ds)["fewshot"]
     assert (made["strategy"], made["candidates"]) == ("best", 3)
-    assert main([*args, "--fewshot-candidates", "3"]) == 2
+    assert main([*args, "--option", "fewshot-candidates=3"]) == 2
     assert _one_line_error(capsys).endswith("fewshot_candidates=3 needs fewshot_strategy='best' "
                                             "(the random strategy draws one selection)")
 
@@ -158,27 +158,27 @@ def test_sample_writes_an_export(tmp_path: Path, capsys) -> None:
 
 
 def test_push_of_a_folder_that_is_not_a_repository(tmp_path: Path, capsys) -> None:
-    assert main(["push", str(tmp_path), "--repo-id", "org/x", "--token", "t"]) == 2
+    assert main(["push", str(tmp_path), "--repo-id", "org/x", "--option", "token=t"]) == 2
     assert "README.md: missing" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------- every failure: one line, exit 2
 
 BAD_ARGUMENTS = [
-    (["prepare", "sample", "--fewshot-k", "-3"], "--fewshot-k: expected an integer of at least 1, not '-3'"),
-    (["prepare", "sample", "--fewshot-k", "three"], "--fewshot-k: expected an integer of at least 1, not 'three'"),
-    (["prepare", "sample", "--fewshot-seed", "1.5"], "--fewshot-seed: expected an integer, not '1.5'"),
-    (["prepare", "sample", "--fewshot-strategy", "worst"], "--fewshot-strategy: invalid choice: 'worst'"),
-    (["prepare", "sample", "--fewshot-candidates", "0"],
-     "--fewshot-candidates: expected an integer of at least 1, not '0'"),
-    (["prepare", "sample", "--semisup-fraction", "2"], "--semisup-fraction: expected a number in (0, 1], not '2'"),
-    (["prepare", "sample", "--semisup-fraction", "nan"], "--semisup-fraction: expected a number in (0, 1]"),
-    (["prepare", "sample", "--semisup-fraction", "0"], "--semisup-fraction: expected a number in (0, 1]"),
-    (["prepare", "sample", "--verify-images", "pixels"], "--verify-images: invalid choice: 'pixels'"),
+    (["prepare", "sample", "--option", "fewshot-k=-3"], "--option: fewshot-k: fewshot_k must be an integer of at least 1, not -3"),
+    (["prepare", "sample", "--option", "fewshot-k=three"], "--option: fewshot-k: expected an integer, not 'three'"),
+    (["prepare", "sample", "--option", "fewshot-seed=1.5"], "--option: fewshot-seed: expected an integer, not '1.5'"),
+    (["prepare", "sample", "--option", "fewshot-strategy=worst"], "--option: fewshot-strategy: fewshot_strategy must be 'random' or 'best', not 'worst'"),
+    (["prepare", "sample", "--option", "fewshot-candidates=0"],
+     "--option: fewshot-candidates: fewshot_candidates must be an integer of at least 1, not 0"),
+    (["prepare", "sample", "--option", "semisup-fraction=2"], "--option: semisup-fraction: semisup_fraction must be a number in (0, 1], not 2.0"),
+    (["prepare", "sample", "--option", "semisup-fraction=nan"], "semisup_fraction must be a number in (0, 1]"),
+    (["prepare", "sample", "--option", "semisup-fraction=0"], "semisup_fraction must be a number in (0, 1]"),
+    (["prepare", "sample", "--option", "verify-images=pixels"], "--option: verify-images: 'pixels' is not one of header, full"),
     (["prepare", "sample", "--data-dir", "{missing}"], "--data-dir: expected an existing folder"),
     (["prepare", "sample", "--fewshot-dir", "{file}"], "--fewshot-dir: expected an existing folder"),
     (["prepare"], "the following arguments are required: NAME"),
-    (["list", "--subset", "rf50vl"], "--subset: invalid choice: 'rf50vl'"),
+    (["list", "rf50vl"], "expected all, rf20vl or [rf20vl:]domain:NAME, not 'rf50vl'"),
     (["info", "sample", "--data-dir", "{missing}"], "--data-dir: expected an existing folder"),
     (["push", "{missing}", "--repo-id", "org/x"], "path: expected an existing folder"),
     (["push", "{tmp}", "--repo-id", "not a repo"], "--repo-id: expected a Hub repository id ORG/NAME"),
@@ -189,9 +189,9 @@ BAD_ARGUMENTS = [
     (["sample", "--out", "{tmp}/" + "x" * 300], "--out: expected a folder, or a path where one can be made"),
     (["sample"], None),  # a good invocation in the table's shape, as a control (writes ./sample in tmp)
     (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["uouo", "prepare", "--num-mosaics", "0"], "--num-mosaics: expected an integer of at least 1, not '0'"),
-    (["uouo", "prepare", "--sigma", "-1"], "--sigma: expected a positive number, not '-1'"),
-    (["uouo", "export", "--out", "{tmp}", "--seed", "x"], "--seed: expected an integer, not 'x'"),
+    (["uouo", "prepare", "--option", "num-mosaics=0"], "--option: num-mosaics: expected an integer of at least 1, not '0'"),
+    (["uouo", "prepare", "--option", "sigma=-1"], "--option: sigma: expected a positive number, not '-1'"),
+    (["uouo", "export", "--out", "{tmp}", "--option", "seed=x"], "--option: seed: expected an integer, not 'x'"),
 ]
 
 
@@ -246,7 +246,7 @@ def repository(tmp_path: Path) -> Path:
 
 def test_push_to_a_hub_that_is_down_is_one_line_and_exit_2(hub_server, repository: Path, capsys) -> None:
     with hub_server.down():
-        assert main(["push", str(repository), "--repo-id", "org/down", "--token", hub_server.token]) == 2
+        assert main(["push", str(repository), "--repo-id", "org/down", "--option", f"token={hub_server.token}"]) == 2
     err = _one_line_error(capsys)
     assert "org/down" in err
 
@@ -254,7 +254,7 @@ def test_push_to_a_hub_that_is_down_is_one_line_and_exit_2(hub_server, repositor
 def test_push_answered_with_500_is_one_line_and_exit_2(hub_server, repository: Path, capsys) -> None:
     hub_server.fail("commit", 500)
     try:
-        assert main(["push", str(repository), "--repo-id", "org/broken", "--token", hub_server.token]) == 2
+        assert main(["push", str(repository), "--repo-id", "org/broken", "--option", f"token={hub_server.token}"]) == 2
     finally:
         hub_server.clear_faults()
     assert "org/broken" in _one_line_error(capsys)
@@ -263,12 +263,12 @@ def test_push_answered_with_500_is_one_line_and_exit_2(hub_server, repository: P
 def test_uouo_without_network_ends_within_seconds_naming_the_options(hub_server, tmp_path: Path, capsys) -> None:
     started = time.perf_counter()
     with hub_server.down():  # refused connections, which huggingface_hub alone retries for about a minute
-        code = main(["uouo", "prepare", "--config", "mmd", "--num-mosaics", "2", "--device", "cpu",
+        code = main(["uouo", "prepare", "--config", "mmd", "--option", "num-mosaics=2", "--option", "device=cpu",
                      "--cache-dir", str(tmp_path / "cache")])
     assert code == 2 and time.perf_counter() - started < 30
     err = _one_line_error(capsys)
     assert "downloading the CLIP weights 'laion2b_s34b_b79k' of ViT-B-32" in err and "cannot reach" in err
-    assert "use --clip-pretrained none (seeded random weights" in err and "or --clip-pretrained FILE" in err
+    assert "use --option clip-pretrained=none (seeded random weights" in err and "or --option clip-pretrained=FILE" in err
 
 
 # ------------------------------------------------------------------------- start-up cost

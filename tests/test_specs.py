@@ -14,6 +14,7 @@ SPLITS = {"partition", "rpartition", "split", "rsplit", "index", "find"}
 NOT_SPECS = {
     ("rf100vl_hf/devices.py", "device"),  # cuda:1
     ("pytest_rf100vl/adapters/rfdetr_extra.py", "device"),
+    ("rf100vl_hf/catalog.py", "value.strip()"),  # a dataset group, [rf20vl:]domain:NAME
     ("rf100vl_hf/provenance.py", "line"),  # a package's METADATA line
     ("rf100vl_hf/cli/results.py", "t.title"),  # a per-class table's "dataset: metric" title
     ("rf100vl_hf/hub/eval_status.py", "task"),  # a Hub evaluation task, "dataset:split"

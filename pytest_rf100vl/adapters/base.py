@@ -52,7 +52,7 @@ class ImageItem:
 Transcript = list[dict[str, Any]]
 """What a model that answers in text was asked about one image and what it wrote: one JSON-ready
 record per question (:mod:`~pytest_rf100vl.adapters.text_answers` makes them), for the samples
-log (``--rf100vl-log-samples``). It travels with the answer, into the answer cache too."""
+log (the report key ``log-samples``). It travels with the answer, into the answer cache too."""
 
 
 @dataclass
@@ -285,7 +285,7 @@ class Adapter(ABC):
     is scored as it comes and cannot be trained (``--rf100vl-train`` leaves its pairs out)."""
     default_recipes: ClassVar[dict[str, str]] = {}
     """The recipe each regime (``few-shot``, ``semi-supervised``, ``fully-supervised``) uses
-    unless ``--rf100vl-recipe`` names another."""
+    unless the training key ``recipe`` names another."""
     recipe_fields: ClassVar[frozenset[str] | None] = None
     """The recipe fields :meth:`fit` uses, when it trains with another library's trainer (``None``:
     every field, the project's own loop). Setting any other with ``--rf100vl-train-option`` is

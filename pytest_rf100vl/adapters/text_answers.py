@@ -34,7 +34,7 @@ Every answer also carries its transcript (:attr:`Detections.transcript`,
 :attr:`GroundingAnswer.transcript`), made in one place, :meth:`ChatAdapter.exchange`: per
 question, the texts sent (a text over :data:`LONG_TEXT` characters as its sha256), the reply as
 written (its first :data:`LONG_REPLY` characters, with ``reply_cut`` saying so: :func:`kept_reply`), its frame, and each box read from it (as written, in pixels, the class it went to, or
-why it was dropped). The plugin writes them to the samples log (``--rf100vl-log-samples``).
+why it was dropped). The plugin writes them to the samples log (the report key ``log-samples``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """YOLO-E and YOLO-World through ultralytics (the ``yolo`` extra, AGPL-3.0): open-vocabulary
 YOLOs that detect the classes they are prompted with, the specialist rows of the DetPO
-paper's RF20-VL board (``--rf100vl-reference=detpo``).
+paper's RF20-VL board (``--rf100vl-data-option=reference=detpo``).
 
 - ``yoloe`` (default ``yoloe-11s-seg.pt``; ``yoloe:yoloe-11l-seg.pt``, ``yoloe:yoloe-v8l-seg.pt``,
   ``yoloe:yoloe-26s-seg.pt``...): prompt mode ``names`` embeds each class name with the model's

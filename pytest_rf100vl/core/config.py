@@ -4,14 +4,15 @@
 :class:`RunConfig` is made of small sections (:class:`MatrixConfig`: what runs;
 :class:`LoopConfig`: how the inference loop runs; :class:`TrainingConfig`: fine-tuning first;
 :class:`ReportConfig`: where results go and what fails a run), each benchmark kind's own
-section, and the minimums of the kinds' metrics. Every field is an option
-(:mod:`pytest_rf100vl.core.options`), so the same run can be written three ways::
+section. Every field is an option (:mod:`pytest_rf100vl.core.options`): a key of the config
+file and of the ini file, and for the few a run changes most a flag, so the same run can be
+written three ways::
 
     pytest --rf100vl-model=owlv2:tiny --rf100vl-dataset=sample --rf100vl-batch-size=8
 
     # run.yaml, used as: pytest --rf100vl-config=run.yaml
     matrix: {model: [owlv2:tiny], dataset: [sample]}
-    loop: {batch-size: 8}
+    loop: {batch-size: 8, attention: sdpa}      # attention: a key of the file and the ini only
 
     config = load_config("run.yaml")        # pytest_rf100vl.load_config
     pytest.main(config.to_args())
@@ -38,15 +39,14 @@ from rf100vl_hf.safepaths import read_file as safe_read
 from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.training.recipe import parse_key_values, parse_seeds, regime_of
 
-from pytest_rf100vl.core.minimums import Metric
-from pytest_rf100vl.core.options import Option, fields_with_options, option, options_of
+from pytest_rf100vl.core.options import FILE, Option, dict_options, fields_with_options, option, options_of
 
 DEFAULT_RESULTS = Path(".rf100vl") / "results"
 AUTO_BATCH = "auto"
 """``--rf100vl-batch-size auto``: the largest batch that fits on the GPU (``engine/batch_size.py``)."""
-CONFIG_OPTION = Option("config", "path", "a YAML file of options, by section (matrix, loop, training, report, "
-                       "minimums and each benchmark's: rf100vl, uouo); the command line wins over it, and it "
-                       "over the ini file (docs/cli.md)", "FILE")
+CONFIG_OPTION = Option("config", "path", "a YAML file of options, by section (matrix, loop, training, report "
+                       "and each benchmark's: rf100vl, uouo), where every option of a run is a key; the command "
+                       "line wins over it, and it over the ini file (docs/cli.md)", "FILE")
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,6 @@ def _batch_size(value: str) -> int | str:
     return size
 
 
-def _repo_id(value: str) -> str:
-    if value.count("/") != 1 or not all(part.strip() for part in value.split("/")):
-        raise ValueError(f"expected a Hub repository id ORG/NAME, got {shown(value)}")
-    return value
-
-
 def _folder(value: Path) -> Path:
     """An option check: a folder to write in (made when missing), refused when a file or a
     device (``/dev/null``) stands in its place, before any pair runs."""
@@ -136,8 +130,9 @@ class MatrixConfig:
     models: tuple[ModelSpec, ...] = option(
         "model", "list", "adapter spec NAME[:CHECKPOINT_OR_PATH] (repeatable), e.g. owlv2 or owlv2:tiny", "SPEC")
     datasets: tuple[str, ...] = option(
-        "dataset", "list", "datasets to run, comma-separated or repeated ('sample' is the embedded one)", "NAMES",
-        split=True)
+        "dataset", "list", "datasets to run, comma-separated or repeated: names ('sample' is the embedded one), "
+        "domain:NAME (every catalogue dataset of a domain; domain:custom, the other exports of the data folder), "
+        "rf20vl or all (default with a model: all)", "NAMES", split=True)
     adapter_options: tuple[AdapterOption, ...] = option(
         "adapter-option", "list", "pass KEY=VALUE to every model's adapter, or NAME.KEY=VALUE to the adapter NAME "
         "only (repeatable; values are strings the adapter parses)", "[NAME.]KEY=VALUE",
@@ -165,23 +160,17 @@ class LoopConfig:
         "model (default: 1)", "N|auto", default=1, check=_batch_size)
     attention: str | None = option(
         "attention", "str", "attention implementation of transformers models: sdpa, eager, flash_attention_2... "
-        "(default: transformers' choice, SDPA where the model has it; recorded in each row)", "NAME")
+        "(default: transformers' choice, SDPA where the model has it; recorded in each row)", "NAME", via=FILE)
     compile: bool = option(
         "compile", "flag", "run each transformers detector's forward through torch.compile; the compile time falls "
-        "in the warm-up, out of the throughput, and is recorded as compile_s")
+        "in the warm-up, out of the throughput, and is recorded as compile_s", via=FILE)
     device_map: str | None = option(
         "device-map", "str", "spread each transformers model over every visible device with accelerate's device "
-        "map: auto (for models larger than one GPU; recorded in each row)", "auto", choices=("auto",))
+        "map: auto (for models larger than one GPU; recorded in each row)", "auto", choices=("auto",), via=FILE)
     cache: Path | str | None = option("cache", "path", "answer cache folder, or 'off' (default: <results>/answers)",
-                                      "DIR|off", keywords=("off",))
-    warmup_batches: int = option("warmup-batches", "int", "model calls timed apart from the throughput (default: 2)",
-                                 "N", default=2, minimum=1)
-    min_time: float = option(
-        "min-time", "float", "a split whose steady state takes less is run again for throughput (answer cache off, "
-        "output discarded) until the rounds add up to this many seconds (default: 10)", "SECONDS", default=10.0,
-        minimum=0)
-    max_rounds: int = option("max-rounds", "int", "at most this many rounds of a split for throughput (default: 10; "
-                             "1: never repeat)", "N", default=10, minimum=1)
+                                      "DIR|off", keywords=("off",), via=FILE)
+    warmup_batches: int = option("warmup-batches", "int", "model calls of each round timed apart from the throughput "
+                                 "(default: 2)", "N", default=2, minimum=1, via=FILE)
 
 
 @dataclass(frozen=True)
@@ -194,7 +183,7 @@ class TrainingConfig:
         "<results>/trained and reused (default: none, the model as it comes)", "SPLIT", check=_train_split)
     recipe: str | None = option(
         "recipe", "str", "the recipe to fine-tune by (default: the model's recipe for the regime; the README's "
-        "'Data regimes' lists each model's recipes)", "NAME")
+        "'Data regimes' lists each model's recipes)", "NAME", via=FILE)
     options: Mapping[str, str] = option(
         "train-option", "list", "override a hyper-parameter of the recipe, KEY=VALUE (repeatable): epochs, "
         "batch_size, learning_rate, weight_decay, max_grad_norm, federated, mixed_precision (no, fp16, bf16), "
@@ -202,7 +191,7 @@ class TrainingConfig:
     seeds: tuple[int, ...] = option(
         "seeds", "str", "fit each trained pair once per seed, one test each: 0-9 or 0,3,7 (default: 0); the summary "
         "gives the spread over seeds", "SEEDS", default=(), check=parse_seeds,
-        show=lambda seeds: ",".join(map(str, seeds)))
+        show=lambda seeds: ",".join(map(str, seeds)), via=FILE)
 
 
 @dataclass(frozen=True)
@@ -212,49 +201,30 @@ class ReportConfig:
     results: Path = option("results", "path", f"folder of results files (default: {DEFAULT_RESULTS})", "DIR",
                            default=DEFAULT_RESULTS, check=_folder)
     thresholds: Path | None = option(
-        "thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain or All), "
-        "min_accuracy or min_miou (target: uouo-random or uouo-mmd) columns", "FILE")
-    push_results: str | None = option(
-        "push-results", "str", "push this session's rows to the Hub results dataset ORG/NAME when it ends "
-        "(append-and-merge; a failed push is a warning with the command that retries it)", "ORG/NAME",
-        check=_repo_id)
+        "thresholds", "path", "CSV of thresholds: model,target and min_ap (target: dataset, domain, All, or * for "
+        "every pair), min_accuracy or min_miou (target: uouo-random, uouo-mmd or *) columns", "FILE", via=FILE)
     max_failed_fraction: float = option(
         "max-failed-fraction", "float", "a pair fails when the model failed (raised) on more than this fraction of "
-        "its images (default: 0, any failed image fails the pair)", "F", default=0.0, check=fraction)
+        "its images (default: 0, any failed image fails the pair)", "F", default=0.0, check=fraction, via=FILE)
     allow_empty: bool = option(
         "allow-empty", "flag", "exit 0 when no pair ran (every dataset missing, every pair left out); by default "
-        "such a run exits 5 with a line saying why")
+        "such a run exits 5 with a line saying why", via=FILE)
     log_samples: bool = option(
         "log-samples", "flag", "write, per image, what each model that answers in text was sent and replied, the "
         "boxes read and why any was dropped, to <split>.samples.jsonl beside its predictions (the row's "
-        "samples_file)")
+        "samples_file)", via=FILE)
     wandb: str | None = option(
         "wandb", "str", "log this session to Weights & Biases as one run of project PROJECT: each row as it finishes, "
         "then the summary's tables and plots (pip install \"rf100vl-hf[wandb]\"; WANDB_MODE=offline keeps it on "
-        "disk); a failure is a warning", "PROJECT")
+        "disk); a failure is a warning", "PROJECT", via=FILE)
     mlflow: str | None = option(
         "mlflow", "str", "log this session to MLflow as one run at tracking URI (http(s)://, sqlite:///, file:): each "
         "row as it finishes, then the summary's tables and plots (pip install \"rf100vl-hf[mlflow]\"); a failure is "
-        "a warning", "URI")
+        "a warning", "URI", via=FILE)
 
 
 SECTIONS: dict[str, type] = {"matrix": MatrixConfig, "loop": LoopConfig, "training": TrainingConfig,
                              "report": ReportConfig}
-MINIMUMS = "minimums"
-"""The section of the metrics' minimums (``--rf100vl-min-ap``, ``--uouo-min-miou``...) in a file."""
-
-
-def minimum_option(metric: Metric) -> Option:
-    """``--KIND-min-METRIC``: the metric's minimum for every pair of its kind without a more
-    specific threshold (a rate in [0, 1] is checked as one)."""
-    def rate(value: float) -> float:
-        if not 0 <= value <= 1:
-            raise ValueError(f"expected a fraction in [0, 1] ({metric.fraction}), got {value:g}")
-        return value
-
-    unit = f", a fraction in [0, 1] ({metric.fraction})" if metric.fraction else ""
-    return Option(f"min-{metric.name}", "float", f"minimum {metric.label}{unit}, for every {metric.kind} pair "
-                  "without a more specific threshold", "MIN", prefix=metric.kind, check=rate if metric.fraction else None)
 
 
 @dataclass(frozen=True)
@@ -265,24 +235,13 @@ class RunConfig:
     loop: LoopConfig = LoopConfig()
     training: TrainingConfig = TrainingConfig()
     report: ReportConfig = ReportConfig()
-    minimums: Mapping[Metric, float] = field(default_factory=dict)
-    """Each metric's minimum set by its ``--KIND-min-METRIC`` option."""
     kinds: Mapping[str, Any] = field(default_factory=dict)
     """Benchmark kind name -> its own options section (``BenchmarkKind.options``)."""
-    origins: Mapping[tuple[str, str], str] = field(default_factory=dict, compare=False)
-    """``(section, field)`` -> where a value not given on the command line was set (``run.yaml
-    minimums.ap``, ``pytest.ini rf100vl_min_ap``): what a row credits for a minimum."""
-
-    def minimum_source(self, metric: Metric) -> str:
-        """Where ``metric``'s minimum was set: its option, or the file that set it."""
-        return self.origins.get((MINIMUMS, metric.name)) or minimum_option(metric).flag
 
     @property
     def active(self) -> bool:
-        """Whether the matrix runs: a model, a dataset or a selecting option was given."""
-        return bool(self.matrix.models or self.matrix.datasets or any(
-            getattr(section, name) for section in self.kinds.values()
-            for name, declared in fields_with_options(type(section)) if declared.selects))
+        """Whether the matrix runs: a model or a dataset was given."""
+        return bool(self.matrix.models or self.matrix.datasets)
 
     def kind(self, name: str) -> Any:
         """The options section of benchmark kind ``name``."""
@@ -293,8 +252,6 @@ class RunConfig:
         for section in (*(getattr(self, name) for name in SECTIONS), *self.kinds.values()):
             for name, declared in fields_with_options(type(section)):
                 yield declared, getattr(section, name)
-        for metric, value in self.minimums.items():
-            yield minimum_option(metric), value
 
     def to_args(self) -> list[str]:
         """The command line that gives this configuration (``pytest.main(config.to_args())``):
@@ -316,11 +273,10 @@ Lookup = Callable[[str, str, Option], Any]
 """``lookup(section, field, option)``: the raw value given for an option (``None``: not given)."""
 
 
-def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> RunConfig:
+def build_config(lookup: Lookup, kind_sections: Mapping[str, type]) -> RunConfig:
     """The run's configuration from raw values, each parsed and checked by its option.
 
-    ``kind_sections`` maps each benchmark kind to its options section; ``metrics`` are every
-    kind's metrics (each has a ``--KIND-min-METRIC`` option)."""
+    ``kind_sections`` maps each benchmark kind to its options section."""
     def section(name: str, cls: type) -> Any:
         values = {attribute: declared.parse(lookup(name, attribute, declared))
                   for attribute, declared in fields_with_options(cls)}
@@ -340,17 +296,14 @@ def build_config(lookup: Lookup, kind_sections: Mapping[str, type], metrics: Seq
     matrix = dataclasses.replace(
         matrix, adapter_options=adapter_options,
         models=tuple(with_adapter_options(spec, adapter_options, defaults) for spec in specs))
-    minimums = {metric: value for metric in metrics
-                if (value := minimum_option(metric).parse(lookup(MINIMUMS, metric.name, minimum_option(metric))))
-                is not None}
     config = RunConfig(
         matrix=matrix, loop=section("loop", LoopConfig), training=section("training", TrainingConfig),
-        report=section("report", ReportConfig), minimums=minimums, kinds=kinds,
+        report=section("report", ReportConfig), kinds=kinds,
     )
     if config.active and not config.matrix.models:
         raise pytest.UsageError("--rf100vl-model is required to run the matrix (e.g. --rf100vl-model owlv2:tiny)")
     if config.training.seeds and config.training.split is None:
-        raise pytest.UsageError("--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT")
+        raise pytest.UsageError("training.seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT")
     return config
 
 
@@ -366,13 +319,40 @@ def _adapter_options(given: tuple[AdapterOption, ...], models: tuple[ModelSpec, 
     return given
 
 
-def all_options(kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> tuple[Option, ...]:
-    """Every option of a run: the config file's, the core sections', each kind's and each metric's minimum."""
-    return (CONFIG_OPTION, *(o for cls in SECTIONS.values() for o in options_of(cls)),
-            *(o for cls in kind_sections.values() for o in options_of(cls)),
-            *(minimum_option(metric) for metric in metrics))
+def all_options(kind_sections: Mapping[str, type]) -> tuple[Option, ...]:
+    """Every option of a run: the config file's, the core sections', each kind's, and the dict
+    options through which a kind's other options are given."""
+    declared = (*(o for cls in SECTIONS.values() for o in options_of(cls)),
+                *(o for cls in kind_sections.values() for o in options_of(cls)))
+    return (CONFIG_OPTION, *declared, *dict_options(declared))
 
 
+GONE = {
+    "--rf100vl-domain": "--rf100vl-dataset=domain:NAME",
+    "--rf100vl-subset": "--rf100vl-dataset=rf20vl (or all)",
+    "--rf100vl-min-ap": "a thresholds-file row with target * (report.thresholds)",
+    "--uouo-min-accuracy": "a thresholds-file row with target * (report.thresholds)",
+    "--uouo-min-miou": "a thresholds-file row with target * (report.thresholds)",
+    "--rf100vl-push-results": "rf100vl-hf results push DIR --repo-id ORG/NAME, after the session",
+    "--rf100vl-min-time": "pytest-benchmark's --benchmark-max-time",
+    "--rf100vl-max-rounds": "pytest-benchmark's --benchmark-min-rounds (--benchmark-disable: one round)",
+}
+"""Flags the command line no longer has, with what replaced each."""
+
+
+def moved_flags(options: Sequence[Option]) -> dict[str, str]:
+    """Each flag the command line no longer has (an option's, now a key) -> how to give it now."""
+    moved = dict(GONE)
+    for declared in options:
+        if declared.via == FILE:
+            moved[f"--{declared.prefix}-{declared.name}"] = f"--override-ini={declared.dest}=VALUE"
+        elif declared.via:
+            moved[f"--{declared.prefix}-{declared.name}"] = f"--{declared.prefix}-{declared.via}={declared.name}=VALUE"
+    return moved
+
+
+MOVED = {"minimums": "a minimum for every pair is a thresholds file's row with target * (report.thresholds)"}
+"""Sections a config file no longer has, with where their values went."""
 MAX_FILE_BYTES = 2**20
 """The largest ``--rf100vl-config`` file read (a run's options take a few hundred bytes)."""
 MAX_FILE_VALUES = 10_000
@@ -426,7 +406,7 @@ def _bound_values(document: Any, *containers: type) -> None:
             stack.extend(item for entry in node.value for item in (entry if isinstance(entry, tuple) else (entry,)))
 
 
-def read_file(path: Path, kind_sections: Mapping[str, type], metrics: Sequence[Metric]) -> dict[tuple[str, str], Any]:
+def read_file(path: Path, kind_sections: Mapping[str, type]) -> dict[tuple[str, str], Any]:
     """A config file's values by (section, field): keys are the options' names (``batch-size``
     or ``batch_size``, not both), paths relative to the file's folder. Only a regular file of
     at most :data:`MAX_FILE_BYTES` is read (not a FIFO, nor ``/dev/zero``), by a strict YAML
@@ -446,13 +426,13 @@ def read_file(path: Path, kind_sections: Mapping[str, type], metrics: Sequence[M
         return {}
     if not isinstance(loaded, dict):
         raise pytest.UsageError(f"{where}: expected a mapping of sections, got {type(loaded).__name__}")
-    known = {**{name: dict(fields_with_options(cls)) for name, cls in {**SECTIONS, **kind_sections}.items()},
-             MINIMUMS: {metric.name: minimum_option(metric) for metric in metrics}}
+    known = {name: dict(fields_with_options(cls)) for name, cls in {**SECTIONS, **kind_sections}.items()}
     values: dict[tuple[str, str], Any] = {}
     given_as: dict[tuple[str, str], str] = {}
     for section, entries in loaded.items():
         if section not in known:
-            raise pytest.UsageError(f"{where}: unknown section {shown(section)} (sections: {', '.join(known)})")
+            moved = f"; {MOVED[section]}" if section in MOVED else ""
+            raise pytest.UsageError(f"{where}: unknown section {shown(section)} (sections: {', '.join(known)}){moved}")
         if not isinstance(entries, dict):
             raise pytest.UsageError(f"{where}: section {shown(section)} must be a mapping")
         by_name = {**{o.name: a for a, o in known[section].items()}, **{a: a for a in known[section]}}

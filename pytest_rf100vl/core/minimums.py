@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from rf100vl_hf.specs import ModelSpec
 
 ANY_MODEL = "*"
+ANY_TARGET = "*"
+"""A thresholds-file target: every dataset of the metric's kind (each pair; not a mean)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class Threshold:
 @dataclass(frozen=True)
 class Rule:
     model: str
-    target: str  # a dataset name, or a mean's name (a domain, ``All``) as its kind spells it
+    target: str  # a dataset name, ``*`` (every dataset), or a mean's name (a domain, ``All``) as its kind spells it
     metric: str  # a Metric's name
     threshold: Threshold
 
@@ -52,11 +54,8 @@ def _specificity(rule_model: str, spec: ModelSpec) -> int | None:
     return None
 
 
-def threshold_for(
-    rules: list[Rule], spec: ModelSpec, target: str, metric: str = "ap", default: Threshold | None = None
-) -> Threshold | None:
-    """The minimum of ``metric`` for ``spec`` on a dataset, domain or ``All``; else ``default``
-    (the command line's, which applies to datasets only)."""
+def threshold_for(rules: list[Rule], spec: ModelSpec, target: str, metric: str = "ap") -> Threshold | None:
+    """The minimum of ``metric`` for ``spec`` on a dataset, domain, ``All`` or ``*``, else ``None``."""
     matches = [
         (rank, rule.threshold)
         for rule in rules
@@ -64,7 +63,7 @@ def threshold_for(
     ]
     if matches:
         return min(matches, key=lambda match: match[0])[1]
-    return default
+    return None
 
 
 def rule_targets(rules: list[Rule], spec: ModelSpec, metric: str) -> set[str]:

@@ -16,7 +16,7 @@ from pytest_rf100vl.core.training_plan import TrainingPlan
 @dataclass(frozen=True)
 class Pair:
     """One test of the matrix: a model, a dataset name and the dataset's benchmark kind;
-    ``seed`` for a pair that fits the model first (``--rf100vl-seeds``: one pair per seed).
+    ``seed`` for a pair that fits the model first (the training key ``seeds``: one pair per seed).
     ``spec`` is the model as asked for (its text names the model in ids and rows)."""
 
     spec: ModelSpec

@@ -1,6 +1,6 @@
 """A pair's training plan (the README's "Data regimes"): with ``--rf100vl-train SPLIT`` each
 pair of a benchmark whose splits give training data fits its model on that split first, by
-the adapter's recipe for the regime (or ``--rf100vl-recipe``), with ``--rf100vl-train-option``
+the adapter's recipe for the regime (or the training key ``recipe``), with ``--rf100vl-train-option``
 overrides and the pair's seed. The plan is worked out once, when the matrix is made, and
 carried on the pair; fitting it is the session's training stage (``session/training.py``)."""
 
@@ -33,7 +33,7 @@ def plan(adapter: Any, split: str, recipe_name: str | None, options: dict[str, s
     name = recipe_name or adapter.default_recipes.get(regime)
     if name not in adapter.recipes:
         raise ValueError(f"adapter {adapter.name!r} has no recipe {name!r} for the {regime} regime "
-                         f"(recipes: {', '.join(adapter.recipes)}; choose one with --rf100vl-recipe)")
+                         f"(recipes: {', '.join(adapter.recipes)}; choose one with -o rf100vl_recipe=NAME)")
     recipe = adapter.recipes[name].with_options(options)
     used = adapter.recipe_fields
     unused = sorted(key for key in options if used is not None and key not in used

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 A = TypeVar("A", Detections, GroundingAnswer)
 
 CACHE_FILE = "answers.sqlite"
-"""The cache's file in the ``--rf100vl-cache`` folder."""
+"""The cache's file in the ``cache`` folder (the loop key)."""
 
 
 class PairAnswers(Generic[A]):

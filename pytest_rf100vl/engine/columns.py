@@ -6,7 +6,6 @@ its own."""
 from __future__ import annotations
 
 import json
-import math
 import shlex
 import statistics
 from dataclasses import replace
@@ -18,7 +17,7 @@ from rf100vl_hf.results.schema import ModelColumns, OutputColumns, ProvenanceCol
 from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters.base import ModelInfo
-from pytest_rf100vl.engine.runner import Answers, Timing
+from pytest_rf100vl.engine.runner import Answers, Timing, seconds_per_image
 
 
 def command_line(args: list[str]) -> str:
@@ -57,14 +56,15 @@ def model_columns(info: ModelInfo, described: dict[str, Any], spec: ModelSpec, b
 
 
 def throughput_columns(answers: Answers) -> ThroughputColumns:
-    """Images/s as the median of the rounds' steady states, with their minimum, maximum and
-    number (rounds without a steady state left out); latencies, memory and warm-up of the
-    scoring round."""
+    """Images/s of the rounds' steady states: the inverse of the median of their seconds per
+    image (the median of pytest-benchmark's table), with their minimum, maximum and number
+    (rounds without a steady state left out); latencies, memory and warm-up of the scoring round."""
     timing = answers.timing
-    rates = [t.images_per_s for t in answers.rounds or [timing] if not math.isnan(t.images_per_s)]
+    per_image = seconds_per_image(answers.rounds or [timing])
+    rates = [1 / seconds for seconds in per_image]
     latency = timing.latency_ms()
     return ThroughputColumns(
-        images_per_s=statistics.median(rates) if rates else float("nan"),
+        images_per_s=1 / statistics.median(per_image) if per_image else float("nan"),
         images_per_s_min=min(rates) if rates else None, images_per_s_max=max(rates) if rates else None,
         throughput_rounds=len(rates), **{key: latency.get(key) for key in (
             "latency_batch_p50_ms", "latency_batch_p95_ms", "latency_image_p50_ms", "latency_image_p95_ms")},

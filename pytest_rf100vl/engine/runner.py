@@ -9,6 +9,7 @@ split's images are detected (``Adapter.predict``), or, when each has a question,
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -42,7 +43,7 @@ _END = object()
 DECODE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 """Decoding threads of the inference loop (each decodes a whole batch)."""
 WARMUP_BATCHES = 2
-"""Model calls timed apart from the throughput by default (``--rf100vl-warmup-batches``)."""
+"""Model calls timed apart from the throughput by default (the loop key ``warmup-batches``)."""
 
 
 @dataclass
@@ -401,12 +402,15 @@ def _peak_memory_mb(device: str) -> float | None:
 
 @dataclass(frozen=True)
 class Rounds:
-    """How long throughput is timed for: a split whose steady state took under ``min_time``
-    seconds is run again (answer cache off, output discarded) until its rounds add up to
-    ``min_time`` and number at least ``min_rounds``, or ``max_rounds`` were run."""
+    """How long throughput is timed for (the session takes ``max_time`` and ``min_rounds`` from
+    pytest-benchmark's ``--benchmark-max-time`` and ``--benchmark-min-rounds``): a split whose
+    steady state took under ``max_time`` seconds is run again (answer cache off, output
+    discarded) until its rounds add up to ``max_time`` and number at least ``min_rounds``, or
+    ``max_rounds`` were run. Unlike a micro-benchmark, a split that took ``max_time`` or longer
+    runs once: its one round is scored and timed."""
 
-    min_time: float = 10.0
-    min_rounds: int = 3
+    max_time: float = 1.0
+    min_rounds: int = 5
     max_rounds: int = 10
 
 
@@ -688,37 +692,48 @@ def steady_seconds(timing: Timing) -> float:
     return timing.seconds - timing.warmup_seconds
 
 
-def run_once(infer: Callable[[], T], benchmark: Any = None) -> T:
-    """``infer()``, once; with ``benchmark`` (pytest-benchmark's fixture) under its clock."""
-    if benchmark is None:
-        return infer()
-    return benchmark.pedantic(infer, rounds=1, iterations=1, warmup_rounds=0)
-
-
 def run_rounds(
     infer: Callable[[LoopOptions, str], Answers],
     loop: LoopOptions,
     benchmark: Any = None,
     repeatable: bool = True,
 ) -> tuple[Answers, list[Timing]]:
-    """The scoring round (``infer(loop, "")``: answers cached and counted), under
-    pytest-benchmark's clock when there is one, then the timing rounds (``infer(loop without
-    cache, " (timing round K)")``, the text for the progress line) :class:`Rounds` asks for,
-    and the :class:`Timing` of every round. Not repeated: a model that is not ``repeatable``
-    (billed per request, a replayed file) and a round answered from the answer cache (its
-    throughput is the run's that computed the answers). pytest-benchmark times the scoring
-    round; the row (and the benchmark's ``extra_info``) gives the median over every round."""
+    """The scoring round (``infer(loop, "")``: answers cached and counted), then the timing
+    rounds (``infer(loop without cache, " (timing round K)")``, the text for the progress line)
+    :class:`Rounds` asks for, and the :class:`Timing` of every round. Not repeated: a model that
+    is not ``repeatable`` (billed per request, a replayed file), a round answered from the
+    answer cache (its throughput is the run's that computed the answers), and a run whose
+    ``benchmark`` (pytest-benchmark's fixture) is disabled (``--benchmark-disable``: run once).
+    With a ``benchmark``, pytest-benchmark's statistics are the rounds' seconds per image of
+    steady state, so its table's median is the row's ``images_per_s`` inverted."""
     rounds = loop.rounds
-    first = run_once(lambda: infer(loop, ""), benchmark)
-    timings: list[Timing] = [first.timing]
-    if not repeatable or first.timing.cached_images or steady_seconds(first.timing) >= rounds.min_time:
+    once = not repeatable or (benchmark is not None and not benchmark.enabled)
+
+    def every_round() -> tuple[Answers, list[Timing]]:
+        first = infer(loop, "")
+        timings: list[Timing] = [first.timing]
+        if once or first.timing.cached_images or steady_seconds(first.timing) >= rounds.max_time:
+            return first, timings
+        timing_loop = LoopOptions(loop.warmup_batches, None, rounds)  # no cache, no samples log
+        while len(timings) < rounds.max_rounds and (
+            sum(steady_seconds(t) for t in timings) < rounds.max_time or len(timings) < rounds.min_rounds
+        ):
+            timings.append(infer(timing_loop, f" (timing round {len(timings) + 1})").timing)
         return first, timings
-    timing_loop = LoopOptions(loop.warmup_batches, None, rounds)  # no cache, no samples log
-    while len(timings) < rounds.max_rounds and (
-        sum(steady_seconds(t) for t in timings) < rounds.min_time or len(timings) < rounds.min_rounds
-    ):
-        timings.append(infer(timing_loop, f" (timing round {len(timings) + 1})").timing)
+
+    if benchmark is None:
+        return every_round()
+    first, timings = benchmark.pedantic(every_round, rounds=1, iterations=1, warmup_rounds=0)
+    per_image = seconds_per_image(timings)
+    if benchmark.stats and per_image:  # pytest-benchmark measured the whole; its table shows each round
+        benchmark.stats.stats.data[:] = per_image
     return first, timings
+
+
+def seconds_per_image(timings: list[Timing]) -> list[float]:
+    """Each round's seconds per image of steady state (rounds without one left out): what
+    pytest-benchmark's table shows, and the row's throughput is the inverse of their median."""
+    return [1 / t.images_per_s for t in timings if not math.isnan(t.images_per_s) and t.images_per_s > 0]
 
 
 def answer(

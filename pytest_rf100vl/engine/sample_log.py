@@ -1,4 +1,4 @@
-"""The samples log (``--rf100vl-log-samples``): one JSON line per image of a pair whose model
+"""The samples log (the report key ``log-samples``): one JSON line per image of a pair whose model
 answers in text, written beside its predictions as ``<split>.samples.jsonl``.
 
 A line holds the image's id and file, whether the answer came from the answer cache, the

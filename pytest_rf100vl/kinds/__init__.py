@@ -4,7 +4,6 @@ a built-in being an error naming both."""
 
 from __future__ import annotations
 
-from pytest_rf100vl.core.minimums import Metric
 from pytest_rf100vl.core.registry import Registry
 from pytest_rf100vl.kinds.base import BenchmarkKind
 
@@ -30,11 +29,10 @@ def kind_classes() -> list[type[BenchmarkKind]]:
     return classes
 
 
-def option_sections() -> tuple[dict[str, type], list[Metric]]:
-    """Each kind's options section by kind name, and every kind's metrics (each metric has a
-    minimum option): what a run's configuration is read with besides the core sections."""
-    classes = kind_classes()
-    return {kind.name: kind.options_section for kind in classes}, [m for kind in classes for m in kind.metrics]
+def option_sections() -> dict[str, type]:
+    """Each kind's options section by kind name: what a run's configuration is read with
+    besides the core sections."""
+    return {kind.name: kind.options_section for kind in kind_classes()}
 
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "KINDS", "BenchmarkKind", "kind_classes", "option_sections"]

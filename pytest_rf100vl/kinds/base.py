@@ -166,7 +166,7 @@ class BenchmarkKind(ABC):
     """The kind's options: a frozen dataclass whose fields are options
     (:func:`pytest_rf100vl.core.options.option`); the run's values are :attr:`options`."""
     metrics: ClassVar[tuple[Metric, ...]] = ()
-    """Metrics that can have minimums (``--KIND-min-METRIC``, thresholds file columns ``min_<name>``)."""
+    """Metrics that can have minimums (thresholds file columns ``min_<name>``)."""
     trains: ClassVar[bool] = False
     """Whether ``--rf100vl-train`` fine-tunes its pairs' models first (its splits give training data)."""
     fallback: ClassVar[bool] = False
@@ -188,10 +188,10 @@ class BenchmarkKind(ABC):
         """Whether ``dataset`` (a name given with ``--rf100vl-dataset``) is this kind's."""
         return dataset in self.datasets()
 
-    def select(self, named: bool) -> list[str]:
-        """Datasets the kind's own options select (a domain, a subset); ``named`` says whether
-        datasets were also named."""
-        return []
+    def group(self, value: str) -> list[str] | None:
+        """The datasets a value of ``--rf100vl-dataset`` names together (RF100-VL: ``all``,
+        ``rf20vl``, ``domain:NAME``), else ``None``: a value no kind groups is one dataset's name."""
+        return None
 
     @abstractmethod
     def load(self, dataset: str, device: str) -> Split:

@@ -26,7 +26,7 @@ from rf100vl_hf.specs import ModelSpec
 from pytest_rf100vl.adapters import registry
 from pytest_rf100vl.adapters.hosted import hosted
 from pytest_rf100vl.core.config import RunConfig
-from pytest_rf100vl.core.minimums import Metric, Rule
+from pytest_rf100vl.core.minimums import ANY_TARGET, Metric, Rule
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import command_line
 from pytest_rf100vl.engine.guard import adapter_call
@@ -61,8 +61,7 @@ class MatrixSession:
         self.writer = ResultsWriter(config.report.results, run_id)
         self.command = command_line(workers.invocation(pytest_config))
         loop = config.loop
-        self.loop = LoopOptions(loop.warmup_batches, self._cache_folder(),
-                                Rounds(loop.min_time, min(3, loop.max_rounds), loop.max_rounds),
+        self.loop = LoopOptions(loop.warmup_batches, self._cache_folder(), benchmark_rounds(pytest_config),
                                 samples=config.report.log_samples)
         self.runs: dict[Pair, PairRun] = {}
         self.reused: list[ResultRow] = []
@@ -102,7 +101,7 @@ class MatrixSession:
         return lambda pair: costs[pair.dataset]
 
     def _cache_folder(self) -> Path | None:
-        """The answer cache folder: ``--rf100vl-cache DIR``, none with ``off``, by default
+        """The answer cache folder: the loop key ``cache: DIR``, none with ``off``, by default
         ``answers`` in the results folder."""
         chosen = self.config.loop.cache
         if chosen is None:
@@ -136,9 +135,11 @@ class MatrixSession:
                 raise pytest.UsageError(redact.scrub(f"--rf100vl-adapter-option: {exc}")) from None
 
     def _check_target(self, metric: Metric, target: str) -> str:
-        """A thresholds-file target, spelled by the metric's kind (a mean it checks, or a dataset)
-        and refused when it belongs to another kind."""
+        """A thresholds-file target, spelled by the metric's kind (a mean it checks, a dataset, or
+        ``*``: every dataset) and refused when it belongs to another kind."""
         kind = self.kinds[metric.kind]
+        if target == ANY_TARGET:
+            return target
         spelled = kind.means.get(target.strip().lower(), target)
         others = [other for other in self.kinds.values() if other is not kind and other.claims(spelled)]
         if others or not (kind.fallback or spelled in kind.means.values() or kind.claims(spelled)):
@@ -152,7 +153,7 @@ class MatrixSession:
         try:
             return read_thresholds(self.config.report.thresholds, metrics, self._check_target)
         except DataError as exc:
-            raise pytest.UsageError(f"--rf100vl-thresholds: {exc}") from None
+            raise pytest.UsageError(f"thresholds file: {exc}") from None
 
     @property
     def device(self) -> str:
@@ -310,3 +311,11 @@ def benchmark_info(row: ResultRow) -> dict[str, Any]:
     have their own scores)."""
     columns = row.to_dict()
     return {key: columns[key] for key in BENCHMARK_FIELDS if key in columns}
+
+
+def benchmark_rounds(pytest_config: pytest.Config) -> Rounds:
+    """The timing rounds of a split, by pytest-benchmark's ``--benchmark-max-time`` and
+    ``--benchmark-min-rounds`` (with pytest-benchmark absent, the engine's defaults)."""
+    defaults = Rounds()
+    return Rounds(float(pytest_config.getoption("benchmark_max_time", defaults.max_time)),
+                  int(pytest_config.getoption("benchmark_min_rounds", defaults.min_rounds)))

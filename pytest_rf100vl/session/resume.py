@@ -7,7 +7,7 @@ options, dataset, dataset fingerprint, split, prompt, split parameters, how the 
 fine-tuned, scoring version, ``--rf100vl-limit``, ``--rf100vl-protocol``: a row written before
 protocols is the paper's),
 the same dtype, and no image the model failed on (those are asked again; the answer cache
-keeps the rest); under ``--rf100vl-log-samples``, a row of a model that answers in text must
+keeps the rest); under the report key ``log-samples``, a row of a model that answers in text must
 name its samples log too (a row without one runs again, answered from the answer cache). The
 identity is worked out without building the model:
 

@@ -1,8 +1,8 @@
 """Which (model, dataset) pairs a session runs.
 
 A dataset named with ``--rf100vl-dataset`` belongs to the benchmark kind that claims it (a
-typo is a usage error listing the closest names of every kind); each kind may select more
-datasets through its own options (RF100-VL: a domain, a subset). Whether a dataset is *on
+typo is a usage error listing the closest names of every kind), or a kind names a group of
+datasets by one value (RF100-VL: ``all``, ``rf20vl``, ``domain:NAME``). Whether a dataset is *on
 disk* is checked when its pairs run, so a partial local copy still runs what it has.
 """
 
@@ -19,6 +19,9 @@ from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.core.training_plan import plan
 from pytest_rf100vl.kinds.base import BenchmarkKind
+
+EVERY = "all"
+"""The datasets a run with a model and no ``--rf100vl-dataset`` runs: the group a kind names ``all``."""
 
 
 def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:
@@ -52,16 +55,21 @@ def _pairs(config: RunConfig, spec: ModelSpec, dataset: str, kind: BenchmarkKind
 
 def matrix(config: RunConfig, kinds: list[BenchmarkKind],
            adapter_class: Callable[[ModelSpec], type | None]) -> list[Pair]:
-    """Every pair, model-major (so each model's datasets run one after another): the named
-    datasets first, then those the kinds' own options select; with ``--rf100vl-train``, one
+    """Every pair, model-major (so each model's datasets run one after another): the datasets
+    named, in order, a group (``all``, ``domain:NAME``) as its kind lists it, and ``all`` when
+    none is named; with ``--rf100vl-train``, one
     pair per seed for a kind whose splits give training data. ``adapter_class`` resolves a
     model's adapter class (``None`` when it cannot: its pairs then fail when the model loads)."""
     if not config.active:
         return []
     by_name = {kind.name: kind for kind in kinds}
-    chosen = {name: kind_of(name, kinds).name for name in config.matrix.datasets}
-    for kind in kinds:
-        for name in kind.select(bool(config.matrix.datasets)):
-            chosen.setdefault(name, kind.name)
+    chosen: dict[str, str] = {}
+    for value in config.matrix.datasets or (EVERY,):
+        for kind in kinds:
+            if (names := kind.group(value)) is not None:
+                chosen.update({name: kind.name for name in names if name not in chosen})
+                break
+        else:
+            chosen.setdefault(value, kind_of(value, kinds).name)
     return [pair for spec in config.matrix.models for dataset, kind in chosen.items()
             for pair in _pairs(config, spec, dataset, by_name[kind], adapter_class)]

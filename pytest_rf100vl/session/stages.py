@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rf100vl_hf.results.folder import SAMPLES_SUFFIX
 from rf100vl_hf.results.schema import CheckColumns, DataColumns, ResultRow, RunColumns, identity_of
 
-from pytest_rf100vl.core.minimums import Metric, Threshold, check_status, failure, threshold_for
+from pytest_rf100vl.core.minimums import ANY_TARGET, Metric, Threshold, check_status, failure, threshold_for
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import (
     model_columns,
@@ -61,13 +61,12 @@ class PairRun:
 
 
 def thresholds(pair: Pair, kind: BenchmarkKind, session: "MatrixView") -> dict[str, Threshold]:
-    """Each metric's minimum for ``pair``: from the thresholds file, else from the kind's
-    ``--KIND-min-METRIC`` option; metrics with neither are left out."""
+    """Each metric's minimum for ``pair`` from the thresholds file: its dataset's row, else a
+    row for every dataset (target ``*``); metrics with neither are left out."""
     found = {}
     for metric in kind.metrics:
-        minimum = session.config.minimums.get(metric)
-        default = None if minimum is None else Threshold(minimum, session.config.minimum_source(metric))
-        threshold = threshold_for(session.rules, pair.spec, pair.dataset, metric.name, default)
+        threshold = (threshold_for(session.rules, pair.spec, pair.dataset, metric.name)
+                     or threshold_for(session.rules, pair.spec, ANY_TARGET, metric.name))
         if threshold is not None:
             found[metric.name] = threshold
     return found

@@ -11,14 +11,14 @@ RF100-VL, ``min_accuracy`` and ``min_miou`` for UOUO). Blank lines and lines sta
 
 - ``model``: an adapter spec (``owlv2:google/owlv2-base-patch16``), an adapter name
   (``owlv2``, any checkpoint) or ``*`` (every model);
-- ``target``: a dataset name (checked when the pair runs: the test fails), or the name of a
-  mean its kind checks when the session ends (RF100-VL: a domain or ``All``), reported in
-  the summary and the exit status. The metric's kind checks that the target is one of its own.
+- ``target``: a dataset name or ``*`` (every dataset of the metric's kind; checked when the
+  pair runs: the test fails), or the name of a mean its kind checks when the session ends
+  (RF100-VL: a domain or ``All``), reported in the summary and the exit status. The metric's
+  kind checks that the target is one of its own.
 
-For a pair, the most specific row with a minimum of that metric wins: the spec, then the
-adapter name, then ``*``; with no row, the kind's command-line minimum applies
-(``--rf100vl-min-ap``, ``--uouo-min-accuracy``, ``--uouo-min-miou``); with neither, the pair
-passes and is reported unchecked.
+For a pair, the most specific row with a minimum of that metric wins: its dataset before
+``*``, and for each the spec, then the adapter name, then ``*``; with no row, the pair passes
+and is reported unchecked.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Experiment trackers, optional: ``--rf100vl-wandb PROJECT`` logs the session to Weights & Biases,
-``--rf100vl-mlflow URI`` to MLflow, each as one run named by the session's run id.
+"""Experiment trackers, optional: the report key ``wandb: PROJECT`` (ini ``rf100vl_wandb``) logs the
+session to Weights & Biases, ``mlflow: URI`` (``rf100vl_mlflow``) to MLflow, each as one run named by the session's run id.
 
 - **As each row is written** (run or reused; under pytest-xdist as the controller reads a
   worker's row back): its numeric columns as metrics at step N (the session's N-th row, from 0),
@@ -145,7 +145,7 @@ class WandbTracker(Tracker):
     """A Weights & Biases run in project ``target`` (``WANDB_MODE=offline`` keeps it on disk)."""
 
     name = "wandb"
-    option = "--rf100vl-wandb"
+    option = "rf100vl_wandb"
     module = "wandb"
     extra = "wandb"
 
@@ -183,7 +183,7 @@ class MlflowTracker(Tracker):
     """An MLflow run at tracking URI ``target`` (``http(s)://`` server, ``sqlite:///``, ``file:``)."""
 
     name = "mlflow"
-    option = "--rf100vl-mlflow"
+    option = "rf100vl_mlflow"
     module = "mlflow"
     extra = "mlflow"
 

@@ -1,5 +1,5 @@
 """Whether a pair that ran passes, from its results row: the model may fail on at most
-``--rf100vl-max-failed-fraction`` of its images (default 0: any failed image fails the pair).
+the report key ``max-failed-fraction`` of its images (default 0: any failed image fails the pair).
 Whether it could be scored at all is its kind's question (``BenchmarkKind.unscored``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from rf100vl_hf.results.schema import ResultRow
 
 from pytest_rf100vl.engine.guard import first_error_line
 
-FLAG = "--rf100vl-max-failed-fraction"
+FLAG = "max-failed-fraction"
 
 
 def too_many_failed_images(row: ResultRow, max_fraction: float) -> str | None:

@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import sys
 import warnings
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
@@ -21,24 +22,27 @@ from rf100vl_hf import catalog, paths
 from rf100vl_hf.arguments import (
     DIRECTORY,
     FOLDER,
-    FRACTION,
     INTEGER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     REPO_ID,
+    Setting,
+    add_settings,
+    boolean,
     checked,
+    setting_keys,
+    whole_words,
 )
 from rf100vl_hf.controls import one_line, visible
 from rf100vl_hf.errors import DatasetNotFoundError, MissingExtraError, Rf100vlError, needs_extra, os_error_line
 from rf100vl_hf.redact import scrub
 from rf100vl_hf.rf100vl.build_record import BuildRecord, unchanged_build
 from rf100vl_hf.rf100vl.request import (
-    FEWSHOT_CLASS_MATCHES,
-    FEWSHOT_STRATEGIES,
     SPLIT_PARAMETERS,
-    TEST_SOURCES,
+    VERIFY_IMAGES,
     DatasetRequest,
     SplitParameters,
+    check_split_parameter,
 )
 from rf100vl_hf.uouo.defaults import (
     CURATE_CLIP_MODEL,
@@ -67,9 +71,20 @@ class CommandError(Rf100vlError):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line that says where to read more."""
+    """argparse, with a usage error as one line that says where to read more (and, for a flag
+    that became a setting, how to give it now); help never breaks a setting's key at its hyphen."""
+
+    def __init__(self, *args: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, formatter_class=whole_words(formatter_class), **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            moved = setting_keys(self)
+            hints = [f"{flag} is now --option {flag[2:]}=VALUE" for word in message.split()
+                     if (flag := word.partition("=")[0]).startswith("--") and flag[2:] in moved]
+            hints += [f"{word} is now --run {word[2:]}" for word in message.split() if word in ("--latest", "--all")]
+            message += "".join(f"; {hint}" for hint in dict.fromkeys(hints))
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -105,17 +120,54 @@ same commit (the Hub's history keeps them), so push a folder that holds every co
 """
 
 
-def _add_export_options(parser: argparse.ArgumentParser) -> None:
+TOKEN = Setting("token", str, None, "a token with write access (default: the logged-in one or $HF_TOKEN)")
+PRIVATE = Setting("private", boolean, False, "create the pushed repository as private")
+
+
+def _add_export_options(parser: argparse.ArgumentParser, *settings: Setting) -> None:
+    """``--out``, ``--push``, and ``--option`` for ``private`` and ``settings``."""
     parser.add_argument("--out", type=FOLDER, required=True, help="the repository folder to write (created or updated)")
     parser.add_argument(
         "--push", metavar="ORG/NAME", type=REPO_ID, help="then push the folder to this Hub dataset repository"
     )
-    parser.add_argument("--private", action="store_true", help="create the pushed repository as private")
+    add_settings(parser, PRIVATE, *settings)
 
 
 def _add_data_dirs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=DIRECTORY, help="folder of full exports, one sub-folder per dataset")
     parser.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
+
+
+def split_settings() -> tuple[Setting, ...]:
+    """``prepare``'s split parameters, made from :class:`SplitParameters`' fields (key, help,
+    default) and checked by its own check; ``None`` until given, so only what is given is passed."""
+    kinds = {"int": (int, "an integer"), "float": (float, "a number"), "str": (str, "text")}
+
+    def converter(name: str, kind: str) -> Any:
+        def convert(text: str) -> Any:
+            make, expected = kinds[kind]
+            try:
+                value = make(text.strip())
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}") from None
+            return check_split_parameter(name, value)
+
+        return convert
+
+    return tuple(Setting(item.name.replace("_", "-"), converter(item.name, str(item.type)), None,
+                         f"{item.metadata['help']} (default {item.default})") for item in fields(SplitParameters))
+
+
+class _Which(argparse.Action):
+    """``list``'s selection, ``all``, ``rf20vl`` or ``[rf20vl:]domain:NAME``: sets ``args.subset``
+    and ``args.domain`` (``None``: every domain)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
+                 option_string: str | None = None) -> None:
+        chosen = catalog.selection(str(value))
+        if chosen is None:
+            raise argparse.ArgumentError(self, f"expected all, rf20vl or [rf20vl:]domain:NAME, not {value!r}")
+        namespace.subset, namespace.domain = chosen
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -260,44 +312,40 @@ the cut-outs:
   RGBA images, or of image + <stem>.mask.png pairs; a manifest.json may rename folders
   ({{"categories": {{"folder": "Name"}}}}) or list the cut-outs ({{"items": [...]}}).
   The default CLIP weights are downloaded by open_clip the first time; offline, pass a
-  local weights file with --clip-pretrained FILE, or --clip-pretrained none for seeded
-  random weights (a smoke run: the mmd neighbours mean nothing).
+  local weights file with --option clip-pretrained=FILE, or --option clip-pretrained=none
+  for seeded random weights (a smoke run: the mmd neighbours mean nothing).
 """
 
 
-def _add_clip_options(parser: argparse.ArgumentParser, model: str, pretrained: str, work: str) -> None:
+def _clip_settings(model: str, pretrained: str, work: str) -> tuple[Setting, ...]:
     """The open_clip model and weights that embed images, and where."""
-    parser.add_argument("--clip-model", default=model, help="open_clip model name (default %(default)s)")
-    parser.add_argument(
-        "--clip-pretrained", default=pretrained, type=lambda v: None if v.lower() == "none" else v,
-        help="open_clip pretrained tag or weights file; 'none' for a seeded random init (default %(default)s)",
+    return (
+        Setting("clip-model", str, model, "open_clip model name"),
+        Setting("clip-pretrained", lambda v: None if v.lower() == "none" else v, pretrained,
+                "open_clip pretrained tag or weights file; 'none' for a seeded random init"),
+        Setting("device", str, None, f"where to {work} (default: auto, i.e. cuda, then mps, then cpu)"),
     )
-    parser.add_argument("--device", help=f"where to {work} (default: auto, i.e. cuda, then mps, then cpu)")
+
+
+UOUO_SETTINGS = (
+    Setting("num-mosaics", POSITIVE_INTEGER, DEFAULT_NUM_MOSAICS, "mosaics per config"),
+    Setting("seed", INTEGER, DEFAULT_SEED, "seed of the mosaics"),
+    Setting("sigma", POSITIVE_NUMBER, DEFAULT_SIGMA, "RBF kernel width of the MMD"),
+    Setting("route", str, DEFAULT_ROUTE, "nearest categories: exact MMD, mean embeddings, or auto by category count",
+            ROUTES),
+    *_clip_settings(DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED, "embed and compute MMD"),
+    Setting("alpha-threshold", INTEGER, DEFAULT_ALPHA_THRESHOLD,
+            "alpha at or below this is background, so a faint haze is ignored"),
+)
+"""The UOUO builder's settings, with the builder's defaults (``uouo prepare`` and ``uouo export``)."""
 
 
 def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
-    """The UOUO builder's options, with the builder's defaults."""
+    """Where the cut-outs are and which configs to build."""
     parser.add_argument("--source-dir", type=DIRECTORY, help="folder of cut-outs, one sub-folder per category")
     parser.add_argument(
         "--config", action="append", dest="configs", choices=MODES,
         help="a config to build (repeatable); default: all of them",
-    )
-    parser.add_argument(
-        "--num-mosaics", type=POSITIVE_INTEGER, default=DEFAULT_NUM_MOSAICS,
-        help="mosaics per config (default %(default)s)",
-    )
-    parser.add_argument("--seed", type=INTEGER, default=DEFAULT_SEED, help="seed of the mosaics (default %(default)s)")
-    parser.add_argument(
-        "--sigma", type=POSITIVE_NUMBER, default=DEFAULT_SIGMA, help="RBF kernel width of the MMD (default %(default)s)"
-    )
-    parser.add_argument(
-        "--route", choices=ROUTES, default=DEFAULT_ROUTE,
-        help="nearest categories: exact MMD, mean embeddings, or auto by category count (default %(default)s)",
-    )
-    _add_clip_options(parser, DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED, "embed and compute MMD")
-    parser.add_argument(
-        "--alpha-threshold", type=INTEGER, default=DEFAULT_ALPHA_THRESHOLD,
-        help="alpha at or below this is background, so a faint haze is ignored (default %(default)s)",
     )
 
 
@@ -322,7 +370,7 @@ def _clip_remedies() -> Iterator[None]:
     try:
         yield
     except ClipWeightsError as exc:
-        raise CommandError(exc.advice("--clip-pretrained none", "--clip-pretrained FILE")) from None
+        raise CommandError(exc.advice("--option clip-pretrained=none", "--option clip-pretrained=FILE")) from None
 
 
 def cmd_uouo_prepare(args: argparse.Namespace) -> int:
@@ -359,7 +407,7 @@ read and check every file, the paper's CLIP features (§3), an XGBoost classifie
 from --labels (stratified 5-fold cross-validation and a grid search), the category filter,
 background removal (rembg), the manifest and the report (Appendix A's statistics and the
 classifier's scores beside the paper's). Without --labels, --classifier or
---percentile-rule it writes the feature table and a labelling sheet (a CSV and a contact
+--option percentile-rule=P it writes the feature table and a labelling sheet (a CSV and a contact
 sheet per category) and stops. An interrupted run resumes: embeddings are cached and each
 removal is journalled. See docs/uouo.md, "Curation".
 """
@@ -383,7 +431,7 @@ def cmd_uouo_curate(args: argparse.Namespace) -> int:
     from rf100vl_hf.uouo.curate import CurateOptions, curate
 
     if args.percentile_rule is not None and (args.labels or args.classifier):
-        raise CommandError("--percentile-rule (not the paper's method) replaces the classifier: give it without "
+        raise CommandError("percentile-rule (not the paper's method) replaces the classifier: give it without "
                            "--labels and --classifier")
     options = CurateOptions(
         labels=args.labels, classifier_file=args.classifier, percentile_rule=args.percentile_rule,
@@ -402,8 +450,9 @@ def cmd_uouo_curate(args: argparse.Namespace) -> int:
     print(f"kept {stats.kept_categories} of {stats.categories_in} categories and {stats.kept_images} of "
           f"{stats.images_in} images in {args.out}; report: {args.out / 'curation' / 'report.md'}")
     pretrained = args.clip_pretrained or "none"
-    print(f"  build mosaics with: rf100vl-hf uouo prepare --source-dir {args.out} --clip-model {args.clip_model} "
-          f"--clip-pretrained {pretrained}  (the cut-outs' embeddings are cached)")
+    print(f"  build mosaics with: rf100vl-hf uouo prepare --source-dir {args.out} "
+          f"--option clip-model={args.clip_model} --option clip-pretrained={pretrained}  (the cut-outs' embeddings "
+          "are cached)")
     return 0
 
 
@@ -416,32 +465,22 @@ def _add_curate_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=FOLDER, required=True, help="the cut-out folder to write (resumed when it exists)")
     p.add_argument("--labels", type=Path, help="CSV of path,label (good or bad), paths relative to RAW_DIR")
     p.add_argument("--classifier", type=Path, help="apply a classifier.json saved by an earlier curation")
-    p.add_argument(
-        "--percentile-rule", type=checked(_percentile, lambda v: True, "a percentile in 0..100"), metavar="P",
-        help="NOT the paper's method: drop images below the P-th percentile of average similarity in their category",
+    add_settings(
+        p,
+        Setting("percentile-rule", checked(_percentile, lambda v: True, "a percentile in 0..100"), None,
+                "NOT the paper's method: drop images below the P-th percentile of average similarity in their "
+                "category"),
+        *_clip_settings(CURATE_CLIP_MODEL, CURATE_CLIP_PRETRAINED, "embed"),
+        Setting("batch-size", POSITIVE_INTEGER, 64, "images per CLIP batch"),
+        Setting("remover", str, DEFAULT_REMOVER, "background remover (see below)"),
+        Setting("num-proc", POSITIVE_INTEGER, 1, "processes removing backgrounds"),
+        Setting("min-images", POSITIVE_INTEGER, CURATE_MIN_IMAGES, "drop a category left with fewer images (the "
+                "paper's minimum)"),
+        Setting("alpha-threshold", INTEGER, DEFAULT_ALPHA_THRESHOLD, "mask values at or below this are background"),
+        Setting("max-side", POSITIVE_INTEGER, DEFAULT_MAX_SIDE, "longest side a cut-out is made at"),
+        Setting("seed", INTEGER, DEFAULT_SEED, "cross-validation folds, tiny remover"),
+        Setting("license", str, None, "the raw images' licence as a Hub licence id, recorded for the dataset card"),
     )
-    _add_clip_options(p, CURATE_CLIP_MODEL, CURATE_CLIP_PRETRAINED, "embed")
-    p.add_argument(
-        "--batch-size", type=POSITIVE_INTEGER, default=64, help="images per CLIP batch (default %(default)s)"
-    )
-    p.add_argument("--remover", default=DEFAULT_REMOVER, help="background remover (see below; default %(default)s)")
-    p.add_argument("--num-proc", type=POSITIVE_INTEGER, default=1, help="processes removing backgrounds (default 1)")
-    p.add_argument(
-        "--min-images", type=POSITIVE_INTEGER, default=CURATE_MIN_IMAGES,
-        help="drop a category left with fewer images (default %(default)s, the paper's)",
-    )
-    p.add_argument(
-        "--alpha-threshold", type=INTEGER, default=DEFAULT_ALPHA_THRESHOLD,
-        help="mask values at or below this are background (default %(default)s)",
-    )
-    p.add_argument(
-        "--max-side", type=POSITIVE_INTEGER, default=DEFAULT_MAX_SIDE,
-        help="longest side a cut-out is made at (default %(default)s)",
-    )
-    p.add_argument(
-        "--seed", type=INTEGER, default=DEFAULT_SEED, help="cross-validation folds, tiny remover (default %(default)s)"
-    )
-    p.add_argument("--license", help="the raw images' licence as a Hub licence id, recorded for the dataset card")
     p.set_defaults(func=cmd_uouo_curate)
 
 
@@ -458,6 +497,7 @@ def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
     )
     _add_uouo_options(p)
     p.add_argument("--cache-dir", type=FOLDER, help="datasets cache (default: $HF_DATASETS_CACHE)")
+    add_settings(p, *UOUO_SETTINGS)
     p.set_defaults(func=cmd_uouo_prepare)
 
     p = commands.add_parser(
@@ -470,11 +510,9 @@ def _add_uouo_commands(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_uouo_options(p)
-    p.add_argument(
-        "--license", help="the source images' licence as a Hub licence id (default: what the source's manifest, "
-        "LICENSE file or README says, else unknown)"
-    )
-    _add_export_options(p)
+    _add_export_options(p, *UOUO_SETTINGS, Setting(
+        "license", str, None, "the source images' licence as a Hub licence id (default: what the source's manifest, "
+        "LICENSE file or README says, else unknown)"))
     p.set_defaults(func=cmd_uouo_export)
     _add_curate_command(commands)
 
@@ -498,8 +536,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list the catalogue's datasets (and custom exports on disk)")
-    p.add_argument("--domain", help="one of the paper's seven domains, e.g. 'Flora & Fauna' or Medical")
-    p.add_argument("--subset", default="all", choices=["all", "rf20vl"], help="default: all")
+    p.add_argument("which", nargs="?", default="all", action=_Which, metavar="all|rf20vl|[rf20vl:]domain:NAME",
+                   help="the datasets to list, as --rf100vl-dataset names them: a subset, or a domain of the paper's "
+                   "seven (e.g. 'domain:Flora & Fauna'), in a subset (default: all)")
+    p.set_defaults(domain=None, subset="all")
     p.add_argument("--data-dir", type=Path, help="folder of full exports (to show what is on disk)")
     p.set_defaults(func=cmd_list)
 
@@ -526,39 +566,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_dirs(p)
     p.add_argument("--cache-dir", type=FOLDER, help="datasets cache (default: $HF_DATASETS_CACHE)")
     p.add_argument(
-        "--fewshot-k", type=POSITIVE_INTEGER, help="instances per class of a generated few-shot split (default 10)"
-    )
-    p.add_argument("--fewshot-seed", type=INTEGER, help="seed of a generated few-shot split (default 0)")
-    p.add_argument(
-        "--fewshot-strategy", choices=FEWSHOT_STRATEGIES,
-        help="how a generated few-shot split is drawn: random (the challenge tooling's, default) or best "
-        "(per class, the candidate selection with the largest mean box area)",
-    )
-    p.add_argument(
-        "--fewshot-candidates", type=POSITIVE_INTEGER, help="candidate selections per class of --fewshot-strategy best "
-        "(default 10; seeds SEED to SEED+N-1)",
-    )
-    p.add_argument("--semisup-fraction", type=FRACTION, help="fraction of train images in semisup (default 0.1)")
-    p.add_argument("--semisup-seed", type=INTEGER, help="seed of the semi-supervised split (default 0)")
-    p.add_argument(
-        "--test-source", choices=TEST_SOURCES,
-        help="whose test split 'test' is: full (the full export's, default) or fewshot (the few-shot export's, "
-        "which can differ)",
-    )
-    p.add_argument(
-        "--fewshot-class-match", choices=FEWSHOT_CLASS_MATCHES,
-        help="match the few-shot export's classes to the full export's by name (default: a name the full export "
-        "lacks is an error) or by id (category id; the names that differ are mapped, with a warning)",
-    )
-    p.add_argument(
-        "--verify-images", choices=["header", "full"], default="header",
-        help="header: parse headers and check JPEG/PNG end markers (fast, default); full: decode every image",
-    )
-    p.add_argument(
         "--verify", action="store_true",
         help="read, check and fingerprint every file even when none changed since the build (default: a build "
         "of unchanged files is reused after a stat of each file)",
     )
+    add_settings(p, *split_settings(), Setting(
+        "verify-images", str, "header", "header: parse headers and check JPEG/PNG end markers (fast); full: decode "
+        "every image", VERIFY_IMAGES))
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser(
@@ -584,9 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("path", type=DIRECTORY, help="the folder written by 'rf100vl-hf export'")
     p.add_argument("--repo-id", required=True, metavar="ORG/NAME", type=REPO_ID, help="the Hub dataset repository")
-    p.add_argument("--token", help="a token with write access (default: the logged-in one or $HF_TOKEN)")
-    p.add_argument("--private", action="store_true", help="create the repository as private")
-    p.add_argument("--revision", help="push to this branch (created if needed) instead of main")
+    add_settings(p, TOKEN, PRIVATE,
+                 Setting("revision", str, None, "push to this branch (created if needed) instead of main"))
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("sample", help="write the embedded sample export (drawn by the package) to a folder")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.arguments import Setting, add_settings, boolean
 from rf100vl_hf.results.schema import ResultRow
 
 DESCRIPTION = """\
@@ -19,7 +20,8 @@ Work with the results of benchmark runs. Every command reads the results.jsonl o
 more results folders (pytest writes them under .rf100vl/results), from several sessions,
 shards or machines, and keeps the latest row of each (model, checkpoint, revision, adapter
 options, dataset, fingerprint, split, prompt, split parameters): one table, as if one session
-had run it all. Choose rows with --run RUN_ID or --latest (the latest run only); default: all.
+had run it all. Choose rows with --run RUN_ID or --run latest (the latest run only); default:
+--run all. A command's less used settings are --option KEY=VALUE (its --help lists them).
 """
 
 SUMMARY_HELP = """\
@@ -31,11 +33,11 @@ several, give --out.
 TABLE_HELP = """\
 Print the tables a paper needs: RF100-VL in Table 2's layout (datasets grouped by domain,
 then the domain means and All; one column per model) and UOUO in Table 1's layout (one row
-per model: mIoU and quadrant accuracy on mmd and random mosaics). --per-class adds, per
+per model: mIoU and quadrant accuracy on mmd and random mosaics). --option per-class=true adds, per
 dataset, each class's AP with its number of instances. Models are shown by short names
 (replay(NAME) for predictions:PATH); a model with smoke rows (random weights) is marked
-"(smoke)", and --no-smoke leaves those rows out. csv is one table, of one benchmark (choose
-with --benchmark when the rows hold both); with --per-class, the RF100-VL csv is the
+"(smoke)", and --option no-smoke=true leaves those rows out. csv is one table, of one benchmark (choose
+with --option benchmark=NAME when the rows hold both); with per-class, the RF100-VL csv is the
 per-class table in long form (Dataset, Class, Instances, Model, value).
 """
 
@@ -43,7 +45,7 @@ PLOT_HELP = """\
 Draw PNG figures with matplotlib: domain_means.png (grouped bars of the domain means and
 All per model), heatmap.png (datasets x models), errors_by_type.png (per model and domain,
 bars stacked by TIDE's ΔAP50 of each error type), per_class_<dataset>.png (each class's AP
-on one dataset: --dataset, default the first with per-class results; a heat-map past six
+on one dataset: --option dataset=NAME, default the first with per-class results; a heat-map past six
 models) and confusion_<model>_<dataset>.png (each pair's confusion matrix, from the
 <split>.confusion.csv beside its predictions).
 """
@@ -55,7 +57,7 @@ a card with the leaderboard (models x seven domains + All; UOUO's Table 1), the 
 the provenance of each row. Rows already on the Hub are kept; a row with the same identity is
 replaced by the latest; nothing else is deleted. A push that races another re-reads, merges
 and retries. Local files are never changed. Needs a token with write access (hf auth login
-or HF_TOKEN); every request times out after --timeout seconds ($RF100VL_HUB_TIMEOUT, 60).
+or HF_TOKEN); every request times out after --option timeout=SECONDS ($RF100VL_HUB_TIMEOUT, 60).
 """
 
 EVAL_HELP = """\
@@ -63,15 +65,16 @@ Write the Hub's evaluation results of one model: .eval_results/*.yaml entries (v
 of the benchmark's eval.yaml, benchmark revision, date, source, notes naming a prompt mode,
 split or fine-tuning that is not the default) built with huggingface_hub's EvalResultEntry and
 checked against the Hub's specification, and push them to the model repository, as a pull
-request with --create-pr (an open pull request of yours that carries them is updated instead
+request with --option create-pr=true (an open pull request of yours that carries them is updated instead
 of a second one being opened), or only write them with --out.
 
 The Hub ranks these values on the benchmark's leaderboard, so only results are written:
-smoke rows (random weights), rows of a limited run (--rf100vl-limit) and --partial means are
-refused unless --allow-unofficial, which writes them with notes saying what they are; and
-the rows' checkpoint must be the --model-repo, unless --model-repo-mismatch-ok. A mean task
-is reported only when the rows cover all its datasets, unless --partial. When pushing, the
-entries get the benchmark's current commit (or --benchmark-revision) and, with --source, the
+smoke rows (random weights), rows of a limited run (--rf100vl-limit) and partial means are
+refused unless --option allow-unofficial=true, which writes them with notes saying what they are; and
+the rows' checkpoint must be the --model-repo, unless --option model-repo-mismatch-ok=true. A mean
+task is reported only when the rows cover all its datasets, unless --option partial=true. When pushing, the
+entries get the benchmark's current commit (or --option benchmark-revision=SHA) and, with
+--option source=ORG/NAME, the
 attribution of the token's user or organisation; tasks the benchmark's eval.yaml does not
 declare are left out.
 """
@@ -80,7 +83,7 @@ HUB_STATUS_HELP = """\
 Read back what the Hub made of evaluation results: the entries it lists for the model (each
 with its file, and its pull request when it comes from one) and the files it refused with
 why, the open pull requests that carry .eval_results files and their tasks, and the
-leaderboard of each benchmark the entries name (or of --dataset): its rows, or why there is
+leaderboard of each benchmark the entries name (or of --option dataset=ORG/NAME): its rows, or why there is
 none (a benchmark whose evaluation_framework the Hub does not list has no leaderboard).
 """
 
@@ -90,19 +93,36 @@ Compare two results folders, A and B, on the RF100-VL datasets both scored: per 
 of each and B - A (AP points) with a paired percentile bootstrap interval over its images
 (the same resampled images scored for both, exactly as pycocotools scores them), then per
 domain and All the mean difference with an interval over the datasets. The datasets are read
-from --data-dir (the exports the rows were scored on: their fingerprints must match) and each
-row's predictions file must still give its AP. Seeded; --resamples draws (default 1000).
+from --option data-dir=DIR (the exports the rows were scored on: their fingerprints must match) and each
+row's predictions file must still give its AP. Seeded; --option resamples=N draws (default 1000).
 Datasets only one folder holds, or scored on other images (split, limit, export), are listed
 as not compared. Below it (markdown and json), the change in each TIDE error type's ΔAP50
 per domain and All, with the same interval over the datasets.
 """
 
+class _Run(argparse.Action):
+    """``--run RUN_ID|latest|all``: the commands read ``args.run`` (a run id, else ``None``) and
+    ``args.latest``."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
+                 option_string: str | None = None) -> None:
+        namespace.run = None if value in ("latest", "all") else value
+        namespace.latest = value == "latest"
+
+
 def _folders(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="results folders (or results.jsonl files)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--run", metavar="RUN_ID", help="only the rows of this run")
-    group.add_argument("--latest", action="store_true", help="only the rows of the latest run")
-    group.add_argument("--all", action="store_true", help="the rows of every run (the default)")
+    parser.add_argument("--run", action=_Run, metavar="RUN_ID|latest|all",
+                        help="only the rows of this run, or of the latest run, or of every run (the default)")
+    parser.set_defaults(run=None, latest=False)
+
+
+TOKEN = "a token with write access (default: the logged-in one or $HF_TOKEN)"
+
+
+def _hub_settings(token: str = TOKEN) -> tuple[Setting, ...]:
+    return (Setting("token", str, None, token),
+            Setting("timeout", float, None, "seconds before a Hub request gives up (default 60)"))
 
 
 def _rows(args: argparse.Namespace) -> list[ResultRow]:
@@ -192,7 +212,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         if not rows:
             from rf100vl_hf.errors import DataError
 
-            raise DataError(", ".join(map(str, args.folders)), "--no-smoke",
+            raise DataError(", ".join(map(str, args.folders)), "--option no-smoke",
                             "every row is a smoke row (random weights)")
     text = tables_text(rows, args.format, args.metric, args.per_class, args.benchmark)
     if args.out is not None:
@@ -330,6 +350,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from rf100vl_hf.arguments import REPO_ID
     from rf100vl_hf.results.tables import FORMATS, METRICS
 
+    metric = Setting("metric", str, "ap", "RF100-VL metric (ap = AP50:95)", tuple(METRICS))
+
     formatter = argparse.RawDescriptionHelpFormatter
     results = subparsers.add_parser("results", help="rebuild, print, plot and publish results tables",
                                     description=DESCRIPTION, formatter_class=formatter)
@@ -339,34 +361,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             formatter_class=formatter)
     _folders(p)
     p.add_argument("--out", type=Path, help="folder to write into (default: the one folder given)")
-    p.add_argument("--no-plots", action="store_true", help="do not draw the figures")
+    add_settings(p, Setting("no-plots", boolean, False, "do not draw the figures"))
     p.set_defaults(func=cmd_summary)
 
     p = commands.add_parser("table", help="print Table 2 (RF100-VL) and Table 1 (UOUO) as md, csv or LaTeX",
                             description=TABLE_HELP, formatter_class=formatter)
     _folders(p)
     p.add_argument("--format", choices=FORMATS, default="md", help="default: md")
-    p.add_argument("--metric", choices=list(METRICS), default="ap", help="RF100-VL metric (default: ap = AP50:95)")
-    p.add_argument("--per-class", action="store_true", help="add per-class tables (ap or ap50)")
-    p.add_argument("--benchmark", choices=["rf100vl", "uouo"], help="only this benchmark's table (default: both)")
-    p.add_argument("--no-smoke", action="store_true", help="leave out smoke rows (random weights)")
     p.add_argument("--out", type=Path, help="write to this file instead of printing")
+    add_settings(p, metric,
+                 Setting("per-class", boolean, False, "add per-class tables (ap or ap50)"),
+                 Setting("benchmark", str, None, "only this benchmark's table (default: both)", ("rf100vl", "uouo")),
+                 Setting("no-smoke", boolean, False, "leave out smoke rows (random weights)"))
     p.set_defaults(func=cmd_table)
 
     p = commands.add_parser("plot", help="draw PNG figures", description=PLOT_HELP, formatter_class=formatter)
     _folders(p)
     p.add_argument("--out", type=Path, required=True, help="folder for the PNG files")
-    p.add_argument("--metric", choices=list(METRICS), default="ap", help="default: ap")
-    p.add_argument("--dataset", help="the dataset of the per-class figure")
+    add_settings(p, metric, Setting("dataset", str, None, "the dataset of the per-class figure"))
     p.set_defaults(func=cmd_plot)
 
     p = commands.add_parser("push", help="append-and-merge the rows into a results dataset on the Hub",
                             description=PUSH_HELP, formatter_class=formatter)
     _folders(p)
     p.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the results dataset repository")
-    p.add_argument("--with-predictions", action="store_true", help="also upload the prediction files")
-    p.add_argument("--private", action="store_true", help="create the repository as private")
-    _hub_options(p)
+    add_settings(p, Setting("with-predictions", boolean, False, "also upload the prediction files"),
+                 Setting("private", boolean, False, "create the repository as private"), *_hub_settings())
     p.set_defaults(func=cmd_push)
 
     p = commands.add_parser("eval-results", help="write and push .eval_results/*.yaml of one model",
@@ -375,27 +395,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model-repo", type=REPO_ID, metavar="ORG/MODEL", help="the model repository to push to")
     p.add_argument("--benchmark", required=True, type=REPO_ID, metavar="ORG/DATASET",
                    help="the benchmark dataset (with eval.yaml)")
-    p.add_argument("--benchmark-revision", metavar="SHA", help="the benchmark dataset's commit the scores are for")
-    p.add_argument("--source", metavar="ORG/NAME", help="the results dataset repository (or a URL) the scores come from")
-    p.add_argument("--model", metavar="SPEC", help="the model of the rows to report (needed when they hold several)")
-    p.add_argument("--partial", action="store_true",
-                   help="report means over partly covered tasks (unofficial: needs --allow-unofficial)")
-    p.add_argument("--allow-unofficial", action="store_true",
-                   help="write smoke, limited and partial results too, with notes saying what they are")
-    p.add_argument("--model-repo-mismatch-ok", action="store_true",
-                   help="push rows whose checkpoint is not --model-repo (a local or fine-tuned copy of it)")
-    p.add_argument("--create-pr", action="store_true",
-                   help="open a pull request (or update yours that carries these files) instead of committing to main")
     p.add_argument("--out", type=Path, help="only write .eval_results/ into this folder, push nothing")
-    _hub_options(p)
+    add_settings(
+        p,
+        Setting("benchmark-revision", str, None, "the benchmark dataset's commit (SHA) the scores are for"),
+        Setting("source", str, None, "the results dataset repository ORG/NAME (or a URL) the scores come from"),
+        Setting("model", str, None, "the model (SPEC) of the rows to report (needed when they hold several)"),
+        Setting("partial", boolean, False, "report means over partly covered tasks (unofficial: needs "
+                "allow-unofficial)"),
+        Setting("allow-unofficial", boolean, False, "write smoke, limited and partial results too, with notes "
+                "saying what they are"),
+        Setting("model-repo-mismatch-ok", boolean, False, "push rows whose checkpoint is not --model-repo (a local "
+                "or fine-tuned copy of it)"),
+        Setting("create-pr", boolean, False, "open a pull request (or update yours that carries these files) "
+                "instead of committing to main"),
+        *_hub_settings(),
+    )
     p.set_defaults(func=cmd_eval_results)
 
     p = commands.add_parser("hub-status", help="what the Hub lists for a model, its pull requests with scores, "
                             "and the benchmark's leaderboard", description=HUB_STATUS_HELP, formatter_class=formatter)
     p.add_argument("--model-repo", required=True, type=REPO_ID, metavar="ORG/MODEL", help="the model repository")
-    p.add_argument("--dataset", action="append", dest="datasets", type=REPO_ID, metavar="ORG/DATASET",
-                   help="a benchmark whose leaderboard to show (repeatable; default: those the entries name)")
-    _hub_options(p, "a token (default: the logged-in one or $HF_TOKEN; none is needed for public repositories)")
+    add_settings(p, Setting("dataset", REPO_ID, None, "a benchmark ORG/DATASET whose leaderboard to show "
+                            "(repeatable; default: those the entries name)", repeated=True, attribute="datasets"),
+                 *_hub_settings("a token (default: the logged-in one or $HF_TOKEN; none is needed for public "
+                                "repositories)"))
     p.set_defaults(func=cmd_hub_status)
 
     _add_compare_parser(commands)
@@ -411,15 +435,17 @@ def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", type=Path, metavar="DIR_A", help="results folder A (or its results.jsonl)")
     p.add_argument("b", type=Path, metavar="DIR_B", help="results folder B; differences are B - A")
-    p.add_argument("--model-a", metavar="SPEC", help="the model of A's rows (needed when A holds several)")
-    p.add_argument("--model-b", metavar="SPEC", help="the model of B's rows (needed when B holds several)")
-    p.add_argument("--data-dir", type=DIRECTORY, help="folder of the full exports the rows were scored on")
-    p.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
-    p.add_argument("--resamples", type=POSITIVE_INTEGER, default=RESAMPLES,
-                   help="bootstrap draws (default %(default)s)")
-    p.add_argument("--confidence", type=FRACTION, default=CONFIDENCE, help="interval level (default %(default)s)")
-    p.add_argument("--seed", type=INTEGER, default=0, help="seed of the draws (default %(default)s)")
     p.add_argument("--format", choices=[*FORMATS, "json"], default="md", help="default: md")
+    add_settings(
+        p,
+        Setting("model-a", str, None, "the model (SPEC) of A's rows (needed when A holds several)"),
+        Setting("model-b", str, None, "the model (SPEC) of B's rows (needed when B holds several)"),
+        Setting("data-dir", DIRECTORY, None, "folder of the full exports the rows were scored on"),
+        Setting("fewshot-dir", DIRECTORY, None, "folder of the official few-shot exports"),
+        Setting("resamples", POSITIVE_INTEGER, RESAMPLES, "bootstrap draws"),
+        Setting("confidence", FRACTION, CONFIDENCE, "interval level"),
+        Setting("seed", INTEGER, 0, "seed of the draws"),
+    )
     p.set_defaults(func=cmd_compare)
 
 
@@ -428,9 +454,9 @@ Draw a pair's predictions against the ground truth on a few images of its split,
 ground-truth boxes, and predictions in blue when pycocotools matches them to a box at IoU 0.5,
 orange when they match none (class and score on each). SOURCE is a results folder (its row of
 --dataset: the split, limit and predictions file it records, checked against the export) or
-a COCO results file (scored against --split of --dataset). With --replies, a pair run with
---rf100vl-log-samples shows its model's raw replies too (its samples log: the row's
-samples_file, or <split>.samples.jsonl beside a results file).
+a COCO results file (scored against the split setting of --dataset). With --option
+replies=true, a pair run with the report key log-samples (rf100vl_log_samples) shows its model's raw
+replies too (its samples log: the row's samples_file, or <split>.samples.jsonl beside a results file).
 """
 
 
@@ -446,25 +472,21 @@ def add_draw_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("source", type=Path, metavar="SOURCE", help="a results folder, or a COCO results (.json) file")
     p.add_argument("--dataset", required=True, metavar="NAME", help="the dataset (as --rf100vl-dataset names it)")
     p.add_argument("--out", type=FOLDER, required=True, help="folder for the PNG files")
-    p.add_argument("--model", metavar="SPEC", help="the model of the row to draw (when the folder holds several)")
-    p.add_argument("--split", default="test", help="split of a results file (default: test; a folder's row says)")
-    p.add_argument("--images", type=POSITIVE_INTEGER, default=8, help="the first N images (default %(default)s)")
-    p.add_argument("--image-id", type=INTEGER, action="append", dest="image_ids", metavar="ID",
-                   help="draw this image instead (repeatable)")
-    p.add_argument("--label-errors", action="store_true",
-                   help="draw the images of the row's label-error candidates instead (docs/errors.md)")
-    p.add_argument("--min-score", type=checked(float, math.isfinite, "a number"), default=MIN_SCORE,
-                   help="draw predictions scoring at least this (default %(default)s)")
-    p.add_argument("--replies", action="store_true",
-                   help="also show what a model that answers in text wrote (a pair run with --rf100vl-log-samples): "
-                        "each caption quotes its replies, and <dataset>-<image id>.reply.txt beside each PNG holds "
-                        "the texts sent, the replies and the boxes read")
-    p.add_argument("--data-dir", type=DIRECTORY, help="folder of the full exports")
-    p.add_argument("--fewshot-dir", type=DIRECTORY, help="folder of the official few-shot exports")
+    add_settings(
+        p,
+        Setting("model", str, None, "the model (SPEC) of the row to draw (when the folder holds several)"),
+        Setting("split", str, "test", "split of a results file (a folder's row says)"),
+        Setting("images", POSITIVE_INTEGER, 8, "the first N images"),
+        Setting("image-id", INTEGER, None, "draw this image instead (repeatable)", repeated=True,
+                attribute="image_ids"),
+        Setting("label-errors", boolean, False, "draw the images of the row's label-error candidates instead "
+                "(docs/errors.md)"),
+        Setting("min-score", checked(float, math.isfinite, "a number"), MIN_SCORE,
+                "draw predictions scoring at least this"),
+        Setting("replies", boolean, False, "also show what a model that answers in text wrote (a pair run with "
+                "log-samples): each caption quotes its replies, and <dataset>-<image id>.reply.txt beside each "
+                "PNG holds the texts sent, the replies and the boxes read"),
+        Setting("data-dir", DIRECTORY, None, "folder of the full exports"),
+        Setting("fewshot-dir", DIRECTORY, None, "folder of the official few-shot exports"),
+    )
     p.set_defaults(func=cmd_draw)
-
-
-def _hub_options(parser: argparse.ArgumentParser,
-                 token: str = "a token with write access (default: the logged-in one or $HF_TOKEN)") -> None:
-    parser.add_argument("--token", help=token)
-    parser.add_argument("--timeout", type=float, help="seconds before a Hub request gives up (default 60)")

@@ -11,9 +11,9 @@ model's result on the task:
   another metric, ranked on the benchmark's leaderboard they would sit beside the paper
   protocol's scores) and, with ``partial``, means over part of a task's datasets.
   ``allow_unofficial`` writes them, with ``notes`` saying what they are
-  (``--allow-unofficial``), and a file of their own per protocol;
+  (``--option allow-unofficial=true``), and a file of their own per protocol;
 - the rows must have measured the checkpoint of the model repository they go to
-  (:func:`check_model_repo`, which a push runs; ``--model-repo-mismatch-ok`` overrides);
+  (:func:`check_model_repo`, which a push runs; ``--option model-repo-mismatch-ok=true`` overrides);
 - a task whose datasets the rows do not all cover is left out (listed in ``skipped``).
 
 Each entry has the task's value, the date of the latest row it comes from (an ISO-8601
@@ -41,8 +41,8 @@ from rf100vl_hf.results.schema import AnyRow, ResultRow, TrainingColumns, as_row
 EVAL_FOLDER = ".eval_results"
 DEFAULT_PROMPT = "names"
 DEFAULT_SPLIT = "test"
-ALLOW_UNOFFICIAL = "--allow-unofficial"
-MISMATCH_OK = "--model-repo-mismatch-ok"
+ALLOW_UNOFFICIAL = "--option allow-unofficial=true"
+MISMATCH_OK = "--option model-repo-mismatch-ok=true"
 SMOKE_NOTE = "smoke run: random weights, the score means nothing"
 """In the notes of an entry computed from a smoke row (random weights, or a replay of them)."""
 
@@ -148,7 +148,7 @@ def refuse_unofficial(rows: Sequence[ResultRow], partial_tasks: Sequence[str]) -
     if other:
         reasons.append(f"rows scored under the protocol(s) {', '.join(other)}, not the paper's (--rf100vl-protocol)")
     if partial_tasks:
-        reasons.append(f"--partial means over part of the datasets of {_few(list(partial_tasks))}")
+        reasons.append(f"partial means over part of the datasets of {_few(list(partial_tasks))}")
     if reasons:
         raise UnofficialResultsError(
             f"not results of the benchmark: {'; '.join(reasons)}. Published, they would rank on its leaderboard as "
@@ -197,7 +197,7 @@ def _one_per_dataset(rows: Sequence[ResultRow]) -> dict[str, ResultRow]:
             mine, theirs = row.identity(), other.identity()
             differ = [key for key in mine if mine[key] != theirs[key]]
             raise EvalResultsError(f"the rows hold two measurements of {row.model.spec} on {row.data.dataset} "
-                                   f"(they differ in {', '.join(differ)}): choose one run with --run or --latest")
+                                   f"(they differ in {', '.join(differ)}): choose one run with --run RUN_ID or --run latest")
     return by_dataset
 
 

@@ -151,8 +151,8 @@ def compare(
         raise ValueError(f"need at least one resample and a confidence in (0, 1], got {resamples}, {confidence}")
     from rf100vl_hf.metrics.seeds import significance
 
-    root_a, seeded_a = _side(folder_a, model_a, "--model-a")
-    root_b, seeded_b = _side(folder_b, model_b, "--model-b")
+    root_a, seeded_a = _side(folder_a, model_a, "--option model-a")
+    root_b, seeded_b = _side(folder_b, model_b, "--option model-b")
     rows_a = {name: rows[0] for name, rows in seeded_a.items()}
     rows_b = {name: rows[0] for name, rows in seeded_b.items()}
     skipped = {name: f"only in {which}" for which, mine, other in (("A", rows_a, rows_b), ("B", rows_b, rows_a))

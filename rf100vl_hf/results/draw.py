@@ -10,7 +10,7 @@ class (and a prediction its score). Only predictions scoring at least ``min_scor
 drawn (at most :data:`MAX_PREDICTIONS` per image, the best); the caption says how many that
 left out. Small images are enlarged so that labels stay legible.
 
-With ``replies`` (``rf100vl-hf draw --replies``), a pair run with ``--rf100vl-log-samples`` also
+With ``replies`` (``rf100vl-hf draw --option replies=true``), a pair run with the ``log-samples`` key also
 shows what its model wrote: each picture's caption quotes the start of each raw reply, and
 ``<dataset>-<image id>.reply.txt`` beside it holds the image's whole line of the samples log,
 laid out to read (texts sent, replies, the boxes read and why any was dropped or repaired).
@@ -106,7 +106,7 @@ def read_samples(pair: Pair) -> dict[int, dict[str, Any]]:
     """Image id -> the image's line of the pair's samples log; an error saying how to make one
     when the pair has none."""
     if pair.samples is None:
-        raise DataError(pair.label, "--replies", "the pair has no samples log: run it with --rf100vl-log-samples "
+        raise DataError(pair.label, "--option replies", "the pair has no samples log: run it with log-samples on "
                         "(a model that answers in text)")
     lines: dict[int, dict[str, Any]] = {}
     for number, text in enumerate(pair.samples.read_text(encoding="utf-8").splitlines(), start=1):
@@ -185,7 +185,7 @@ def draw(pair: Pair, out: Path, images: int = 8, image_ids: Sequence[int] = (), 
     unknown = [i for i in image_ids if i not in position]
     if unknown:
         shown = ", ".join(map(str, list(position)[:10]))
-        raise DataError(pair.label, "--image-id", f"{unknown[0]} is not an image of the split (its first ids: {shown})")
+        raise DataError(pair.label, "--option image-id", f"{unknown[0]} is not an image of the split (its first ids: {shown})")
     chosen = list(image_ids) or list(position)[:images]
     by_image: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for index, record in enumerate(records):

@@ -9,7 +9,7 @@
   session ends (a column a row lacks is null in the parquet file).
 - ``predictions/<model>/<dataset>/``: what each pair answered, in its kind's format
   (``<split>.json``: COCO results, or ``<split>.jsonl``: one record per image), and with
-  ``--rf100vl-log-samples`` the samples log of a model that answers in text
+  the report key ``log-samples`` the samples log of a model that answers in text
   (``<split>.samples.jsonl``: one line per image, what it was sent and wrote); a detection
   pair's confusion matrix, labelled with class names (``<split>.confusion.csv``,
   ``docs/errors.md``).

@@ -250,7 +250,7 @@ class OutputColumns:
     first_error: str | None = None
     answer_counts: dict[str, int] = field(default_factory=dict)
     samples_file: str | None = None
-    """The samples log of a model that answers in text (``--rf100vl-log-samples``)."""
+    """The samples log of a model that answers in text (the report key ``log-samples``)."""
 
 
 @dataclass

@@ -287,7 +287,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         ``test_source="fewshot"``), when the few-shot export is on disk."""
         root = self.source.fewshot_root
         if self._params.test_source == "fewshot":
-            where = "test_source='fewshot' (--test-source fewshot, --rf100vl-test-source=fewshot)"
+            where = "test_source='fewshot' (--option test-source=fewshot, --rf100vl-data-option=test-source=fewshot)"
             if root is None:
                 raise DataError(self.source.name, "few-shot export", f"{where} scores on the few-shot export's test "
                                 "split, and no few-shot export of it was found: set fewshot_dir (--fewshot-dir)")
@@ -369,7 +369,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
                 for name, cid in unmatched)
             raise DataError(where, "categories", f"few-shot classes not in {self.export.root}: {pairs}. Fix the names, "
                             "or match the classes by category id with fewshot_class_match='id' (rf100vl-hf prepare "
-                            "--fewshot-class-match id, pytest --rf100vl-fewshot-class-match=id)")
+                            "--option fewshot-class-match=id, pytest --rf100vl-data-option=fewshot-class-match=id)")
         return {i: full[name] for i, name in enumerate(fewshot.classes)}, {}
 
     @property

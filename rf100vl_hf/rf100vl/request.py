@@ -67,20 +67,32 @@ def check_split_parameter(name: str, value: Any) -> Any:
     return value
 
 
+def _parameter(name: str, help: str) -> Any:
+    """A field of :class:`SplitParameters`: its default, and its help (``field.metadata["help"]``,
+    which ``rf100vl-hf prepare --option`` shows)."""
+    return field(default=SPLIT_PARAMETERS[name], metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class SplitParameters:
     """How the derived splits are made (defaults: the benchmark's). The few-shot ones apply to
     a generated few-shot split only (see :func:`.splits.fewshot`); ``fewshot_candidates`` to
     the ``best`` strategy only."""
 
-    fewshot_k: int = SPLIT_PARAMETERS["fewshot_k"]
-    fewshot_seed: int = SPLIT_PARAMETERS["fewshot_seed"]
-    fewshot_strategy: str = SPLIT_PARAMETERS["fewshot_strategy"]
-    fewshot_candidates: int = SPLIT_PARAMETERS["fewshot_candidates"]
-    semisup_fraction: float = SPLIT_PARAMETERS["semisup_fraction"]
-    semisup_seed: int = SPLIT_PARAMETERS["semisup_seed"]
-    test_source: str = SPLIT_PARAMETERS["test_source"]
-    fewshot_class_match: str = SPLIT_PARAMETERS["fewshot_class_match"]
+    fewshot_k: int = _parameter("fewshot_k", "instances per class of a generated few-shot split")
+    fewshot_seed: int = _parameter("fewshot_seed", "seed of a generated few-shot split")
+    fewshot_strategy: str = _parameter(
+        "fewshot_strategy", "how a generated few-shot split is drawn: random (the challenge tooling's) or best (per "
+        "class, the candidate selection with the largest mean box area)")
+    fewshot_candidates: int = _parameter("fewshot_candidates", "candidate selections per class of fewshot_strategy "
+                                         "best (seeds SEED to SEED+N-1)")
+    semisup_fraction: float = _parameter("semisup_fraction", "fraction of train images in the semi-supervised split")
+    semisup_seed: int = _parameter("semisup_seed", "seed of the semi-supervised split")
+    test_source: str = _parameter("test_source", "whose test split 'test' is: full (the full export's) or fewshot "
+                                  "(the few-shot export's, which can differ)")
+    fewshot_class_match: str = _parameter(
+        "fewshot_class_match", "match the few-shot export's classes to the full export's by name (a name the full "
+        "export lacks is an error) or by id (category id; the names that differ are mapped, with a warning)")
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

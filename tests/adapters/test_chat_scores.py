@@ -77,7 +77,7 @@ def test_each_score_source_scores_what_pycocotools_gives_its_scores(pytester: py
     with serve_openai(answer=answer) as server:
         pytester.runpytest_inprocess(
             "--rf100vl-model", "openai:stand-in-vl", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
-            "--benchmark-disable", "--rf100vl-cache", "off", "-p", "no:cacheprovider",
+            "--benchmark-disable", "--override-ini", "rf100vl_cache=off", "-p", "no:cacheprovider",
             "--rf100vl-adapter-option", f"openai.base_url={server.url}",
             "--rf100vl-adapter-option", "openai.coordinates=qwen3", "--rf100vl-adapter-option", f"scores={source}",
         ).assert_outcomes(passed=1)

@@ -96,7 +96,7 @@ def test_a_served_pair_scores_what_pycocotools_gives_the_boxes_the_server_return
     with serve(answer=answer) as server:
         result = pytester.runpytest_inprocess(
             "--rf100vl-model", f"{adapter}:stand-in-vl", "--rf100vl-dataset", "sample", "--rf100vl-device", "cpu",
-            "--benchmark-disable", "--rf100vl-cache", "off", "-p", "no:cacheprovider",
+            "--benchmark-disable", "--override-ini", "rf100vl_cache=off", "-p", "no:cacheprovider",
             "--rf100vl-adapter-option", f"{adapter}.base_url={server.url}",
             "--rf100vl-adapter-option", f"{adapter}.coordinates={convention}",
         )

@@ -98,7 +98,7 @@ def test_entries_are_the_datasets_and_the_covered_means_and_parse_back(tmp_path,
 def test_a_smoke_row_is_refused_and_written_with_the_override_and_its_notes():
     rows = rows_of(smoke=True)
     with pytest.raises(UnofficialResultsError, match=r"3 smoke row\(s\) \(random weights: the score means nothing\) "
-                                                     r"on actions, bees, fish-market-ggjso.*--allow-unofficial writes "
+                                                     r"on actions, bees, fish-market-ggjso.*--option allow-unofficial=true writes "
                                                      "them with notes"):
         eval_files(rows, "org/bench")
     (file,) = eval_files(rows, "org/bench", allow_unofficial=True)
@@ -121,7 +121,7 @@ def test_limited_rows_are_refused_unless_a_full_row_covers_them():
 
 def test_partial_means_are_unofficial():
     rows = rows_of(checkpoint="ckpt/owlv2")
-    with pytest.raises(UnofficialResultsError, match=r"--partial means over part of the datasets of all, rf20vl, "
+    with pytest.raises(UnofficialResultsError, match=r"partial means over part of the datasets of all, rf20vl, "
                                                      "flora-fauna and 1 more"):
         eval_files(rows, "org/bench", partial=True)
     (file,) = eval_files(rows, "org/bench", partial=True, allow_unofficial=True)
@@ -141,7 +141,7 @@ def test_a_row_of_another_checkpoint_is_refused_for_the_model_repository(hub_ser
     files = eval_files(rows_of(checkpoint="google/owlv2-base-patch16-ensemble"), bench_repo)
     with pytest.raises(ModelRepoMismatchError, match=r"the rows of owlv2 measured checkpoint "
                                                      r"google/owlv2-base-patch16-ensemble, not org/owl.*"
-                                                     r"--model-repo-mismatch-ok"):
+                                                     r"--option model-repo-mismatch-ok=true"):
         check_model_repo(files, "org/owl")
     check_model_repo(files, "org/owl", mismatch_ok=True)
     check_model_repo(files, "Google/OWLv2-base-patch16-ensemble")  # Hub ids compare without case
@@ -158,10 +158,10 @@ def test_the_command_names_the_flags_that_override(tmp_path, capsys):
     folder = write_jsonl(tmp_path / "smoke", rows_of(checkpoint="google/owlv2", smoke=True))
     base = ["results", "eval-results", str(folder), "--benchmark", "org/bench", "--out", str(tmp_path / "out")]
     assert main(base) == 2
-    assert "--allow-unofficial" in capsys.readouterr().err
-    assert main([*base, "--model-repo", "org/owl", "--allow-unofficial"]) == 2
-    assert "--model-repo-mismatch-ok" in capsys.readouterr().err
-    assert main([*base, "--model-repo", "org/owl", "--allow-unofficial", "--model-repo-mismatch-ok"]) == 0
+    assert "--option allow-unofficial=true" in capsys.readouterr().err
+    assert main([*base, "--model-repo", "org/owl", "--option", "allow-unofficial=true"]) == 2
+    assert "--option model-repo-mismatch-ok=true" in capsys.readouterr().err
+    assert main([*base, "--model-repo", "org/owl", "--option", "allow-unofficial=true", "--option", "model-repo-mismatch-ok=true"]) == 0
     (entry, *_) = check_eval_file(tmp_path / "out" / ".eval_results" / "rf100vl.yaml")
     assert entry.notes == SMOKE_NOTE
 
@@ -212,7 +212,7 @@ def test_a_second_push_updates_its_pull_request_and_hub_status_lists_it(hub_serv
     assert board.dataset == bench_repo and board.problem is None
     assert {(r.task_id, r.model_id, r.value, r.pull_request) for r in board.rows} >= {("bees", repo, 41.0, 1)}
 
-    assert main(["results", "hub-status", "--model-repo", repo, "--token", hub_server.token]) == 0
+    assert main(["results", "hub-status", "--model-repo", repo, "--option", f"token={hub_server.token}"]) == 0
     out = capsys.readouterr().out
     assert f"  #1 'Add evaluation results (rf100vl-hf)' by tester ({hub_server.url}/{repo}/discussions/1):" in out
     assert f"    {bench_repo} bees: 41.0  (.eval_results/rf100vl.yaml, pull request #1)" in out
@@ -276,8 +276,8 @@ def test_the_command_pushes_then_updates_its_pull_request(hub_server, bench_repo
     repo = "org/owl-cli"
     HfApi(token=hub_server.token).create_repo(repo)
     folder = write_jsonl(tmp_path / "run", rows_of(checkpoint=repo))
-    argv = ["results", "eval-results", str(folder), "--benchmark", bench_repo, "--model-repo", repo, "--create-pr",
-            "--source", "org/results", "--token", hub_server.token]
+    argv = ["results", "eval-results", str(folder), "--benchmark", bench_repo, "--model-repo", repo, "--option", "create-pr=true",
+            "--option", "source=org/results", "--option", f"token={hub_server.token}"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "rf100vl: task all left out (2 of 100 datasets scored)" in out
@@ -309,7 +309,7 @@ def test_hub_status_says_in_one_line_that_an_answer_is_not_a_models_results(hub_
                                                                           body, content_type):
     hub_server.answer("repo_info", body, content_type)
     try:
-        assert main(["results", "hub-status", "--model-repo", "org/owl", "--token", hub_server.token]) == 2
+        assert main(["results", "hub-status", "--model-repo", "org/owl", "--option", f"token={hub_server.token}"]) == 2
     finally:
         hub_server.clear_faults()
     err = capsys.readouterr().err
@@ -331,7 +331,7 @@ def test_escapes_in_the_hubs_answer_are_shown_not_obeyed(hub_server, bench_repo,
     monkeypatch.setattr(hub_server, "eval_results", lambda repo: [
         {"filename": ".eval_results/a.yaml", "data": entry},
         {"filename": ".eval_results/\x1b[2Jb.yaml", "error": "bad \x1b[31mred\x9b"}])
-    assert main(["results", "hub-status", "--model-repo", "org/owl", "--dataset", bench_repo]) == 0
+    assert main(["results", "hub-status", "--model-repo", "org/owl", "--option", f"dataset={bench_repo}"]) == 0
     out = capsys.readouterr().out
     assert not set(out) & {"\x1b", "\x07", "\x9b"}
     assert "notes: fine\\x1b]0;pwned\\x07\\x0aline" in out

@@ -28,7 +28,7 @@ def test_help_explains_every_option(script, capsys):
         script.main(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--data-dir", "--fewshot-dir", "--dataset", "--out", "--push", "--private"):
+    for option in ("--data-dir", "--fewshot-dir", "--dataset", "--out", "--push", "--option", "private:"):
         assert option in text
     assert "load_dataset" in text and "HF_TOKEN" in text
 
@@ -49,7 +49,7 @@ def test_build_and_push(script, sample_root, tmp_path, hub_server, monkeypatch, 
     data_dir = tmp_path / "data"
     shutil.copytree(sample_root / "sample", data_dir / "shapes")
     out = tmp_path / "repo"
-    assert script.main(["--data-dir", str(data_dir), "--out", str(out), "--push", "org/shapes", "--private"]) == 0
+    assert script.main(["--data-dir", str(data_dir), "--out", str(out), "--push", "org/shapes", "--option", "private=true"]) == 0
     assert f"pushed: {hub_server.url}/datasets/org/shapes/commit/" in capsys.readouterr().out
     assert 'load_dataset("org/shapes", "shapes"' in (out / "README.md").read_text()
     assert hub_server.repos[("dataset", "org/shapes")].private

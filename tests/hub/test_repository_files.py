@@ -74,7 +74,7 @@ def test_push_command_fails_in_one_line_with_exit_2(sample_repo, hub_server, cap
     from rf100vl_hf.cli import main
 
     repo = shutil.copytree(sample_repo, tmp_path / "repo")  # a push names its repository in the card
-    argv = ["push", str(repo), "--repo-id", f"org/push-{fault}", "--token", hub_server.token]
+    argv = ["push", str(repo), "--repo-id", f"org/push-{fault}", "--option", f"token={hub_server.token}"]
     if fault == "down":
         with hub_server.down():
             assert main(argv) == 2

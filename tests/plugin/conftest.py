@@ -47,7 +47,7 @@ def fakes(pytester: pytest.Pytester) -> pytest.Pytester:
 def uouo(tiny_clip: str) -> list[str]:
     """Options that build small UOUO datasets from the embedded cut-outs with the tiny CLIP
     (no download); built once per test session, as every run shares the datasets cache."""
-    return ["--uouo-clip-model", tiny_clip, "--uouo-clip-pretrained", "none", f"--uouo-num-mosaics={NUM_MOSAICS}",
+    return ["--uouo-option", f"clip-model={tiny_clip}", "--uouo-option", "clip-pretrained=none", f"--uouo-option=num-mosaics={NUM_MOSAICS}",
             "--rf100vl-device", "cpu"]
 
 

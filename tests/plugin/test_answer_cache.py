@@ -211,7 +211,7 @@ def test_duplicate_images_in_a_fresh_run_are_asked_and_timed_not_taken_for_a_res
         "image": [{"bytes": png(seed), "path": None} for seed in seeds], "image_id": list(range(len(seeds))),
         "file_name": [f"{i}.png" for i in range(len(seeds))],
     }).cast_column("image", datasets.Image())
-    loop = LoopOptions(0, tmp_path, Rounds(min_time=60.0, min_rounds=3, max_rounds=3))
+    loop = LoopOptions(0, tmp_path, Rounds(max_time=60.0, min_rounds=3, max_rounds=3))
     adapter = Counting()
     adapter.set_task(DetectionTask("d", ["cat"]))
     fresh = answer(adapter, images, None, 1, loop, "fresh")

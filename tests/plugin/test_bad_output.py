@@ -15,8 +15,8 @@ def test_bad_output_is_counted_reported_and_the_run_goes_on(
 ) -> None:
     link(data_dir, "sample", small_sample)
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "messy", "--rf100vl-dataset", "sample", f"--rf100vl-data-dir={data_dir}",
-        "--rf100vl-batch-size", "3", "--rf100vl-device", "cpu", "--rf100vl-max-failed-fraction", "0.2",
+        "--rf100vl-model", "messy", "--rf100vl-dataset", "sample", f"--rf100vl-data-option=data-dir={data_dir}",
+        "--rf100vl-batch-size", "3", "--rf100vl-device", "cpu", "--override-ini", "rf100vl_max_failed_fraction=0.2",
     )
     result.assert_outcomes(passed=1)  # one image of 8 failed: within the allowed fraction
     (row,) = results(fakes.path / ".rf100vl" / "results")
@@ -41,7 +41,7 @@ def test_an_interrupted_run_keeps_the_pairs_it_finished(
     for name in ("first", "second"):
         link(data_dir, name, small_sample)
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "interrupt", "--rf100vl-dataset", "first,second", f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model", "interrupt", "--rf100vl-dataset", "first,second", f"--rf100vl-data-option=data-dir={data_dir}",
         "--rf100vl-device", "cpu", no_reraise_ctrlc=True,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -56,7 +56,7 @@ def test_a_dataset_not_on_disk_is_skipped_and_the_summary_says_how_to_get_it(
 ) -> None:
     link(data_dir, "sample", small_sample)
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "nothing", "--rf100vl-dataset", "sample,bees", f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model", "nothing", "--rf100vl-dataset", "sample,bees", f"--rf100vl-data-option=data-dir={data_dir}",
         "--rf100vl-device", "cpu", "-rs",
     )
     result.assert_outcomes(passed=1, skipped=1)
@@ -78,7 +78,7 @@ def test_a_model_that_cannot_load_fails_each_of_its_pairs_with_the_reason(
     for name in ("sample", "second"):
         link(data_dir, name, small_sample)
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "owlv3", "--rf100vl-dataset", "sample,second", f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model", "owlv3", "--rf100vl-dataset", "sample,second", f"--rf100vl-data-option=data-dir={data_dir}",
         "--rf100vl-device", "cpu",
     )
     result.assert_outcomes(errors=2)
@@ -94,7 +94,7 @@ def test_a_prompt_mode_the_model_lacks_fails_its_pairs_with_the_reason(
 ) -> None:
     link(data_dir, "sample", small_sample)
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "nothing", "--rf100vl-dataset", "sample", f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model", "nothing", "--rf100vl-dataset", "sample", f"--rf100vl-data-option=data-dir={data_dir}",
         "--rf100vl-device", "cpu", "--rf100vl-prompt", "instructions",
     )
     result.assert_outcomes(errors=1)
@@ -128,7 +128,7 @@ def test_a_full_disk_at_finish_is_one_line_naming_the_file_and_keeps_every_row(f
     written, pytest's summary still prints, and the run exits 1."""
     (fakes.path / "conftest.py").write_text((fakes.path / "conftest.py").read_text() + FULL_DISK, encoding="utf-8")
     result = fakes.runpytest_inprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample",
-                                       "--rf100vl-device", "cpu", "--benchmark-disable", "--rf100vl-max-rounds", "1")
+                                       "--rf100vl-device", "cpu", "--benchmark-disable")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     folder = fakes.path / ".rf100vl" / "results"

@@ -44,7 +44,7 @@ def test_each_closed_set_detr_fine_tuned_by_its_recipe_learns_the_shapes_it_scor
     pytester: pytest.Pytester, shapes_dir: Path
 ) -> None:
     common = [*(f"--rf100vl-model={name}:tiny" for name in MODELS), "--rf100vl-dataset=shapes",
-              "--rf100vl-device=cpu", "--rf100vl-max-rounds=1", f"--rf100vl-data-dir={shapes_dir}",
+              "--rf100vl-device=cpu", "--benchmark-disable", f"--rf100vl-data-option=data-dir={shapes_dir}",
               "-p", "no:cacheprovider"]
     before, after = pytester.path / "before", pytester.path / "after"
     pytester.runpytest(*common, f"--rf100vl-results={before}").assert_outcomes(passed=len(MODELS))

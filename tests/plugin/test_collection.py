@@ -37,14 +37,17 @@ def test_models_and_datasets_make_a_model_major_matrix_and_k_selects(pytester: p
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        (["--rf100vl-domain", "Sports"], [e.basename for e in catalog.select("Sports")]),
-        (["--rf100vl-domain", "sport", "--rf100vl-subset", "rf20vl"], ["actions", "lacrosse-object-detection"]),
-        (["--rf100vl-subset", "rf20vl"], [e.basename for e in catalog.select(subset="rf20vl")]),
-        (["--rf100vl-dataset", "sample", "--rf100vl-domain", "Medical,Sports", "--rf100vl-subset", "rf20vl"],
+        (["--rf100vl-dataset", "domain:Sports"], [e.basename for e in catalog.select("Sports")]),
+        (["--rf100vl-dataset", "rf20vl:domain:sport"], ["actions", "lacrosse-object-detection"]),
+        (["--rf100vl-dataset", "rf20vl"], [e.basename for e in catalog.select(subset="rf20vl")]),
+        (["--rf100vl-dataset", "sample", "--rf100vl-dataset", "rf20vl:domain:Medical,rf20vl:domain:Sports"],
          ["sample", "dentalai", "x-ray-id", "actions", "lacrosse-object-detection"]),
+        (["--rf100vl-dataset", "domain:Sports,rf20vl"],  # two groups: their union, each in catalogue order
+         [e.basename for e in catalog.select("Sports")]
+         + [e.basename for e in catalog.select(subset="rf20vl") if e.domain != "Sports"]),
         ([], [e.basename for e in catalog.entries()]),
     ],
-    ids=["domain", "domain-alias-and-subset", "subset", "names-then-domains", "everything"],
+    ids=["domain", "domain-alias-and-subset", "subset", "names-then-domains", "union", "everything"],
 )
 def test_selection_by_domain_and_subset(pytester: pytest.Pytester, options: list[str], expected: list[str]) -> None:
     result = pytester.runpytest_inprocess("--rf100vl-model", "oracle", *options, "--co", "-q")
@@ -57,7 +60,7 @@ def test_custom_domain_selects_the_other_exports_of_the_data_dir(
     for name in ("bees", "my-shapes", "more-shapes"):
         link(data_dir, name, small_sample)
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "oracle", "--rf100vl-domain", "custom", f"--rf100vl-data-dir={data_dir}", "--co", "-q"
+        "--rf100vl-model", "oracle", "--rf100vl-dataset", "domain:custom", f"--rf100vl-data-option=data-dir={data_dir}", "--co", "-q"
     )
     assert collected(result) == matrix_ids("oracle", ["more-shapes", "my-shapes"])
 
@@ -112,16 +115,17 @@ def test_ini_options_are_equivalent_to_the_command_line(pytester: pytest.Pyteste
 def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("--help")
     result.stdout.fnmatch_lines(["rf100vl: benchmark (model x dataset) pairs*", "*--rf100vl-model=SPEC*"])
-    for name in ("dataset", "domain", "subset", "split", "data-dir", "fewshot-dir", "device", "dtype", "batch-size",
-                 "prompt", "results", "min-ap", "thresholds", "reference", "tolerance"):
+    for name in ("dataset", "split", "data-option", "device", "dtype", "batch-size", "prompt", "results", "protocol"):
         assert f"--rf100vl-{name}" in result.stdout.str()
+    for key in ("data-dir", "fewshot-dir", "reference", "tolerance"):  # the keys of the dict option
+        assert key in result.stdout.str()
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         (["--rf100vl-model", "oracle", "--rf100vl-dataset", "bess"], "*unknown dataset 'bess'; closest: bees*"),
-        (["--rf100vl-model", "oracle", "--rf100vl-domain", "Aeriall"], "*unknown domain 'Aeriall'; closest: Aerial*"),
+        (["--rf100vl-model", "oracle", "--rf100vl-dataset", "domain:Aeriall"], "*unknown domain 'Aeriall'; closest: Aerial*"),
         (["--rf100vl-dataset", "bees"], "*--rf100vl-model is required*"),
         (["--rf100vl-model", "oracle", "--rf100vl-prompt", "poem"], "*--rf100vl-prompt: 'poem' is not one of names*"),
         (["--rf100vl-model", "oracle", "--rf100vl-batch-size", "0"], "*--rf100vl-batch-size: must be at least 1*"),
@@ -138,25 +142,25 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, options: list[s
 def test_a_matrix_run_in_which_no_pair_ran_exits_non_zero_saying_why(
     pytester: pytest.Pytester, data_dir: "Path"
 ) -> None:
-    args = ("--rf100vl-model", "oracle", "--rf100vl-dataset", "bees,actions", f"--rf100vl-data-dir={data_dir}",
+    args = ("--rf100vl-model", "oracle", "--rf100vl-dataset", "bees,actions", f"--rf100vl-data-option=data-dir={data_dir}",
             "-p", "no:cacheprovider")
     result = pytester.runpytest_inprocess(*args)
     result.assert_outcomes(skipped=2)
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(["*rf100vl: no pair ran: 2 dataset(s) not on disk (actions, bees): exit status 5*"])
-    allowed = pytester.runpytest_inprocess(*args, "--rf100vl-allow-empty")
+    allowed = pytester.runpytest_inprocess(*args, "--override-ini=rf100vl_allow_empty=true")
     allowed.assert_outcomes(skipped=2)
     assert allowed.ret == pytest.ExitCode.OK
 
 
-@pytest.mark.parametrize("option", ["--rf100vl-data-dir", "--rf100vl-results", "--rf100vl-thresholds"])
+@pytest.mark.parametrize("option", ["--rf100vl-results", "--rf100vl-config"])
 def test_a_path_option_never_moves_the_rootdir_in_either_form(
     pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, option: str
 ) -> None:
     outside = tmp_path_factory.mktemp("elsewhere")
-    target = outside / "thresholds.csv" if option == "--rf100vl-thresholds" else outside
-    if option == "--rf100vl-thresholds":
-        target.write_text("model,target,min_ap\n", encoding="utf-8")
+    target = outside / "run.yaml" if option == "--rf100vl-config" else outside
+    if option == "--rf100vl-config":
+        target.write_text("loop: {device: cpu}\n", encoding="utf-8")
     pytester.makeini("[pytest]\n")
     base = ("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", "--co", "-p", "no:cacheprovider")
     joined = pytester.runpytest_inprocess(*base, f"{option}={target}")

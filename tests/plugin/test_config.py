@@ -25,9 +25,8 @@ matrix:
   model: [oracle]
   dataset: [sample]
 loop: {device: cpu, batch-size: 2}
-report: {results: from-file}
+report: {results: from-file, thresholds: every-pair.csv}
 rf100vl: {data-dir: data}
-minimums: {ap: 50}
 """
 
 
@@ -35,6 +34,7 @@ minimums: {ap: 50}
 def run_file(pytester: pytest.Pytester, small_sample: Path) -> Path:
     (pytester.path / "data").mkdir()
     link(pytester.path / "data", "sample", small_sample)
+    (pytester.path / "every-pair.csv").write_text("model,target,min_ap\n*,*,50\n", encoding="utf-8")
     path = pytester.path / "run.yaml"
     path.write_text(RUN, encoding="utf-8")
     return path
@@ -46,26 +46,30 @@ def test_a_config_file_runs_the_matrix_and_the_command_line_wins_over_it(
     pytester.runpytest_inprocess(f"--rf100vl-config={run_file}", "--benchmark-disable").assert_outcomes(passed=1)
     (row,) = results(pytester.path / "from-file")  # relative paths are the file's folder's
     assert (row["spec"], row["dataset"], row["batch_size"], row["min_ap"]) == ("oracle", "sample", 2, 50)
-    assert row["threshold_source"] == "run.yaml minimums.ap"  # the minimum is credited to the file, not the option
-    assert "passed (>= 50, run.yaml minimums.ap)" in (pytester.path / "from-file" / "summary.md").read_text("utf-8")
+    assert row["threshold_source"] == "every-pair.csv line 2"  # the thresholds file the config file names
+    assert "passed (>= 50, every-pair.csv line 2)" in (pytester.path / "from-file" / "summary.md").read_text("utf-8")
 
     pytester.runpytest_inprocess(f"--rf100vl-config={run_file}", "--rf100vl-batch-size=3",
                                  f"--rf100vl-results={pytester.path / 'from-cli'}", "--benchmark-disable",
                                  "--rf100vl-rerun").assert_outcomes(passed=1)
     (row,) = results(pytester.path / "from-cli")
     assert (row["batch_size"], row["min_ap"]) == (3, 50)
-    pytester.makeini("[pytest]\nrf100vl_min_ap = 40\n")
+    (pytester.path / "sample-only.csv").write_text("model,target,min_ap\n*,*,40\noracle,sample,30\n", "utf-8")
+    pytester.makeini("[pytest]\nrf100vl_thresholds = every-pair.csv\n")
     pytester.runpytest_inprocess(f"--rf100vl-config={run_file}", f"--rf100vl-results={pytester.path / 'options'}",
-                                 "--rf100vl-min-ap=30", "--benchmark-disable").assert_outcomes(passed=1)
-    (row,) = results(pytester.path / "options")
-    assert (row["min_ap"], row["threshold_source"]) == (30, "--rf100vl-min-ap")
+                                 "--override-ini=rf100vl_thresholds=sample-only.csv",
+                                 "--benchmark-disable").assert_outcomes(passed=1)
+    (row,) = results(pytester.path / "options")  # the command line's ini override wins; the dataset's row over *
+    assert (row["min_ap"], row["threshold_source"]) == (30, "sample-only.csv line 3")
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ("matrix: {modle: [oracle]}", "*run.yaml: unknown key matrix.modle (keys: model, dataset*"),
     ("looop: {device: cpu}", "*run.yaml: unknown section 'looop' (sections: matrix, loop, training, report*"),
     ("loop: {batch-size: 0}", "*--rf100vl-batch-size: must be at least 1 (or auto), got 0*"),
-    ("minimums: {miou: 3}", "*--uouo-min-miou: expected a fraction in [[]0, 1[]]*got 3*"),
+    ("report: {max-failed-fraction: 3}", "*run.yaml: report.max-failed-fraction: rf100vl_max_failed_fraction: "
+                                         "expected a fraction in [[]0, 1[]]*got 3*"),
+    ("minimums: {ap: 3}", "*run.yaml: unknown section 'minimums'*thresholds file*"),
     ("[1, 2]", "*run.yaml: expected a mapping of sections, got list*"),
     ("matrix: {model: [oracle]", "*run.yaml: cannot read it:*"),
     ("rf100vl: {fewshot-candidates: 5}", "*rf100vl options: fewshot_candidates=5 needs fewshot_strategy='best'*"),
@@ -85,7 +89,7 @@ def test_load_config_reads_the_file_and_to_args_gives_the_same_configuration(
     loaded = load_config(run_file)
     assert [spec.text for spec in loaded.matrix.models] == ["oracle"] and loaded.loop.batch_size == 2
     assert loaded.report.results == run_file.parent / "from-file"
-    assert {metric.name: value for metric, value in loaded.minimums.items()} == {"ap": 50}
+    assert loaded.report.thresholds == run_file.parent / "every-pair.csv"
 
     parsed = pytester.parseconfigure(*loaded.to_args())
     assert parsed.stash[CONFIG_KEY] == loaded
@@ -96,8 +100,8 @@ def test_the_plugin_sets_the_split_parameters_prepare_takes(pytester: pytest.Pyt
     drawn by the best strategy: the row says so, as the build prepared by the command line would."""
     pytester.runpytest_inprocess(
         "--rf100vl-model=oracle", "--rf100vl-dataset=sample",
-        "--rf100vl-prompt=fewshot", "--rf100vl-fewshot-k=3", "--rf100vl-fewshot-strategy=best",
-        "--rf100vl-fewshot-candidates=4", "--rf100vl-device=cpu", "--benchmark-disable",
+        "--rf100vl-prompt=fewshot", "--rf100vl-data-option=fewshot-k=3", "--rf100vl-data-option=fewshot-strategy=best",
+        "--rf100vl-data-option=fewshot-candidates=4", "--rf100vl-device=cpu", "--benchmark-disable",
     ).assert_outcomes(passed=1)
     (row,) = results(pytester.path / ".rf100vl" / "results")
     examples = json.loads(row["split_parameters"])["examples"]
@@ -147,10 +151,10 @@ def refused(path: Path) -> str:
     ("matrix: {limit: 1:30}", "--rf100vl-limit: expected a number, got '1:30'"),
     ("report: {results: run.yaml}", "--rf100vl-results: * is a file, not a folder"),
     ("report: {results: /dev/null}", "--rf100vl-results: /dev/null is a file, not a folder"),
-    ("rf100vl: {data-dir: ''}", "--rf100vl-data-dir: empty"),
-    ("loop: {attention: ' '}", "--rf100vl-attention: empty"),
-    ("minimums: {ap: .nan}", "--rf100vl-min-ap: expected a finite number, got nan"),
-    ("rf100vl: {tolerance: -1}", "--rf100vl-tolerance: must be at least 0, got -1.0"),
+    ("rf100vl: {data-dir: ''}", "--rf100vl-data-option data-dir: empty"),
+    ("loop: {attention: ' '}", "rf100vl_attention: empty"),
+    ("loop: {warmup-batches: .nan}", "rf100vl_warmup_batches: expected a number, got nan"),
+    ("rf100vl: {tolerance: -1}", "--rf100vl-data-option tolerance: must be at least 0, got -1.0"),
 ])
 def test_a_hostile_config_file_is_one_line_naming_the_file_and_key(tmp_path: Path, text: str,
                                                                    expected: str) -> None:
@@ -185,13 +189,13 @@ def test_relative_paths_of_a_config_file_are_the_files_folders(tmp_path: Path) -
 @pytest.mark.parametrize(("option", "expected"), [
     ("--rf100vl-results=", "--rf100vl-results: empty"),
     ("--rf100vl-results=/dev/null", "--rf100vl-results: /dev/null is a file, not a folder"),
-    ("--rf100vl-data-dir=", "--rf100vl-data-dir: empty"),
+    ("--rf100vl-data-option=data-dir=", "--rf100vl-data-option data-dir: empty"),
     ("--rf100vl-model=", "--rf100vl-model: empty"),
-    ("--rf100vl-wandb=", "--rf100vl-wandb: empty"),
-    ("--rf100vl-min-ap=nan", "--rf100vl-min-ap: expected a finite number, got nan"),
-    ("--rf100vl-min-ap=inf", "--rf100vl-min-ap: expected a finite number, got inf"),
-    ("--rf100vl-tolerance=nan", "--rf100vl-tolerance: expected a finite number, got nan"),
-    ("--rf100vl-tolerance=-1", "--rf100vl-tolerance: must be at least 0, got -1.0"),
+    ("--override-ini=rf100vl_wandb=", "rf100vl_wandb: empty"),
+    ("--override-ini=rf100vl_max_failed_fraction=nan", "rf100vl_max_failed_fraction: expected a finite number, got nan"),
+    ("--uouo-option=seed=inf", "--uouo-option seed: expected a number, got 'inf'"),
+    ("--rf100vl-data-option=tolerance=nan", "--rf100vl-data-option tolerance: expected a finite number, got nan"),
+    ("--rf100vl-data-option=tolerance=-1", "--rf100vl-data-option tolerance: must be at least 0, got -1.0"),
 ])
 def test_an_empty_text_or_a_number_that_is_no_bound_is_a_usage_error(pytester: pytest.Pytester, option: str,
                                                                      expected: str) -> None:

@@ -1,4 +1,4 @@
-"""``--rf100vl-test-source=fewshot`` and ``--rf100vl-fewshot-class-match``: pairs scored on the
+"""``--rf100vl-data-option=test-source=fewshot`` and ``--rf100vl-fewshot-class-match``: pairs scored on the
 few-shot export's own test split (RF100-VL issue #31) say so in ``split_parameters``, so they
 never merge with the full test split's rows, and reading a row back finds its images again."""
 
@@ -21,15 +21,15 @@ def test_pairs_on_the_fewshot_test_split_are_rows_of_their_own(
     from rf100vl_hf.results.predictions import row_split
 
     full, fsod = fsod_export(sample_root, tmp_path, {"circle": "Circle"})
-    where = [f"--rf100vl-data-dir={full.parent}", f"--rf100vl-fewshot-dir={fsod.parent}"]
+    where = [f"--rf100vl-data-option=data-dir={full.parent}", f"--rf100vl-data-option=fewshot-dir={fsod.parent}"]
     run = ["--rf100vl-model", "oracle", "--rf100vl-dataset", NAME, *where, "--rf100vl-device", "cpu",
            "--benchmark-disable"]
-    refused = pytester.runpytest_inprocess(*run, "--rf100vl-test-source=fewshot")
+    refused = pytester.runpytest_inprocess(*run, "--rf100vl-data-option=test-source=fewshot")
     refused.assert_outcomes(errors=1)
     refused.stdout.fnmatch_lines(["*'Circle' (id 1), where the full export's category 1 is 'circle'*"])
-    pytester.runpytest_inprocess(*run, "--rf100vl-test-source=fewshot", "--rf100vl-fewshot-class-match=id",
+    pytester.runpytest_inprocess(*run, "--rf100vl-data-option=test-source=fewshot", "--rf100vl-data-option=fewshot-class-match=id",
                                  "-W", "ignore::UserWarning").assert_outcomes(passed=1)
-    pytester.runpytest_inprocess(*run, "--rf100vl-fewshot-class-match=id", "-W", "ignore::UserWarning"
+    pytester.runpytest_inprocess(*run, "--rf100vl-data-option=fewshot-class-match=id", "-W", "ignore::UserWarning"
                                  ).assert_outcomes(passed=1)
     rows = results(pytester.path / ".rf100vl" / "results")
     fewshot_test, full_test = rows

@@ -104,7 +104,7 @@ def test_a_third_kind_runs_end_to_end_from_its_own_file(toy: pytest.Pytester) ->
     toy.path.joinpath("thresholds.csv").write_text("model,target,min_count_accuracy\ncounter,toy-b,0.5\n")
     result = toy.runpytest_subprocess(
         "--rf100vl-model", "counter", "--rf100vl-dataset", "toy-a,toy-b", "--toy-objects", "3",
-        "--rf100vl-thresholds", "thresholds.csv", "--rf100vl-device", "cpu", "-v",
+        "--override-ini", "rf100vl_thresholds=thresholds.csv", "--rf100vl-device", "cpu", "-v",
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
@@ -161,7 +161,7 @@ def test_the_kind_protocol_is_narrow() -> None:
 
     overridable = {name for name, value in vars(BenchmarkKind).items()
                    if inspect.isfunction(value) and not name.startswith("_")}
-    assert overridable == {"datasets", "claims", "select", "load", "identify", "cost", "score", "report"}
+    assert overridable == {"datasets", "claims", "group", "load", "identify", "cost", "score", "report"}
 
 
 def test_no_module_outside_a_kind_names_a_kind() -> None:

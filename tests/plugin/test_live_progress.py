@@ -22,7 +22,7 @@ def test_the_oracle_on_sample_and_uouo_mmd_shows_live_progress(
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
     monkeypatch.setenv("RF100VL_HF_HOME", str(tmp_path / "home"))
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample,uouo-mmd", "--uouo-num-proc", "2", *uouo
+        "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample,uouo-mmd", "--uouo-option", "num-proc=2", *uouo
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(

@@ -8,12 +8,12 @@ import pytest
 
 from tests.plugin.helpers import results
 
-QUICK = ("--rf100vl-model", "owlv2:tiny", "--rf100vl-dataset", "sample", "--rf100vl-max-rounds", "1",
-         "--rf100vl-cache", "off")
+QUICK = ("--rf100vl-model", "owlv2:tiny", "--rf100vl-dataset", "sample", "--benchmark-disable",
+         "--override-ini", "rf100vl_cache=off")
 
 
 def test_auto_batch_size_and_attention_are_recorded_as_run(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*QUICK, "--rf100vl-batch-size", "auto", "--rf100vl-attention", "eager",
+    result = pytester.runpytest_subprocess(*QUICK, "--rf100vl-batch-size", "auto", "--override-ini", "rf100vl_attention=eager",
                                            timeout=300)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["rf100vl: device auto, dtype float32, batch size auto, attention eager; *",
@@ -24,7 +24,7 @@ def test_auto_batch_size_and_attention_are_recorded_as_run(pytester: pytest.Pyte
 
 
 def test_an_attention_the_model_cannot_run_fails_its_pairs_saying_so(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*QUICK, "--rf100vl-attention", "no-such-kernel", timeout=300)
+    result = pytester.runpytest_subprocess(*QUICK, "--override-ini", "rf100vl_attention=no-such-kernel", timeout=300)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*Owlv2ForObjectDetection could not be loaded with attention 'no-such-kernel'*"])
 
@@ -32,7 +32,7 @@ def test_an_attention_the_model_cannot_run_fails_its_pairs_saying_so(pytester: p
 def test_a_compiled_detector_scores_as_the_eager_one_and_reports_its_compile_time(pytester: pytest.Pytester) -> None:
     eager = pytester.runpytest_subprocess(*QUICK, "--rf100vl-results=eager", timeout=300)
     eager.assert_outcomes(passed=1)
-    compiled = pytester.runpytest_subprocess(*QUICK, "--rf100vl-results=compiled", "--rf100vl-compile", timeout=600)
+    compiled = pytester.runpytest_subprocess(*QUICK, "--rf100vl-results=compiled", "--override-ini=rf100vl_compile=true", timeout=600)
     compiled.assert_outcomes(passed=1)
     compiled.stdout.fnmatch_lines(["Ran on cpu (float32, batch 1, sdpa attention, compiled) *"])
     (plain,) = results(pytester.path / "eager")

@@ -24,7 +24,7 @@ def hostile(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def _run(pytester: pytest.Pytester, data_dir: Path, *args: str) -> pytest.RunResult:
     return pytester.runpytest_inprocess(
-        f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu", "-p", "no:cacheprovider", *args
+        f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-device", "cpu", "-p", "no:cacheprovider", *args
     )
 
 
@@ -43,7 +43,7 @@ def test_a_model_that_raises_on_every_image_fails_its_pair_with_the_count_and_fi
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "raiser on sample: the model failed on 8 of 8 images (100.0%), more than --rf100vl-max-failed-fraction 0 "
+        "raiser on sample: the model failed on 8 of 8 images (100.0%), more than max-failed-fraction 0 "
         "allows; first error: image 0 (*): RuntimeError: broken on image 0 (full traceback in results.jsonl)",
     ])
     (row,) = results(hostile.path / ".rf100vl" / "results")
@@ -63,7 +63,7 @@ def test_failed_images_up_to_the_allowed_fraction_pass(
     if allowed and allowed.startswith("ini "):
         hostile.makeini(f"[pytest]\nrf100vl_max_failed_fraction = {allowed.split()[1]}\n")
     elif allowed:
-        args += ["--rf100vl-max-failed-fraction", allowed]
+        args += ["--override-ini", f"rf100vl_max_failed_fraction={allowed}"]
     result = _run(hostile, data_dir, *args)
     result.assert_outcomes(**{outcome: 1})
     (row,) = results(hostile.path / ".rf100vl" / "results")
@@ -73,9 +73,9 @@ def test_failed_images_up_to_the_allowed_fraction_pass(
 
 
 def test_a_fraction_outside_0_1_is_a_usage_error(hostile: pytest.Pytester) -> None:
-    result = hostile.runpytest_inprocess("--rf100vl-model", "nothing", "--rf100vl-max-failed-fraction", "1.5")
+    result = hostile.runpytest_inprocess("--rf100vl-model", "nothing", "--override-ini", "rf100vl_max_failed_fraction=1.5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--rf100vl-max-failed-fraction: expected a fraction in [[]0, 1[]], got 1.5*"])
+    result.stderr.fnmatch_lines(["*rf100vl_max_failed_fraction: expected a fraction in [[]0, 1[]], got 1.5*"])
 
 
 def test_set_task_raising_costs_that_pair_only_and_the_summary_lists_it(

@@ -50,7 +50,7 @@ def pycocotools_stats(annotations_file: Path, predictions: list[dict[str, Any]],
 
 def run(pytester: pytest.Pytester, model: str, data_dir: Path, *extra: str) -> pytest.RunResult:
     return pytester.runpytest_inprocess("--rf100vl-model", model, "--rf100vl-dataset", "sample",
-                                        f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu",
+                                        f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-device", "cpu",
                                         "--benchmark-disable", *extra)
 
 

@@ -25,7 +25,7 @@ def test_two_runs_compare_by_what_pycocotools_gives_and_their_rows_draw(
     submitted.write_text(json.dumps(predictions), encoding="utf-8")
     for model, folder in ((f"predictions:{submitted}", "a"), ("oracle", "b")):
         pytester.runpytest_inprocess(
-            "--rf100vl-model", model, "--rf100vl-dataset", "sample", f"--rf100vl-data-dir={data_dir}",
+            "--rf100vl-model", model, "--rf100vl-dataset", "sample", f"--rf100vl-data-option=data-dir={data_dir}",
             "--rf100vl-device", "cpu", "--benchmark-disable", f"--rf100vl-results={folder}",
         ).assert_outcomes(passed=1)
     truth = json.loads(annotations.read_text(encoding="utf-8"))
@@ -39,5 +39,5 @@ def test_two_runs_compare_by_what_pycocotools_gives_and_their_rows_draw(
 
     (row,) = results(pytester.path / "a")
     assert main(["draw", str(pytester.path / "a"), "--dataset", "sample", "--out", str(tmp_path / "drawn"),
-                 "--images", "2", "--data-dir", str(data_dir)]) == 0
+                 "--option", "images=2", "--option", f"data-dir={data_dir}"]) == 0
     assert capsys.readouterr().out.count("wrote ") == 2 and row["dataset"] == "sample"

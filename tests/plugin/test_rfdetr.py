@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("rfdetr") is None,
                                 reason="the optional rfdetr extra (Roboflow's rfdetr package) is not installed")
 
 ARGS = ["--rf100vl-model", "rfdetr:tiny", "--rf100vl-dataset", "shapes", "--rf100vl-device", "cpu",
-        "--rf100vl-train", "train", "--rf100vl-train-option", "multi_scale=false", "--rf100vl-max-rounds=1",
+        "--rf100vl-train", "train", "--rf100vl-train-option", "multi_scale=false", "--benchmark-disable",
         "-p", "no:cacheprovider"]
 
 COUNT_FITS = """
@@ -56,7 +56,7 @@ def test_rfdetr_trains_on_the_split_with_its_own_trainer_and_a_rerun_reuses_the_
     pytester: pytest.Pytester, shapes_dir: Path
 ) -> None:
     pytester.makeconftest(COUNT_FITS)
-    args = [*ARGS, "--rf100vl-train-option", "epochs=1", f"--rf100vl-data-dir={shapes_dir}"]
+    args = [*ARGS, "--rf100vl-train-option", "epochs=1", f"--rf100vl-data-option=data-dir={shapes_dir}"]
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
     folder = pytester.path / ".rf100vl" / "results"
     (row,) = results(folder)
@@ -78,7 +78,7 @@ def test_rfdetr_trains_on_the_split_with_its_own_trainer_and_a_rerun_reuses_the_
 
 def test_an_rfdetr_fit_killed_after_its_first_epoch_resumes_from_the_store(pytester: pytest.Pytester,
                                                                           shapes_dir: Path) -> None:
-    args = [*ARGS, "--rf100vl-train-option", "epochs=2", f"--rf100vl-data-dir={shapes_dir}"]
+    args = [*ARGS, "--rf100vl-train-option", "epochs=2", f"--rf100vl-data-option=data-dir={shapes_dir}"]
     folder = pytester.path / "results"
     process = subprocess.Popen([sys.executable, "-m", "pytest", *args, f"--rf100vl-results={folder}"],
                                cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -91,6 +91,6 @@ def test_an_rfdetr_fit_killed_after_its_first_epoch_resumes_from_the_store(pytes
 
 def test_what_rfdetrs_trainer_cannot_do_is_refused_by_name(pytester: pytest.Pytester, shapes_dir: Path) -> None:
     result = pytester.runpytest_subprocess(*ARGS, "--rf100vl-train-option", "federated=true",
-                                           f"--rf100vl-data-dir={shapes_dir}")
+                                           f"--rf100vl-data-option=data-dir={shapes_dir}")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*recipe 'rfdetr': rfdetr's loss has no federated form: leave federated at false*"])

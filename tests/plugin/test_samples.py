@@ -1,7 +1,7 @@
 """``--rf100vl-log-samples``: one line per image of what a model that answers in text was sent and
 wrote, beside the pair's predictions, with the boxes read and why any was dropped or repaired;
 no byte of it shows the session's key, whatever the server writes; answers from the answer
-cache keep their transcript; ``rf100vl-hf draw --replies`` shows it."""
+cache keep their transcript; ``rf100vl-hf draw --option replies=true`` shows it."""
 
 from __future__ import annotations
 
@@ -75,10 +75,10 @@ def test_a_served_run_logs_one_line_per_image_without_the_key_and_the_cache_keep
         plain = pytester.runpytest_inprocess(*RUN, base_url)  # answers cached, no samples log
         assert not list(folder.rglob("*.samples.jsonl"))
         asked = len(server.received)
-        logged = pytester.runpytest_inprocess(*RUN, base_url, "--rf100vl-log-samples")
+        logged = pytester.runpytest_inprocess(*RUN, base_url, "--override-ini=rf100vl_log_samples=true")
         asked_again = len(server.received) - asked
         from_cache = lines_of(results(folder)[-1]["samples_file"])
-        fresh = pytester.runpytest_inprocess(*RUN, base_url, "--rf100vl-log-samples", "--rf100vl-cache", "off",
+        fresh = pytester.runpytest_inprocess(*RUN, base_url, "--override-ini=rf100vl_log_samples=true", "--override-ini", "rf100vl_cache=off",
                                              "--rf100vl-rerun")
         questions = {received.question for received in server.received}
     for run in (plain, logged, fresh):
@@ -120,7 +120,7 @@ def test_a_served_run_logs_one_line_per_image_without_the_key_and_the_cache_keep
 
 
 def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> None:
-    """``rf100vl-hf draw --replies`` quotes each image's reply under its picture and writes the
+    """``rf100vl-hf draw --option replies=true`` quotes each image's reply under its picture and writes the
     whole line beside it; a pair without a samples log is an error saying how to get one."""
     from dataclasses import replace
 
@@ -130,9 +130,9 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
     from rf100vl_hf.errors import DataError
     from rf100vl_hf.results.draw import draw, pair_of
 
-    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "replies"), "--images", "2",
-                 "--replies"]) == 0
-    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "plain"), "--images", "2"]) == 0
+    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "replies"), "--option", "images=2",
+                 "--option", "replies=true"]) == 0
+    assert main(["draw", str(folder), "--dataset", "sample", "--out", str(out / "plain"), "--option", "images=2"]) == 0
     for line in lines:
         name = f"sample-{line['image_id']}"
         text = (out / "replies" / f"{name}.reply.txt").read_text(encoding="utf-8")
@@ -144,7 +144,7 @@ def drawn_with_replies(folder: Path, out: Path, lines: list[dict[str, Any]]) -> 
         with Image.open(out / "replies" / f"{name}.png") as quoted, Image.open(out / "plain" / f"{name}.png") as plain:
             assert quoted.width == plain.width and quoted.height > plain.height  # the caption quotes the reply
         assert not (out / "plain" / f"{name}.reply.txt").exists()
-    with pytest.raises(DataError, match="--rf100vl-log-samples"):
+    with pytest.raises(DataError, match="--option replies: the pair has no samples log: run it with log-samples on"):
         draw(replace(pair_of(folder, "sample"), samples=None), out / "none", replies=True, progress=False)
 
 
@@ -164,8 +164,8 @@ def test_a_local_text_model_logs_both_benchmarks(pytester: pytest.Pytester, uouo
     ids, classes = sample
     result = pytester.runpytest_inprocess(
         "--rf100vl-model", "qwen2.5-vl:tiny", "--rf100vl-dataset", "sample,uouo-random", *uouo,
-        "--uouo-num-mosaics", "3", "--rf100vl-limit", "4", "--rf100vl-log-samples", "--benchmark-disable",
-        "--rf100vl-max-rounds", "1",
+        "--uouo-option", "num-mosaics=3", "--rf100vl-limit", "4", "--override-ini=rf100vl_log_samples=true", "--benchmark-disable",
+        "--benchmark-disable",
         "--rf100vl-adapter-option", "max_new_tokens=6",
     )
     result.assert_outcomes(passed=2)

@@ -42,7 +42,7 @@ def scale(pytester: pytest.Pytester, small_sample: Path, data_dir: Path, monkeyp
 def matrix_args(data_dir: Path, results_dir: Path, *extra: str) -> list[str]:
     return [
         *(arg for model in MODELS for arg in ("--rf100vl-model", model)), "--rf100vl-dataset", ",".join(DATASETS),
-        f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={results_dir}", "--rf100vl-device", "cpu",
+        f"--rf100vl-data-option=data-dir={data_dir}", f"--rf100vl-results={results_dir}", "--rf100vl-device", "cpu",
         "-p", "no:cacheprovider", "--benchmark-disable", *extra,
     ]
 
@@ -103,12 +103,13 @@ def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
 ) -> None:
     folder = pytester.path / "results"
     one = ["--rf100vl-model", "counter:a", "--rf100vl-model", "oracle", "--rf100vl-dataset", "alpha",
-           f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={folder}", "--rf100vl-cache", "off",
+           f"--rf100vl-data-option=data-dir={data_dir}", f"--rf100vl-results={folder}", "--override-ini", "rf100vl_cache=off",
            "--rf100vl-device", "cpu", "-p", "no:cacheprovider", "--benchmark-disable"]
     pytester.runpytest(*one).assert_outcomes(passed=2)
     assert len(asked(scale)) == 8
     # reused (the oracle through its class, the hook's adapter by spec), then checked anew
-    failed = pytester.runpytest(*one, "--rf100vl-min-ap", "90")
+    (pytester.path / "ninety.csv").write_text("model,target,min_ap\n*,*,90\n", encoding="utf-8")
+    failed = pytester.runpytest(*one, "--override-ini=rf100vl_thresholds=ninety.csv")
     failed.assert_outcomes(passed=0, failed=2)
     failed.stdout.fnmatch_lines(["*counter:a on alpha: AP50:95 * is below the minimum 90*"])
     assert len(asked(scale)) == 8
@@ -128,7 +129,7 @@ def test_a_replayed_file_is_reused_while_its_bytes_are_the_same(
     pytester: pytest.Pytester, small_sample: Path, data_dir: Path
 ) -> None:
     link(data_dir, "alpha", small_sample)
-    common = ["--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu",
+    common = ["--rf100vl-dataset", "alpha", f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-device", "cpu",
               "-p", "no:cacheprovider", "--benchmark-disable"]
     pytester.runpytest("--rf100vl-model", "oracle", f"--rf100vl-results={pytester.path / 'oracle'}",
                        *common).assert_outcomes(passed=1)
@@ -155,7 +156,7 @@ def test_an_interrupted_session_says_which_pairs_did_not_finish(
     folder = fakes.path / "results"
     result = fakes.runpytest_inprocess(
         "--rf100vl-model", "interrupt", "--rf100vl-model", "nothing", "--rf100vl-dataset", "alpha,beta",
-        f"--rf100vl-data-dir={data_dir}", f"--rf100vl-results={folder}", "--rf100vl-device", "cpu",
+        f"--rf100vl-data-option=data-dir={data_dir}", f"--rf100vl-results={folder}", "--rf100vl-device", "cpu",
         "-p", "no:cacheprovider", no_reraise_ctrlc=True,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -270,8 +271,8 @@ def test_benchmark_json_carries_the_warmup_and_the_steady_state_rate(
 ) -> None:
     monkeypatch.setenv("SCALE_SLEEP", "0.02")
     pytester.runpytest(
-        "--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}",
-        "--rf100vl-device", "cpu", "--rf100vl-warmup-batches", "3", "--benchmark-json", "benchmark.json", "-p", "no:cacheprovider",
+        "--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", f"--rf100vl-data-option=data-dir={data_dir}",
+        "--rf100vl-device", "cpu", "--override-ini", "rf100vl_warmup_batches=3", "--benchmark-json", "benchmark.json", "-p", "no:cacheprovider",
     ).assert_outcomes(passed=1)
     (benchmark,) = json.loads((pytester.path / "benchmark.json").read_text(encoding="utf-8"))["benchmarks"]
     info = benchmark["extra_info"]
@@ -283,14 +284,14 @@ def test_a_device_map_reaches_the_model_and_its_row(pytester: pytest.Pytester, s
                                                     data_dir: Path) -> None:
     link(data_dir, "sample", small_sample)
     result = pytester.runpytest_subprocess(
-        "--rf100vl-model", "owlv2:tiny", f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample",
-        "--rf100vl-device-map", "auto", "--rf100vl-cache", "off", timeout=300,
+        "--rf100vl-model", "owlv2:tiny", f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-dataset", "sample",
+        "--override-ini", "rf100vl_device_map=auto", "--override-ini", "rf100vl_cache=off", timeout=300,
     )
     result.assert_outcomes(passed=1)
     (row,) = results(pytester.path / ".rf100vl" / "results")
     assert (row["device_map"], row["device"]) == ("auto", "cpu")
     bad = pytester.runpytest_subprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample",
-                                        "--rf100vl-device-map", "all")
+                                        "--override-ini", "rf100vl_device_map=all")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
 
 
@@ -299,7 +300,7 @@ def test_a_rerun_answered_from_the_cache_keeps_the_measured_throughput(
 ) -> None:
     monkeypatch.setenv("SCALE_SLEEP", "0.01")
     folder = pytester.path / "results"
-    one = ["--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", f"--rf100vl-data-dir={data_dir}",
+    one = ["--rf100vl-model", "counter:a", "--rf100vl-dataset", "alpha", f"--rf100vl-data-option=data-dir={data_dir}",
            f"--rf100vl-results={folder}", "--rf100vl-device", "cpu", "-p", "no:cacheprovider",
            "--benchmark-disable"]
     pytester.runpytest(*one).assert_outcomes(passed=1)

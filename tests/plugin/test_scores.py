@@ -59,7 +59,7 @@ def jittered(annotations_file: Path, seed: int = 0) -> list[dict[str, Any]]:
 
 def run_pairs(pytester: pytest.Pytester, model: str, datasets: str, data_dir: Path) -> pytest.RunResult:
     return pytester.runpytest_inprocess(
-        "--rf100vl-model", model, "--rf100vl-dataset", datasets, f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model", model, "--rf100vl-dataset", datasets, f"--rf100vl-data-option=data-dir={data_dir}",
         "--rf100vl-device", "cpu", "--benchmark-disable",
     )
 

@@ -138,7 +138,7 @@ def test_what_a_hostile_server_echoes_is_written_nowhere(pytester: pytest.Pytest
             *RUN, f"--rf100vl-adapter-option=openai.base_url={secret_url(server.origin)}",
             "--rf100vl-adapter-option", f"openai.api_key_env={KEY_VARIABLE}",
             "--rf100vl-adapter-option", "openai.family=generic", "--rf100vl-adapter-option", "openai.max_retries=0",
-            f"--rf100vl-cache={pytester.path / '.rf100vl' / 'elsewhere'}")
+            f"--override-ini=rf100vl_cache={pytester.path / '.rf100vl' / 'elsewhere'}")
         assert len(server.requests) == 2
     (row,) = rows(pytester)
     about = json.loads(next((pytester.path / ".rf100vl").rglob("*.about.json")).read_text(encoding="utf-8"))

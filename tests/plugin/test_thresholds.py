@@ -1,4 +1,4 @@
-"""Thresholds: --rf100vl-min-ap, the thresholds file (pairs and means), and the comparison of
+"""Thresholds: the thresholds file (pairs, every pair, and means), and the comparison of
 complete domains with the paper; each failure says what was measured, the minimum and its source."""
 
 from __future__ import annotations
@@ -16,23 +16,27 @@ from tests.plugin.helpers import link, results
 def two_datasets(data_dir: Path, small_sample: Path) -> list[str]:
     for name in ("sample", "second"):
         link(data_dir, name, small_sample)
-    return [f"--rf100vl-data-dir={data_dir}", "--rf100vl-dataset", "sample,second", "--rf100vl-device", "cpu"]
+    return [f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-dataset", "sample,second", "--rf100vl-device", "cpu"]
 
 
-def test_min_ap_fails_a_pair_and_a_file_row_overrides_it(fakes: pytest.Pytester, two_datasets: list[str]) -> None:
-    fakes.path.joinpath("thresholds.csv").write_text("model,target,min_ap\nnothing,second,0\n", encoding="utf-8")
+def test_a_minimum_for_every_pair_fails_a_pair_and_a_dataset_row_overrides_it(
+    fakes: pytest.Pytester, two_datasets: list[str]
+) -> None:
+    fakes.path.joinpath("thresholds.csv").write_text("model,target,min_ap\n*,*,5\nnothing,second,0\n",
+                                                     encoding="utf-8")
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "nothing", *two_datasets, "--rf100vl-min-ap", "5", "--rf100vl-thresholds", "thresholds.csv"
+        "--rf100vl-model", "nothing", *two_datasets, "--override-ini", "rf100vl_thresholds=thresholds.csv"
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["*nothing on sample: AP50:95 0.00 is below the minimum 5.00 (from --rf100vl-min-ap)"]
+        ["*nothing on sample: AP50:95 0.00 is below the minimum 5.00 (from thresholds.csv line 2)"]
     )
     rows = {row["dataset"]: row for row in results(fakes.path / ".rf100vl" / "results")}
     assert (rows["sample"]["check"], rows["sample"]["min_ap"], rows["sample"]["threshold_source"]) == (
-        "failed", 5.0, "--rf100vl-min-ap"
+        "failed", 5.0, "thresholds.csv line 2"
     )
-    assert (rows["second"]["check"], rows["second"]["threshold_source"]) == ("passed", "thresholds.csv line 2")
+    assert (rows["second"]["check"], rows["second"]["threshold_source"]) == ("passed", "thresholds.csv line 3")
+    assert "nothing on All" not in result.stdout.str() and "nothing on custom" not in result.stdout.str()  # * is no mean
 
 
 def test_a_failed_domain_mean_fails_the_session_while_its_pairs_pass(
@@ -43,7 +47,7 @@ def test_a_failed_domain_mean_fails_the_session_while_its_pairs_pass(
         encoding="utf-8",
     )
     result = fakes.runpytest_inprocess(
-        "--rf100vl-model", "nothing", *two_datasets, "--rf100vl-thresholds", "thresholds.csv"
+        "--rf100vl-model", "nothing", *two_datasets, "--override-ini", "rf100vl_thresholds=thresholds.csv"
     )
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -72,7 +76,7 @@ def test_a_failed_domain_mean_fails_the_session_while_its_pairs_pass(
 def test_a_bad_thresholds_file_is_a_usage_error(pytester: pytest.Pytester, text: str, message: str) -> None:
     pytester.path.joinpath("thresholds.csv").write_text(text, encoding="utf-8")
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "owlv2", "--rf100vl-dataset", "bees", "--rf100vl-thresholds", "thresholds.csv", "--co"
+        "--rf100vl-model", "owlv2", "--rf100vl-dataset", "bees", "--override-ini", "rf100vl_thresholds=thresholds.csv", "--co"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
@@ -85,9 +89,9 @@ def test_a_complete_domain_is_compared_with_the_paper(
     for name in [*sports, "aerial-airport"]:
         link(data_dir, name, small_sample)
     run = [
-        "--rf100vl-model", "nothing", "--rf100vl-domain", "Sports", "--rf100vl-dataset", "aerial-airport",
-        f"--rf100vl-data-dir={data_dir}", "--rf100vl-device", "cpu", "--rf100vl-reference", "paper",
-        "--rf100vl-reference-method", "nothing=GroundingDINO",
+        "--rf100vl-model", "nothing", "--rf100vl-dataset", "domain:Sports", "--rf100vl-dataset", "aerial-airport",
+        f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-device", "cpu", "--rf100vl-data-option", "reference=paper",
+        "--rf100vl-data-option", "reference-method=nothing=GroundingDINO",
     ]
     result = fakes.runpytest_inprocess(*run)
     result.assert_outcomes(passed=7)
@@ -100,7 +104,7 @@ def test_a_complete_domain_is_compared_with_the_paper(
             "tolerance 1",
         ]
     )
-    result = fakes.runpytest_inprocess(*run, "--rf100vl-tolerance", "13")
+    result = fakes.runpytest_inprocess(*run, "--rf100vl-data-option", "tolerance=13")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         ["- PASSED: nothing on Sports: mean AP50:95 0.00 over 6 datasets;*is within the tolerance 13"]
@@ -110,6 +114,6 @@ def test_a_complete_domain_is_compared_with_the_paper(
 def test_a_model_without_a_paper_row_is_reported_not_checked(
     fakes: pytest.Pytester, two_datasets: list[str]
 ) -> None:
-    result = fakes.runpytest_inprocess("--rf100vl-model", "nothing", *two_datasets, "--rf100vl-reference", "paper")
+    result = fakes.runpytest_inprocess("--rf100vl-model", "nothing", *two_datasets, "--rf100vl-data-option", "reference=paper")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["- NOT CHECKED: nothing on All: no zero-shot paper row for this model*"])

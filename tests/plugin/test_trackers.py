@@ -27,7 +27,7 @@ except ImportError:  # the missing-library test runs without them
 
 PASSWORD = "tr4cker-PW-0aa1"
 RUN = ("--rf100vl-model", "oracle", "--rf100vl-model", "nothing", "--rf100vl-dataset", "sample",
-       "--rf100vl-device", "cpu", "--benchmark-disable", "--rf100vl-max-rounds", "1", "-p", "no:cacheprovider")
+       "--rf100vl-device", "cpu", "--benchmark-disable", "-p", "no:cacheprovider")
 SEEN = """
 import glob, os
 
@@ -76,7 +76,7 @@ def test_both_trackers_log_each_row_as_it_finishes_then_the_summary(fakes: pytes
     import faster_coco_eval  # noqa: F401  (loaded once: in-process runs drop what they import)
 
     uri = offline["mlflow"].as_uri()
-    result = fakes.runpytest_inprocess(*RUN, "--rf100vl-wandb", "rf100vl-tests", f"--rf100vl-mlflow={uri}")
+    result = fakes.runpytest_inprocess(*RUN, "--override-ini", "rf100vl_wandb=rf100vl-tests", f"--override-ini=rf100vl_mlflow={uri}")
     result.assert_outcomes(passed=2)
     rows = results(fakes.path / ".rf100vl" / "results")
     assert [row["spec"] for row in rows] == ["oracle", "nothing"] and rows[0]["ap"] > rows[1]["ap"] == 0
@@ -124,14 +124,14 @@ def test_a_failing_tracker_is_a_warning_and_costs_no_result(fakes: pytest.Pytest
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
-    args = (*RUN, "--rf100vl-wandb", "rf100vl-tests", f"--rf100vl-mlflow=http://robot:{PASSWORD}@127.0.0.1:9")
+    args = (*RUN, "--override-ini", "rf100vl_wandb=rf100vl-tests", f"--override-ini=rf100vl_mlflow=http://robot:{PASSWORD}@127.0.0.1:9")
     monkeypatch.setattr(sys, "argv", ["pytest", *args])
     result = fakes.runpytest_inprocess(*args)
     result.assert_outcomes(passed=2)
     assert result.ret == 0
     rows = results(fakes.path / ".rf100vl" / "results")
     assert len(rows) == 2 and (fakes.path / ".rf100vl" / "results" / "summary.md").is_file()
-    result.stdout.fnmatch_lines(["rf100vl: warning: rf100vl-trackers: RuntimeError: mlflow (--rf100vl-mlflow): "
+    result.stdout.fnmatch_lines(["rf100vl: warning: rf100vl-trackers: RuntimeError: mlflow (rf100vl_mlflow): "
                                  "starting its run failed: MlflowException: *"])
     files = wandb_run(offline["wandb"])
     assert len(list((files / "media" / "table").glob("rows_*.table.json"))) == 2
@@ -139,8 +139,8 @@ def test_a_failing_tracker_is_a_warning_and_costs_no_result(fakes: pytest.Pytest
     assert PASSWORD.encode() not in everything(offline["wandb"], fakes.path / ".rf100vl")
 
 
-@pytest.mark.parametrize(("option", "module", "extra"), [("--rf100vl-wandb=project", "wandb", "wandb"),
-                                                         ("--rf100vl-mlflow=file:./mlruns", "mlflow", "mlflow")])
+@pytest.mark.parametrize(("option", "module", "extra"), [("--override-ini=rf100vl_wandb=project", "wandb", "wandb"),
+                                                         ("--override-ini=rf100vl_mlflow=file:./mlruns", "mlflow", "mlflow")])
 def test_a_missing_tracker_library_is_a_usage_error_naming_the_install(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, option: str, module: str, extra: str
 ) -> None:
@@ -148,6 +148,6 @@ def test_a_missing_tracker_library_is_a_usage_error_naming_the_install(
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else found(name, *a))
     result = pytester.runpytest_inprocess("--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", option, "--co")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert f"{option.split('=')[0]} needs the {module} package: pip install \"rf100vl-hf[{extra}]\"" in (
+    assert f"rf100vl_{module} needs the {module} package: pip install \"rf100vl-hf[{extra}]\"" in (
         result.stderr.str())
 

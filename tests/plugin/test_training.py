@@ -17,7 +17,7 @@ from tests.plugin.helpers import link, results
 from tests.support.shapes_export import write_shapes_export
 
 TINY_DETR = ["--rf100vl-model", "rt-detrv2:tiny", "--rf100vl-dataset", "shapes", "--rf100vl-device", "cpu",
-             "--rf100vl-max-rounds=1", "-p", "no:cacheprovider"]
+             "--benchmark-disable", "-p", "no:cacheprovider"]
 FAST = ["--rf100vl-train-option", "batch_size=4", "--rf100vl-train-option", "learning_rate=2e-3"]
 
 
@@ -52,10 +52,10 @@ def test_a_detector_trained_by_the_plugin_learns_the_shapes_it_scored_zero_on(
     pytester: pytest.Pytester, shapes_dir: Path
 ) -> None:
     before, after = pytester.path / "before", pytester.path / "after"
-    pytester.runpytest(*TINY_DETR, f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={before}"
+    pytester.runpytest(*TINY_DETR, f"--rf100vl-data-option=data-dir={shapes_dir}", f"--rf100vl-results={before}"
                        ).assert_outcomes(passed=1)
     pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=40", "--rf100vl-train", "train",
-                       f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={after}").assert_outcomes(passed=1)
+                       f"--rf100vl-data-option=data-dir={shapes_dir}", f"--rf100vl-results={after}").assert_outcomes(passed=1)
     untrained, trained = _row(before), _row(after)
     assert untrained["regime"] == "zero-shot" and untrained["ap"] < 2
     assert trained["regime"] == "fully-supervised" and trained["train_split"] == "train"
@@ -78,7 +78,7 @@ def test_grounding_dino_few_shot_recipe_runs_on_the_sample_and_a_rerun_loads_its
     fit = GroundingDinoAdapter.fit
     monkeypatch.setattr(GroundingDinoAdapter, "fit", lambda self, *a: calls.append("fit") or fit(self, *a))
     args = ["--rf100vl-model", "grounding-dino:tiny", "--rf100vl-dataset", "sample-full", "--rf100vl-device", "cpu",
-            f"--rf100vl-data-dir={data_dir}", "--rf100vl-train", "fewshot_10", "--rf100vl-max-rounds=1",
+            f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-train", "fewshot_10", "--benchmark-disable",
             "-p", "no:cacheprovider"]
     pytester.runpytest(*args).assert_outcomes(passed=1)
     folder = pytester.path / ".rf100vl" / "results"
@@ -110,7 +110,7 @@ def test_a_fit_killed_in_its_second_epoch_resumes_there_and_scores_as_an_uninter
     pytester: pytest.Pytester, shapes_dir: Path
 ) -> None:
     args = [*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=3", "--rf100vl-train", "train",
-            f"--rf100vl-data-dir={shapes_dir}"]
+            f"--rf100vl-data-option=data-dir={shapes_dir}"]
     whole = pytester.path / "whole"
     pytester.runpytest(*args, f"--rf100vl-results={whole}").assert_outcomes(passed=1)
 
@@ -129,8 +129,8 @@ def test_a_fit_killed_in_its_second_epoch_resumes_there_and_scores_as_an_uninter
 def test_three_seeds_give_three_rows_and_both_spreads_over_seeds(pytester: pytest.Pytester, shapes_dir: Path) -> None:
     folder = pytester.path / "results"
     result = pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=1", "--rf100vl-train",
-                                "fewshot_10", "--rf100vl-seeds", "0-2", "--rf100vl-train-option", "federated=true",
-                                f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={folder}")
+                                "fewshot_10", "--override-ini", "rf100vl_seeds=0-2", "--rf100vl-train-option", "federated=true",
+                                f"--rf100vl-data-option=data-dir={shapes_dir}", f"--rf100vl-results={folder}")
     result.assert_outcomes(passed=3)
     rows = results(folder)
     assert sorted(row["seed"] for row in rows) == [0, 1, 2] and len({row["weights_sha256"] for row in rows}) == 3
@@ -147,9 +147,9 @@ def test_three_seeds_give_three_rows_and_both_spreads_over_seeds(pytester: pytes
 def test_stac_labels_the_rest_of_train_with_its_teachers_f1_threshold(pytester: pytest.Pytester,
                                                                       shapes_dir: Path) -> None:
     folder = pytester.path / "results"
-    pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train", "semisup_10", "--rf100vl-recipe", "stac",
+    pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train", "semisup_10", "--override-ini", "rf100vl_recipe=stac",
                        "--rf100vl-train-option", "epochs=2", "--rf100vl-train-option", "student_epochs=1",
-                       f"--rf100vl-data-dir={shapes_dir}", f"--rf100vl-results={folder}").assert_outcomes(passed=1)
+                       f"--rf100vl-data-option=data-dir={shapes_dir}", f"--rf100vl-results={folder}").assert_outcomes(passed=1)
     row = _row(folder)
     details = json.loads(row["train_details"])
     assert row["regime"] == "semi-supervised" and row["recipe"] == "stac"
@@ -161,14 +161,14 @@ def test_a_model_that_cannot_be_fine_tuned_is_left_out_and_seeds_need_training(
     pytester: pytest.Pytester, small_sample: Path, data_dir: Path
 ) -> None:
     link(data_dir, "small", small_sample)
-    base = ["--rf100vl-model", "oracle", "--rf100vl-dataset", "small", f"--rf100vl-data-dir={data_dir}",
+    base = ["--rf100vl-model", "oracle", "--rf100vl-dataset", "small", f"--rf100vl-data-option=data-dir={data_dir}",
             "-p", "no:cacheprovider"]
-    result = pytester.runpytest(*base, "--rf100vl-train", "train", "--rf100vl-allow-empty")
+    result = pytester.runpytest(*base, "--rf100vl-train", "train", "--override-ini=rf100vl_allow_empty=true")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*oracle cannot be fine-tuned (it has no recipe)*"])
-    refused = pytester.runpytest(*base, "--rf100vl-seeds", "0-2")
+    refused = pytester.runpytest(*base, "--override-ini", "rf100vl_seeds=0-2")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines(["*--rf100vl-seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT*"])
+    refused.stderr.fnmatch_lines(["*training.seeds: seeds are for fine-tuning; add --rf100vl-train SPLIT*"])
 
 
 @pytest.mark.parametrize(("seeds", "message"), [
@@ -182,8 +182,8 @@ def test_seeds_out_of_reason_are_a_usage_error_at_once(pytester: pytest.Pytester
     link(data_dir, "small", small_sample)
     started = time.monotonic()
     refused = pytester.runpytest("--rf100vl-model", "rt-detrv2:tiny", "--rf100vl-dataset", "small",
-                                 f"--rf100vl-data-dir={data_dir}", "--rf100vl-train", "train",
-                                 "--rf100vl-seeds", seeds, "-p", "no:cacheprovider")
+                                 f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-train", "train",
+                                 "--override-ini", f"rf100vl_seeds={seeds}", "-p", "no:cacheprovider")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR and time.monotonic() - started < 30
     assert message in refused.stderr.str()
 
@@ -198,7 +198,7 @@ def test_a_train_split_with_no_box_is_a_clear_error_of_its_pair(pytester: pytest
     path.write_text(json.dumps({**coco, "annotations": []}), encoding="utf-8")
     link(data_dir, "boxless", export)
     result = pytester.runpytest(*TINY_DETR[:2], "--rf100vl-dataset", "boxless", "--rf100vl-device", "cpu",
-                                f"--rf100vl-data-dir={data_dir}", "--rf100vl-train", "train", "-p", "no:cacheprovider")
+                                f"--rf100vl-data-option=data-dir={data_dir}", "--rf100vl-train", "train", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*boxless: the train split has no box to learn from (8 images without annotations)*"])
     assert "Traceback" not in result.stdout.str()

@@ -69,13 +69,15 @@ def test_uouo_pairs_collect_beside_rf100vl_pairs_and_k_selects_them(pytester: py
     ("options", "message"),
     [
         (["--rf100vl-dataset", "uouo-hard"], "*unknown dataset 'uouo-hard'; closest: *uouo-*"),
-        (["--rf100vl-dataset", "uouo-mmd", "--uouo-num-mosaics", "0"], "*--uouo-num-mosaics: must be at least 1*"),
-        (["--rf100vl-dataset", "uouo-mmd", "--uouo-seed", "-1"], "*--uouo-seed: must be at least 0*"),
-        (["--rf100vl-dataset", "uouo-mmd", "--uouo-source", "missing"], "*--uouo-source: */missing is not a folder"),
-        (["--rf100vl-dataset", "uouo-mmd", "--uouo-min-miou", "45"],
-         "*--uouo-min-miou: expected a fraction in [[]0, 1[]] (as in UOUO's Table 1), got 45"),
+        (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "num-mosaics=0"],
+         "*--uouo-option num-mosaics: must be at least 1*"),
+        (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "seed=-1"], "*--uouo-option seed: must be at least 0*"),
+        (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "source=missing"],
+         "*--uouo-option source: */missing is not a folder"),
+        (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "mosaics=3"],
+         "*--uouo-option: unknown key 'mosaics' (keys: source, num-mosaics, *"),
     ],
-    ids=["name", "mosaics", "seed", "source", "fraction"],
+    ids=["name", "mosaics", "seed", "source", "key"],
 )
 def test_bad_uouo_options_are_usage_errors(pytester: pytest.Pytester, options: list[str], message: str) -> None:
     result = pytester.runpytest_inprocess("--rf100vl-model", "oracle", *options, "--co")
@@ -127,7 +129,7 @@ def test_unread_quadrant_replies_are_parse_failures_and_a_failing_mosaic_costs_o
     quadrant and replies with no quadrant word, the pointer is never asked."""
     result = fakes.runpytest_inprocess(
         "--rf100vl-model", "talker", "--rf100vl-model", "pointer", "--rf100vl-dataset", "uouo-random", *uouo,
-        "--rf100vl-batch-size", "2", "--benchmark-disable", "--rf100vl-max-failed-fraction", "0.2",
+        "--rf100vl-batch-size", "2", "--benchmark-disable", "--override-ini", "rf100vl_max_failed_fraction=0.2",
     )
     result.assert_outcomes(passed=2)
     talker, pointer = results(fakes.path / ".rf100vl" / "results")
@@ -162,7 +164,7 @@ def test_a_detector_runs_end_to_end_on_uouo(pytester: pytest.Pytester, uouo: lis
     import pytest_rf100vl.adapters.owl  # noqa: F401  (loaded here once: in-process runs drop what they import)
 
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "owlv2:tiny", "--rf100vl-dataset", "uouo-random", *uouo, "--uouo-num-mosaics", "3",
+        "--rf100vl-model", "owlv2:tiny", "--rf100vl-dataset", "uouo-random", *uouo, "--uouo-option", "num-mosaics=3",
         "--benchmark-disable",
     )
     result.assert_outcomes(passed=1)
@@ -181,25 +183,23 @@ def test_uouo_thresholds_fail_a_pair_with_what_was_measured_and_where_the_minimu
     fakes: pytest.Pytester, uouo: list[str]
 ) -> None:
     fakes.path.joinpath("thresholds.csv").write_text(
-        "model,target,min_ap,min_accuracy,min_miou\npointer,uouo-random,,,0.0\n", encoding="utf-8"
+        "model,target,min_ap,min_accuracy,min_miou\n*,*,,0.99,0.99\npointer,uouo-random,,,0.0\n", encoding="utf-8"
     )
     result = fakes.runpytest_inprocess(
         "--rf100vl-model", "oracle", "--rf100vl-model", "pointer", "--rf100vl-dataset", "uouo-random", *uouo,
-        "--uouo-min-accuracy", "0.99", "--uouo-min-miou", "0.99", "--rf100vl-thresholds", "thresholds.csv",
-        "--benchmark-disable",
+        "--override-ini", "rf100vl_thresholds=thresholds.csv", "--benchmark-disable",
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["*pointer on uouo-random: quadrant accuracy 0.* is below the minimum 0.9900 (from --uouo-min-accuracy)"]
+        ["*pointer on uouo-random: quadrant accuracy 0.* is below the minimum 0.9900 (from thresholds.csv line 2)"]
     )
     assert "pointer on uouo-random: mIoU" not in result.stdout.str()  # the file's row sets its mIoU minimum to 0
     oracle, pointer = results(fakes.path / ".rf100vl" / "results")
     assert (oracle["check"], oracle["min_accuracy"], oracle["min_miou"]) == ("passed", 0.99, 0.99)
     assert (pointer["check"], pointer["min_accuracy"], pointer["min_miou"]) == ("failed", 0.99, 0.0)
-    assert pointer["threshold_source"] == "--uouo-min-accuracy; thresholds.csv line 2"
-    result.stdout.fnmatch_lines(
-        ["| pointer (smoke) | uouo-random |*| failed (accuracy >= 0.99, mIoU >= 0; --uouo-min-accuracy; thresholds.csv line 2) |"]
-    )
+    assert pointer["threshold_source"] == "thresholds.csv line 2; thresholds.csv line 3"
+    result.stdout.fnmatch_lines(["| pointer (smoke) | uouo-random |*| failed (accuracy >= 0.99, mIoU >= 0; "
+                                 "thresholds.csv line 2; thresholds.csv line 3) |"])
 
 
 @pytest.mark.parametrize(
@@ -222,7 +222,7 @@ def test_uouo_thresholds_fail_a_pair_with_what_was_measured_and_where_the_minimu
 def test_a_bad_uouo_thresholds_row_is_a_usage_error(pytester: pytest.Pytester, text: str, message: str) -> None:
     pytester.path.joinpath("thresholds.csv").write_text(text, encoding="utf-8")
     result = pytester.runpytest_inprocess(
-        "--rf100vl-model", "oracle", "--rf100vl-dataset", "uouo-mmd", "--rf100vl-thresholds", "thresholds.csv", "--co"
+        "--rf100vl-model", "oracle", "--rf100vl-dataset", "uouo-mmd", "--override-ini", "rf100vl_thresholds=thresholds.csv", "--co"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
@@ -234,7 +234,7 @@ def test_a_uouo_only_adapter_is_left_out_of_rf100vl_pairs_and_runs_both_kinds_of
     link(data_dir, "sample", small_sample)
     result = pytester.runpytest_inprocess(
         "--rf100vl-model", "clip-quadrant:tiny", "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample,uouo-random",
-        f"--rf100vl-data-dir={data_dir}", *uouo, "--benchmark-disable", "-rs",
+        f"--rf100vl-data-option=data-dir={data_dir}", *uouo, "--benchmark-disable", "-rs",
     )
     result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines(
@@ -266,13 +266,13 @@ def test_clip_weights_that_cannot_be_downloaded_error_the_pairs_naming_the_optio
 ) -> None:
     started = time.perf_counter()
     result = pytester.runpytest_inprocess(  # the default CLIP weights, offline (the suite sets HF_HUB_OFFLINE)
-        "--rf100vl-model", "oracle", "--rf100vl-dataset", "uouo-mmd", "--uouo-num-mosaics", "2",
+        "--rf100vl-model", "oracle", "--rf100vl-dataset", "uouo-mmd", "--uouo-option", "num-mosaics=2",
         "--rf100vl-device", "cpu",
     )
     assert time.perf_counter() - started < 60
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
         "*dataset uouo-mmd: RuntimeError: building the uouo-mmd mosaics failed: downloading the CLIP weights "
-        "'laion2b_s34b_b79k' of ViT-B-32 *: HF_HUB_OFFLINE is set*; without network use --uouo-clip-pretrained none "
-        "(seeded random weights: a smoke run, scores mean nothing) or --uouo-clip-pretrained FILE*",
+        "'laion2b_s34b_b79k' of ViT-B-32 *: HF_HUB_OFFLINE is set*; without network use --uouo-option clip-pretrained=none "
+        "(seeded random weights: a smoke run, scores mean nothing) or --uouo-option clip-pretrained=FILE*",
     ])

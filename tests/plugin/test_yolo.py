@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("ultralytics") is None,
 
 ARGS = ["--rf100vl-model", "yolo:tiny", "--rf100vl-dataset", "shapes", "--rf100vl-device", "cpu",
         "--rf100vl-adapter-option", "imgsz=64", "--rf100vl-train", "train", "--rf100vl-train-option", "batch_size=8",
-        "--rf100vl-max-rounds=1", "-p", "no:cacheprovider"]
+        "--benchmark-disable", "-p", "no:cacheprovider"]
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ YoloAdapter.fit = counted
 def test_yolo_trains_on_the_split_and_reports_ultralytics_own_map_beside_ours(pytester: pytest.Pytester,
                                                                              shapes_dir: Path) -> None:
     pytester.makeconftest(COUNT_FITS)  # the runs are subprocesses, so the count is kept in a file
-    args = [*ARGS, "--rf100vl-train-option", "epochs=2", f"--rf100vl-data-dir={shapes_dir}"]
+    args = [*ARGS, "--rf100vl-train-option", "epochs=2", f"--rf100vl-data-option=data-dir={shapes_dir}"]
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
     folder = pytester.path / ".rf100vl" / "results"
     (row,) = results(folder)
@@ -74,7 +74,7 @@ def test_yolo_trains_on_the_split_and_reports_ultralytics_own_map_beside_ours(py
 
 def test_a_yolo_fit_killed_after_its_first_epoch_resumes_from_the_store(pytester: pytest.Pytester,
                                                                         shapes_dir: Path) -> None:
-    args = [*ARGS, "--rf100vl-train-option", "epochs=3", f"--rf100vl-data-dir={shapes_dir}"]
+    args = [*ARGS, "--rf100vl-train-option", "epochs=3", f"--rf100vl-data-option=data-dir={shapes_dir}"]
     folder = pytester.path / "results"
     process = subprocess.Popen([sys.executable, "-m", "pytest", *args, f"--rf100vl-results={folder}"],
                                cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -114,7 +114,7 @@ def test_a_federated_yolo_fit_masks_every_batchs_classification_loss(pytester: p
     """YOLO26's loss scores classes twice, in its one-to-many and one-to-one branches: both are masked."""
     pytester.makeconftest(COUNT_MASKS)
     pytester.runpytest_subprocess(*_on(model, ARGS), "--rf100vl-train-option", "epochs=1", "--rf100vl-train-option",
-                                  "federated=true", f"--rf100vl-data-dir={shapes_dir}",
+                                  "federated=true", f"--rf100vl-data-option=data-dir={shapes_dir}",
                                   "--rf100vl-results=relative/results",  # a relative folder too
                                   ).assert_outcomes(passed=1)
     (row,) = results(pytester.path / "relative" / "results")
@@ -130,10 +130,10 @@ def test_yolo26_stac_with_the_federated_loss_and_its_one_to_one_head(pytester: p
                                                                      shapes_dir: Path) -> None:
     pytester.makeconftest(COUNT_MASKS)
     args = [arg if arg != "train" else "semisup_10" for arg in _on("yolo:tiny26", ARGS)]
-    pytester.runpytest_subprocess(*args, "--rf100vl-recipe", "stac", "--rf100vl-train-option", "epochs=1",
+    pytester.runpytest_subprocess(*args, "--override-ini", "rf100vl_recipe=stac", "--rf100vl-train-option", "epochs=1",
                                   "--rf100vl-train-option", "student_epochs=1", "--rf100vl-train-option",
                                   "federated=true", "--rf100vl-adapter-option", "end2end=true",
-                                  f"--rf100vl-data-dir={shapes_dir}").assert_outcomes(passed=1)
+                                  f"--rf100vl-data-option=data-dir={shapes_dir}").assert_outcomes(passed=1)
     (row,) = results(pytester.path / ".rf100vl" / "results")
     details = json.loads(row["train_details"])
     assert row["recipe"] == "stac" and json.loads(row["adapter_options"])["end2end"] is True
@@ -144,9 +144,9 @@ def test_yolo26_stac_with_the_federated_loss_and_its_one_to_one_head(pytester: p
 def test_yolo_stac_trains_a_teacher_then_a_student_on_its_pseudo_labels(pytester: pytest.Pytester,
                                                                        shapes_dir: Path) -> None:
     args = [arg if arg != "train" else "semisup_10" for arg in ARGS]
-    pytester.runpytest_subprocess(*args, "--rf100vl-recipe", "stac", "--rf100vl-train-option",
+    pytester.runpytest_subprocess(*args, "--override-ini", "rf100vl_recipe=stac", "--rf100vl-train-option",
                                   "epochs=1", "--rf100vl-train-option", "student_epochs=1",
-                                  f"--rf100vl-data-dir={shapes_dir}").assert_outcomes(passed=1)
+                                  f"--rf100vl-data-option=data-dir={shapes_dir}").assert_outcomes(passed=1)
     (row,) = results(pytester.path / ".rf100vl" / "results")
     details = json.loads(row["train_details"])
     assert row["regime"] == "semi-supervised" and row["recipe"] == "stac" and row["train_split"] == "semisup_10"
@@ -156,7 +156,7 @@ def test_yolo_stac_trains_a_teacher_then_a_student_on_its_pseudo_labels(pytester
 
 def test_what_ultralytics_cannot_do_is_refused_by_name(pytester: pytest.Pytester, shapes_dir: Path) -> None:
     result = pytester.runpytest_subprocess(*ARGS, "--rf100vl-train-option", "max_grad_norm=1",
-                                           f"--rf100vl-data-dir={shapes_dir}")
+                                           f"--rf100vl-data-option=data-dir={shapes_dir}")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*ultralytics clips gradients at 10: max_grad_norm cannot be 1.0*"])
 

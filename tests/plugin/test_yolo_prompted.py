@@ -22,7 +22,7 @@ def test_tiny_yoloe_yolo_world_and_llmdet_pairs_run_offline(
     link(data_dir, "shapes", write_shapes_export(tmp_path / "shapes"))
     common = ["--rf100vl-dataset", "shapes", "--rf100vl-device", "cpu", "--rf100vl-adapter-option", "yoloe.imgsz=64",
               "--rf100vl-adapter-option", "yolo-world.imgsz=64",
-              f"--rf100vl-data-dir={data_dir}", "--rf100vl-max-rounds=1", "-p", "no:cacheprovider"]
+              f"--rf100vl-data-option=data-dir={data_dir}", "--benchmark-disable", "-p", "no:cacheprovider"]
     pytester.runpytest_subprocess("--rf100vl-model", "yoloe:tiny", "--rf100vl-model", "yolo-world:tiny",
                                   "--rf100vl-model", "llmdet:tiny", *common).assert_outcomes(passed=3)
     rows = {(row["model"], row["prompt"]): row for row in results(pytester.path / ".rf100vl" / "results")}

@@ -36,8 +36,8 @@ def test_table_prints_table_2_and_table_1(folders, capsys):
     out = capsys.readouterr().out
     assert "## AP50:95 (%)" in out and "| bees | Flora & Fauna | 40.0 | 10.0 |" in out
     assert "| oracle (smoke) | 1.0000 | — | 1.0000 | — |" in out
-    assert main(["results", "table", *map(str, folders), "--format", "csv", "--per-class", "--latest",
-                 "--benchmark", "rf100vl"]) == 0
+    assert main(["results", "table", *map(str, folders), "--format", "csv", "--option", "per-class=true", "--run", "latest",
+                 "--option", "benchmark=rf100vl"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Dataset,Class,Instances,Model,AP50:95 per class (%)\nbees,x,7,gdino,10.0\n")
 
@@ -47,11 +47,11 @@ def test_csv_is_one_table_of_one_benchmark(folders, capsys):
     import io
 
     argv = ["results", "table", *map(str, folders), "--format", "csv"]
-    assert main([*argv, "--per-class", "--benchmark", "rf100vl"]) == 0
+    assert main([*argv, "--option", "per-class=true", "--option", "benchmark=rf100vl"]) == 0
     parsed = list(csv.reader(io.StringIO(capsys.readouterr().out)))
     assert parsed[0] == ["Dataset", "Class", "Instances", "Model", "AP50:95 per class (%)"]
     assert all(len(row) == 5 for row in parsed[1:]) and ["bees", "x", "7", "owlv2", "40.0"] in parsed
-    assert main([*argv, "--benchmark", "uouo"]) == 0
+    assert main([*argv, "--option", "benchmark=uouo"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "Model,mIoU mmd,mIoU random,accuracy mmd,accuracy random"
     assert main(argv) == 2
     assert "choose one with --benchmark rf100vl or --benchmark uouo" in capsys.readouterr().err
@@ -67,13 +67,13 @@ def test_smoke_rows_are_marked_in_every_format_and_no_smoke_leaves_them_out(tmp_
         out = capsys.readouterr().out
         assert header in out.splitlines()
         assert ("(smoke): random weights, scores mean nothing" in out) == (fmt != "csv")
-    assert main(["results", "table", str(folder), "--format", "csv", "--no-smoke"]) == 0
+    assert main(["results", "table", str(folder), "--format", "csv", "--option", "no-smoke=true"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "Dataset,Domain,owlv2" and "99.0" not in out
 
 
 def test_plot_writes_the_figures(folders, tmp_path, capsys):
-    assert main(["results", "plot", *map(str, folders), "--out", str(tmp_path / "plots"), "--dataset", "actions"]) == 0
+    assert main(["results", "plot", *map(str, folders), "--out", str(tmp_path / "plots"), "--option", "dataset=actions"]) == 0
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
         "domain_means.png", "heatmap.png", "per_class_actions.png"]
 
@@ -82,7 +82,7 @@ def test_plot_writes_the_figures(folders, tmp_path, capsys):
     (["summary", "{a}", "{b}"], "--out: several folders given"),
     (["table", "{empty}"], "results.jsonl: missing: not a results folder"),
     (["table", "{a}", "--run", "nope"], "no rows of run 'nope'; runs found: run-a"),
-    (["plot", "{a}", "--out", "{empty}", "--dataset", "nope"], "--dataset: no rows of dataset 'nope'"),
+    (["plot", "{a}", "--out", "{empty}", "--option", "dataset=nope"], "--dataset: no rows of dataset 'nope'"),
     (["eval-results", "{a}", "--benchmark", "org/rf100vl"], "--model-repo: give the model repository"),
     (["eval-results", "{a}", "{b}", "--benchmark", "org/rf100vl", "--out", "{empty}"], "several models"),
 ])
@@ -102,11 +102,11 @@ def test_a_bad_line_is_exit_2(tmp_path, capsys):
 
 def test_push_with_the_server_down_is_one_line_and_exit_2(folders, hub_server, capsys):
     with hub_server.down():
-        assert main(["results", "push", str(folders[0]), "--repo-id", "org/x", "--token", hub_server.token]) == 2
+        assert main(["results", "push", str(folders[0]), "--repo-id", "org/x", "--option", f"token={hub_server.token}"]) == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if "error" in line]
     assert "Traceback" not in err and "cannot reach" in line
-    assert main(["results", "push", str(folders[0]), "--repo-id", "org/x", "--token", hub_server.token]) == 0
+    assert main(["results", "push", str(folders[0]), "--repo-id", "org/x", "--option", f"token={hub_server.token}"]) == 0
     assert "(2 rows in the repository)" in capsys.readouterr().out
 
 
@@ -125,11 +125,11 @@ def test_a_token_the_hub_echoes_is_never_printed(folders, hub_server, capsys, mo
 def test_eval_results_writes_entries(folders, tmp_path, capsys):
     from rf100vl_hf.hub.eval_results import check_eval_file
 
-    argv = ["results", "eval-results", str(folders[0]), "--benchmark", "org/rf100vl", "--partial",
-            "--source", "org/results", "--out", str(tmp_path / "model")]
+    argv = ["results", "eval-results", str(folders[0]), "--benchmark", "org/rf100vl", "--option", "partial=true",
+            "--option", "source=org/results", "--out", str(tmp_path / "model")]
     assert main(argv) == 2  # partial means are not results
-    assert "--allow-unofficial" in capsys.readouterr().err
-    assert main([*argv, "--allow-unofficial"]) == 0
+    assert "--option allow-unofficial=true" in capsys.readouterr().err
+    assert main([*argv, "--option", "allow-unofficial=true"]) == 0
     entries = check_eval_file(tmp_path / "model" / ".eval_results" / "rf100vl.yaml")
     assert {e.task_id for e in entries} >= {"all", "flora-fauna", "sports", "bees", "actions"}
     assert {e.notes for e in entries if e.task_id == "all"} == {"partial: 2 of 100 datasets"}

@@ -135,15 +135,14 @@ def test_rows_of_another_export_or_of_several_models_are_errors(world, tmp_path)
     shutil.copytree(world["root"] / "a", both)
     with (both / "results.jsonl").open("a", encoding="utf-8") as handle:
         handle.write((world["root"] / "b" / "results.jsonl").read_text(encoding="utf-8"))
-    with pytest.raises(DataError, match=r"rows of bees: 2 of them \(weak, strong\): choose one model with --model-a"):
+    with pytest.raises(DataError, match=r"rows of bees: 2 of them \(weak, strong\): choose one model with --option model-a"):
         compare(both, world["root"] / "b", data_dir=world["data"], resamples=10, progress=False)
     result = compare(both, world["root"] / "b", model_a="weak", data_dir=world["data"], resamples=10, progress=False)
     assert len(result.datasets) == 3
 
 
 def test_the_command_prints_the_table_in_each_format(world, capsys) -> None:
-    args = ["results", "compare", str(world["root"] / "a"), str(world["root"] / "b"), "--data-dir",
-            str(world["data"]), "--resamples", "50"]
+    args = ["results", "compare", str(world["root"] / "a"), str(world["root"] / "b"), "--option", f"data-dir={world['data']}", "--option", "resamples=50"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "## AP50:95 difference (B - A, AP points)" in out and "- B: " in out and "50 resamples (seed 0)" in out
@@ -164,8 +163,8 @@ def test_the_command_prints_the_table_in_each_format(world, capsys) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--resamples", "0"], "argument --resamples: expected an integer of at least 1, not '0'"),
-        (["--confidence", "1.5"], "argument --confidence: expected a number in (0, 1], not '1.5'"),
+        (["--option", "resamples=0"], "argument --option: resamples: expected an integer of at least 1, not '0'"),
+        (["--option", "confidence=1.5"], "argument --option: confidence: expected a number in (0, 1], not '1.5'"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(world, capsys, extra: list[str], message: str) -> None:
@@ -218,8 +217,7 @@ def test_a_row_whose_ap_is_not_a_number_is_listed_not_compared(world, tmp_path) 
 def test_two_folders_with_no_dataset_in_common_are_a_one_line_error(world, tmp_path, capsys) -> None:
     write_folder(tmp_path / "only-sample", "weak", world["exported"], {"sample": world["worse"]["sample"]})
     write_folder(tmp_path / "only-bees", "weak", world["exported"], {"bees": world["worse"]["bees"]})
-    code = main(["results", "compare", str(tmp_path / "only-sample"), str(tmp_path / "only-bees"), "--data-dir",
-                 str(world["data"]), "--resamples", "10"])
+    code = main(["results", "compare", str(tmp_path / "only-sample"), str(tmp_path / "only-bees"), "--option", f"data-dir={world['data']}", "--option", "resamples=10"])
     error = capsys.readouterr().err.splitlines()[-1]  # below the progress bar
     assert code == 2 and error.startswith("rf100vl-hf: error: ")
     assert error.endswith("datasets: no dataset was compared (sample: only in A; bees: only in B)")

@@ -103,8 +103,7 @@ def test_the_rows_label_error_candidates_are_drawn_by_their_files(world, tmp_pat
     (row,) = read_jsonl(folder / "results.jsonl")
     split = load_split("bees", "test", world["data"]).dataset
     images = [{"id": i, "file_name": name} for i, name in zip(split["image_id"], split["file_name"])]
-    args = ["draw", str(folder), "--dataset", "bees", "--out", str(tmp_path / "out"), "--label-errors", "--data-dir",
-            str(world["data"])]
+    args = ["draw", str(folder), "--dataset", "bees", "--out", str(tmp_path / "out"), "--option", "label-errors=true", "--option", f"data-dir={world['data']}"]
     assert main(args) == 2
     assert "the row names no label-error candidates" in capsys.readouterr().err
     write_jsonl(folder, [dict(row, label_error_files=[images[3]["file_name"], images[1]["file_name"]])])
@@ -121,8 +120,8 @@ def test_a_predictions_file_is_drawn_on_the_first_images_of_a_split(world, tmp_p
 
 
 def test_the_command_writes_the_pictures(world, tmp_path, capsys) -> None:
-    assert main(["draw", str(world["root"] / "run"), "--dataset", "bees", "--out", str(tmp_path), "--images", "2",
-                 "--data-dir", str(world["data"])]) == 0
+    assert main(["draw", str(world["root"] / "run"), "--dataset", "bees", "--out", str(tmp_path), "--option", "images=2",
+                 "--option", f"data-dir={world['data']}"]) == 0
     assert capsys.readouterr().out.count("wrote ") == 2 and len(list(tmp_path.glob("bees-*.png"))) == 2
 
 
@@ -130,18 +129,18 @@ def test_what_cannot_be_drawn_is_a_clear_error(world, tmp_path, capsys) -> None:
     with pytest.raises(DataError, match=r"--dataset: 0 rows of fish-market-ggjso \(RF100-VL rows found: owlv2 on bees"):
         pair_of(world["root"] / "run", "fish-market-ggjso", data_dir=world["data"])
     pair = pair_of(world["root"] / "run", "bees", data_dir=world["data"])
-    with pytest.raises(DataError, match=r"--image-id: 999 is not an image of the split \(its first ids: 0, 1, 2"):
+    with pytest.raises(DataError, match=r"--option image-id: 999 is not an image of the split \(its first ids: 0, 1, 2"):
         draw(pair, tmp_path, image_ids=[999], progress=False)
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps([{"image_id": 0, "category_id": 1, "bbox": [1, 2, 3], "score": 0.5}]))
     with pytest.raises(DataError, match=r"broken\.json: \[0\]\.bbox: expected 4 numbers"):
         draw(pair_of(broken, "bees", data_dir=world["data"]), tmp_path, progress=False)
     with pytest.raises(SystemExit) as exit_info:
-        main(["draw", str(world["root"] / "run"), "--dataset", "bees", "--out", str(tmp_path), "--images", "0"])
+        main(["draw", str(world["root"] / "run"), "--dataset", "bees", "--out", str(tmp_path), "--option", "images=0"])
     assert exit_info.value.code == 2
-    assert "argument --images: expected an integer of at least 1, not '0'" in capsys.readouterr().err
+    assert "argument --option: images: expected an integer of at least 1, not '0'" in capsys.readouterr().err
     assert main(["draw", str(world["root"] / "run"), "--dataset", "actions", "--out", str(tmp_path),
-                 "--data-dir", str(world["data"])]) == 2
+                 "--option", f"data-dir={world['data']}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rf100vl-hf: error: ") and "0 rows of actions" in err and err.count("\n") == 1
 
@@ -158,8 +157,7 @@ def test_predictions_that_are_not_finite_boxes_are_an_error_naming_the_record(wo
     good = {"image_id": first["id"], "category_id": world["hit"]["category_id"], "bbox": world["hit"]["bbox"],
             "score": 0.5}
     path.write_text(json.dumps([{**good, **record}]), encoding="utf-8")
-    code = main(["draw", str(path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--data-dir",
-                 str(world["data"])])
+    code = main(["draw", str(path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--option", f"data-dir={world['data']}"])
     error = capsys.readouterr().err.splitlines()[-1]
     assert code == 2 and error.startswith(f"rf100vl-hf: error: {path}: {field}: ")
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
@@ -167,8 +165,7 @@ def test_predictions_that_are_not_finite_boxes_are_an_error_naming_the_record(wo
 
 def test_an_empty_results_folder_is_an_error_naming_it(world, tmp_path, capsys) -> None:
     (tmp_path / "results.jsonl").write_text("", encoding="utf-8")
-    code = main(["draw", str(tmp_path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--data-dir",
-                 str(world["data"])])
+    code = main(["draw", str(tmp_path), "--dataset", "bees", "--out", str(tmp_path / "out"), "--option", f"data-dir={world['data']}"])
     assert code == 2 and "--dataset: 0 rows of bees (RF100-VL rows found: none)" in capsys.readouterr().err
 
 
@@ -189,8 +186,8 @@ def test_replies_holding_escapes_nul_and_a_lone_surrogate_are_drawn_and_shown_as
              for i, reply in zip(ids, replies)]
     (tmp_path / "test.samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     out = tmp_path / "drawn"
-    assert main(["draw", str(file), "--dataset", "bees", "--out", str(out), "--images", "3", "--replies",
-                 "--data-dir", str(world["data"])]) == 0
+    assert main(["draw", str(file), "--dataset", "bees", "--out", str(out), "--option", "images=3", "--option", "replies=true",
+                 "--option", f"data-dir={world['data']}"]) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(f"bees-{i}.{kind}" for i in ids for kind in ("png", "reply.txt"))
     texts = [(out / f"bees-{i}.reply.txt").read_text(encoding="utf-8") for i in ids]
     assert "  fine \\ud800 lone\\x00nul" in texts[0]

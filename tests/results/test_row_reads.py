@@ -45,8 +45,8 @@ NOT_ROWS: dict[str, dict[str, str]] = {  # file -> the receiver, as written -> w
     "pytest_rf100vl/adapters/text_answers.py": {"record": "a COCO results record", "self.options": "adapter options"},
     "pytest_rf100vl/engine/answer_cache.py": {"value": "an answer cache key part"},
     "pytest_rf100vl/engine/columns.py": {"described": "the adapter's describe()"},
-    "pytest_rf100vl/kinds/rf100vl/split.py": {"fewshot": "a dataset's metadata", "metadata": "a dataset's metadata",
-                                              "semisup": "a dataset's metadata"},
+    "pytest_rf100vl/kinds/rf100vl/identity.py": {"fewshot": "a dataset's metadata", "semisup": "a dataset's metadata"},
+    "pytest_rf100vl/kinds/rf100vl/split.py": {"metadata": "a dataset's metadata"},
     "pytest_rf100vl/kinds/rf100vl/tasks.py": {"metadata.get('fewshot', {})": "a dataset's metadata"},
     "pytest_rf100vl/kinds/uouo/kind.py": {"metadata": "a dataset's metadata", "metadata['clip']": "a dataset's metadata"},
 }

@@ -114,5 +114,5 @@ def test_a_row_without_what_every_table_needs_names_the_file_line_and_field(tmp_
         read_results([tmp_path])
     assert (error.value.field, error.value.path) == (f"line 2: {field}", str(tmp_path / "results.jsonl"))
     assert words in str(error.value)
-    for command in (["results", "table", str(tmp_path), "--per-class"], ["results", "summary", str(tmp_path)]):
+    for command in (["results", "table", str(tmp_path), "--option", "per-class=true"], ["results", "summary", str(tmp_path)]):
         assert main(command) == 2  # a one-line error, not a traceback from the tables

@@ -89,7 +89,8 @@ def test_a_renamed_class_stops_the_build_naming_both_names_and_the_option(sample
     message = str(caught.value)
     assert "'Circle' (id 1), where the full export's category 1 is 'circle'" in message
     assert "'box' (id 2), where the full export's category 2 is 'square'" in message
-    assert "fewshot_class_match='id'" in message and "--rf100vl-fewshot-class-match=id" in message
+    assert "fewshot_class_match='id'" in message and "--rf100vl-data-option=fewshot-class-match=id" in message
+    assert "rf100vl-hf prepare --option fewshot-class-match=id" in message
 
 
 def test_matched_by_id_a_renamed_class_maps_with_a_warning_listing_the_pairs(sample_root: Path, tmp_path: Path) -> None:
@@ -138,10 +139,10 @@ def test_prepare_takes_both_options(sample_root: Path, tmp_path: Path, capsys: p
 
     full, fsod = fsod_export(sample_root, tmp_path, {"circle": "Circle"})
     args = ["prepare", NAME, "--data-dir", str(full.parent), "--fewshot-dir", str(fsod.parent), "--cache-dir",
-            str(tmp_path / "cache"), "--test-source", "fewshot"]
+            str(tmp_path / "cache"), "--option", "test-source=fewshot"]
     assert main(args) == 2
     assert "'Circle' (id 1), where the full export's category 1 is 'circle'" in capsys.readouterr().err
-    assert main([*args, "--fewshot-class-match", "id"]) == 0
+    assert main([*args, "--option", "fewshot-class-match=id"]) == 0
     out, err = capsys.readouterr()
     assert "test (4)" in out and "rf100vl-hf: warning: bottles: the few-shot export's classes are matched" in err
     assert "'Circle' -> 'circle'" in err

@@ -235,20 +235,20 @@ def test_the_command_stops_with_a_labelling_sheet_then_runs_the_percentile_rule(
     raw: RawCollectionFiles, options: CurateOptions, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    common = [str(raw.root), "--out", str(out), "--clip-model", options.clip_model, "--clip-pretrained", "none",
-              "--remover", str(options.remover)]
+    common = [str(raw.root), "--out", str(out), "--option", f"clip-model={options.clip_model}", "--option", "clip-pretrained=none",
+              "--option", f"remover={str(options.remover)}"]
     assert main(["uouo", "curate", *common]) == 0
     said = capsys.readouterr().out.strip()
     assert said.startswith("no labels: wrote the feature table") and "\n" not in said
     sheets = sorted(p.name for p in (out / "curation" / "labelling").iterdir())
     assert sheets == sorted([*(f"{c}.jpg" for c in CATEGORIES), "labels.csv"])
     assert Image.open(out / "curation" / "labelling" / "star.jpg").width == 8 * 160
-    assert main(["uouo", "curate", *common, "--percentile-rule", "10"]) == 0
+    assert main(["uouo", "curate", *common, "--option", "percentile-rule=10"]) == 0
     assert "kept 5 of 7 categories" in capsys.readouterr().out
     report = (out / "curation" / "report.md").read_text()
     assert "Percentile rule (not the paper's method)" in report
-    assert main(["uouo", "curate", *common, "--percentile-rule", "10", "--labels", str(options.labels)]) == 2
-    assert "--percentile-rule (not the paper's method) replaces the classifier" in capsys.readouterr().err
+    assert main(["uouo", "curate", *common, "--option", "percentile-rule=10", "--labels", str(options.labels)]) == 2
+    assert "percentile-rule (not the paper's method) replaces the classifier" in capsys.readouterr().err
 
 
 def test_a_missing_extra_names_its_pip_install(
@@ -260,8 +260,8 @@ def test_a_missing_extra_names_its_pip_install(
     with pytest.raises(MissingExtraError, match=installs):
         classifier.train(np.zeros((10, 5)), np.array([0, 1] * 5), Path("labels.csv"))
     monkeypatch.setitem(sys.modules, "torch", None)  # a module of the models extra, which curate brings too
-    assert main(["uouo", "curate", str(raw.root), "--out", str(tmp_path), "--clip-model", options.clip_model,
-                 "--remover", str(options.remover), "--percentile-rule", "10"]) == 2
+    assert main(["uouo", "curate", str(raw.root), "--out", str(tmp_path), "--option", f"clip-model={options.clip_model}",
+                 "--option", f"remover={str(options.remover)}", "--option", "percentile-rule=10"]) == 2
     assert capsys.readouterr().err.endswith('rf100vl-hf uouo curate needs torch, which the [curate] extra installs: '
                                             'pip install "rf100vl-hf[curate]"\n')
 

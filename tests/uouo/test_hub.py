@@ -75,15 +75,16 @@ def test_script_explains_itself(script, capsys) -> None:
         script.main(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--source-dir", "--config", "--out", "--num-mosaics", "--seed", "--sigma", "--clip-model", "--push"):
+    for option in ("--source-dir", "--config", "--out", "--option", "num-mosaics:", "seed:", "sigma:", "clip-model:",
+                   "--push"):
         assert option in text
     assert "load_dataset" in text and "HF_TOKEN" in text and "UOUO_SOURCE_DIR" in text
 
 
 def test_script_builds_a_repository(script, iotkits: Path, tiny_clip: str, tmp_path: Path, capsys) -> None:
     out = tmp_path / "repo"
-    code = script.main(["--source-dir", str(iotkits), "--config", "random", "--num-mosaics", "3", "--seed", "2",
-                        "--clip-model", tiny_clip, "--clip-pretrained", "none", "--out", str(out)])
+    code = script.main(["--source-dir", str(iotkits), "--config", "random", "--option", "num-mosaics=3", "--option", "seed=2",
+                        "--option", f"clip-model={tiny_clip}", "--option", "clip-pretrained=none", "--out", str(out)])
     assert code == 0 and f"wrote {out}" in capsys.readouterr().out
     loaded = datasets.load_dataset(str(out), "random", split="test")
     assert len(loaded) == 3 and read_metadata(loaded)["seed"] == 2

@@ -1,5 +1,5 @@
 """RF100-VL's checks of means, run when the session ends: domain and ``All`` rows of the
-thresholds file, and the comparison with a published table (``--rf100vl-reference=paper``,
+thresholds file, and the comparison with a published table (``--rf100vl-data-option=reference=paper``,
 ``leaderboard`` or ``detpo``, each optionally ``@VERSION``)."""
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def reference_checks(
         if method is None or method not in table:
             why = (f"no row {method!r} in the {regime} section of {table_name}" if method
                    else f"no {regime} {reference} row for this model")
-            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-reference-method)"))
+            checks.append(MeanCheck(spec, ALL, NOT_CHECKED, f"{why} (map one with --rf100vl-data-option reference-method=SPEC=ROW)"))
             continue
         others = other_rows(any_row, subset, reference, method)
         source = reference_source(reference, table_name, regime, method)

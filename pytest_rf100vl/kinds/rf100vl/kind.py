@@ -43,6 +43,8 @@ class Rf100vlKind(BenchmarkKind):
     target_description = "an RF100-VL dataset, domain or All"
     means = {**catalog.domain_spellings(), catalog.ALL.lower(): catalog.ALL}
     options: DetectionOptions
+    subset = "all"
+    """The subset a dataset value asked for (``rf20vl``), whose published tables the reference reads."""
 
     @property
     def data_dir(self) -> Path:
@@ -59,23 +61,24 @@ class Rf100vlKind(BenchmarkKind):
     def claims(self, dataset: str) -> bool:
         return dataset == catalog.SAMPLE_NAME or catalog.contains(dataset) or dataset in self._custom
 
-    def select(self, named: bool) -> list[str]:
-        """Every dataset of the domains and subset asked for, in catalogue order; with no
-        dataset named at all, every RF100-VL dataset."""
-        domains_given, subset = self.options.domains, self.options.subset
-        if not (domains_given or subset or not named):
-            return []
+    def group(self, value: str) -> list[str] | None:
+        """``all`` or ``rf20vl`` (every catalogue dataset of the subset, whose published tables the
+        reference comparison then reads), ``[rf20vl:]domain:NAME`` (every catalogue dataset of a
+        domain, in a subset; ``domain:custom``, the other exports of the data folder), in
+        catalogue order (:func:`rf100vl_hf.catalog.selection`)."""
+        chosen = catalog.selection(value)
+        if chosen is None:
+            return None
+        subset, domain = chosen
+        if domain is None or subset != "all":
+            self.subset = subset
+        if domain is None:
+            return [e.basename for e in catalog.select(None, subset)]
         try:
-            domains = [catalog.normalize_domain(d) for d in domains_given] or [None]
+            domain = catalog.normalize_domain(domain)
         except UnknownNameError as exc:
-            raise pytest.UsageError(f"--rf100vl-domain: {exc}") from None
-        names: list[str] = []
-        for domain in domains:
-            if domain == catalog.CUSTOM_DOMAIN:
-                names.extend(self._custom)
-            else:
-                names.extend(e.basename for e in catalog.select(domain, subset or "all"))
-        return names
+            raise pytest.UsageError(f"--rf100vl-dataset {value}: {exc}") from None
+        return self._custom if domain == catalog.CUSTOM_DOMAIN else [e.basename for e in catalog.select(domain, subset)]
 
     def load(self, dataset: str, device: str) -> "DetectionSplit":
         """The evaluated split (``--rf100vl-split``), every split validated and prepared once."""
@@ -121,6 +124,6 @@ class Rf100vlKind(BenchmarkKind):
 
         checks = threshold_checks(rules, rows)
         if self.options.reference is not None:
-            checks += reference_checks(self.options.subset or "all", self.options.reference_methods,
+            checks += reference_checks(self.subset, self.options.reference_methods,
                                        self.options.tolerance, rows, self.options.reference)
         return Report(rf100vl_sections(rows), checks)

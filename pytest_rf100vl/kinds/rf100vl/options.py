@@ -1,13 +1,13 @@
-"""The RF100-VL kind's options: which datasets, which split and prompt, the comparison with a
+"""The RF100-VL kind's options: which split, prompt and scoring protocol, the comparison with a
 published table, and the dataset request ``rf100vl-hf prepare`` takes (where the exports are,
-how the derived splits are made, how images are checked), so the plugin can set each."""
+how the derived splits are made, how images are checked), so the plugin can set each. The split,
+prompt and protocol are flags; the others are keys of ``--rf100vl-data-option KEY=VALUE``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from rf100vl_hf.catalog import SUBSETS
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
 from rf100vl_hf.rf100vl.request import (
@@ -21,12 +21,15 @@ from rf100vl_hf.rf100vl.request import (
 )
 
 from pytest_rf100vl.core.options import option
+
+DATA = "data-option"
+"""The dict option (``--rf100vl-data-option KEY=VALUE``) of the options that are not flags."""
 from pytest_rf100vl.kinds.rf100vl.adapter_defaults import adapter_defaults
 from pytest_rf100vl.kinds.rf100vl.reference import ReferenceChoice, parse_reference
 
 
 def _methods(values: tuple[str, ...]) -> dict[str, str]:
-    """``SPEC=ROW`` items of ``--rf100vl-reference-method``."""
+    """``SPEC=ROW`` items of ``reference-method``."""
     methods = {}
     for value in values:
         spec, sep, row = value.partition("=")
@@ -38,11 +41,6 @@ def _methods(values: tuple[str, ...]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class DetectionOptions:
-    domains: tuple[str, ...] = option(
-        "domain", "list", "every catalogue dataset of these domains ('custom': the other exports of the data dir)",
-        "DOMAINS", split=True, selects=True)
-    subset: str | None = option("subset", "str", "every catalogue dataset of a subset: all or rf20vl", "SUBSET",
-                                choices=SUBSETS, selects=True)
     split: str = option("split", "str", "split to evaluate (default: test; UOUO datasets have only test)", "SPLIT",
                         default="test")
     prompt: str = option("prompt", "str", "names, instructions or fewshot (default: names)", "MODE",
@@ -51,49 +49,50 @@ class DetectionOptions:
         "reference", "str", "compare each complete domain's mean with a published table: paper (the RF100-VL paper's "
         "Tables 2, 3 and 7, arXiv 2505.20612v1), leaderboard (newer published RF100-VL All means: the rf-detr "
         "README, the SAM 3 paper) or detpo (the DetPO paper's RF20-VL board); SOURCE@VERSION keeps the rows of one "
-        "version (a part of their version, e.g. detpo@2603.23455v1)", "SOURCE[@VERSION]", check=parse_reference)
+        "version (a part of their version, e.g. detpo@2603.23455v1)", "SOURCE[@VERSION]", check=parse_reference,
+        via=DATA)
     protocol: str = option(
         "protocol", "str", "scoring protocol: paper (default: maxDets 500, category 0 never prompted) or rf-scripts "
         "(Roboflow's public scripts: maxDets 100, category 0 prompted in zero-shot names pairs, no class-wise NMS, "
         "SAM 3 at score 0.5); recorded in each row, whose rows never merge or rank with another protocol's", "NAME",
         default=PAPER, choices=tuple(PROTOCOLS))
     tolerance: float = option("tolerance", "float", "allowed distance, in AP points, from the reference table "
-                              "(default: 1.0)", "AP", default=1.0, minimum=0)
+                              "(default: 1.0)", "AP", default=1.0, minimum=0, via=DATA)
     reference_methods: dict[str, str] = option(
         "reference-method", "list", "map a model to a row of the reference table: SPEC=ROW (repeatable)", "SPEC=ROW",
-        check=_methods)
+        check=_methods, via=DATA)
     data_dir: Path | None = option("data-dir", "path", "root of the full exports (default: $RF100VL_DATA_DIR or the "
-                                   "cache home)", "DIR")
+                                   "cache home)", "DIR", via=DATA)
     fewshot_dir: Path | None = option("fewshot-dir", "path", "root of the official few-shot exports (default: "
-                                      "$RF100VL_FEWSHOT_DIR)", "DIR")
+                                      "$RF100VL_FEWSHOT_DIR)", "DIR", via=DATA)
     fewshot_k: int = option("fewshot-k", "int", "instances per class of a generated few-shot split (default: 10)",
-                            "K", default=SPLIT_PARAMETERS["fewshot_k"], minimum=1)
+                            "K", default=SPLIT_PARAMETERS["fewshot_k"], minimum=1, via=DATA)
     fewshot_seed: int = option("fewshot-seed", "int", "seed of a generated few-shot split (default: 0)", "N",
-                               default=SPLIT_PARAMETERS["fewshot_seed"])
+                               default=SPLIT_PARAMETERS["fewshot_seed"], via=DATA)
     fewshot_strategy: str = option(
         "fewshot-strategy", "str", "how a generated few-shot split is drawn: random (the challenge tooling's, "
         "default) or best (per class, the candidate selection with the largest mean box area)", "NAME",
-        default=SPLIT_PARAMETERS["fewshot_strategy"], choices=FEWSHOT_STRATEGIES)
+        default=SPLIT_PARAMETERS["fewshot_strategy"], choices=FEWSHOT_STRATEGIES, via=DATA)
     fewshot_candidates: int = option(
-        "fewshot-candidates", "int", "candidate selections per class of --rf100vl-fewshot-strategy best (default: 10)",
-        "N", default=SPLIT_PARAMETERS["fewshot_candidates"], minimum=1)
+        "fewshot-candidates", "int", "candidate selections per class of fewshot-strategy best (default: 10)",
+        "N", default=SPLIT_PARAMETERS["fewshot_candidates"], minimum=1, via=DATA)
     semisup_fraction: float = option("semisup-fraction", "float", "fraction of train images in the semi-supervised "
-                                     "split (default: 0.1)", "F", default=SPLIT_PARAMETERS["semisup_fraction"])
+                                     "split (default: 0.1)", "F", default=SPLIT_PARAMETERS["semisup_fraction"],
+                                     via=DATA)
     semisup_seed: int = option("semisup-seed", "int", "seed of the semi-supervised split (default: 0)", "N",
-                               default=SPLIT_PARAMETERS["semisup_seed"])
+                               default=SPLIT_PARAMETERS["semisup_seed"], via=DATA)
     test_source: str = option(
         "test-source", "str", "whose test split 'test' is: full (default: the full export's) or fewshot (the few-shot "
         "export's, which can differ: RF100-VL issue #31); recorded in split_parameters", "SOURCE",
-        default=SPLIT_PARAMETERS["test_source"], choices=TEST_SOURCES)
+        default=SPLIT_PARAMETERS["test_source"], choices=TEST_SOURCES, via=DATA)
     fewshot_class_match: str = option(
         "fewshot-class-match", "str", "match the few-shot export's classes to the full export's by name (default: a "
         "name the full export lacks stops with an error naming both names) or by id (category id: the names that "
         "differ are mapped, with a warning listing the pairs)", "name|id",
-        default=SPLIT_PARAMETERS["fewshot_class_match"], choices=FEWSHOT_CLASS_MATCHES)
+        default=SPLIT_PARAMETERS["fewshot_class_match"], choices=FEWSHOT_CLASS_MATCHES, via=DATA)
     verify_images: str = option("verify-images", "str", "header: parse headers and check JPEG/PNG end markers "
                                 "(fast, default); full: decode every image", "HOW", default="header",
-                                choices=VERIFY_IMAGES)
-
+                                choices=VERIFY_IMAGES, via=DATA)
     def __post_init__(self) -> None:
         self.splits()  # a bad combination of split parameters is refused here, at the edge
 

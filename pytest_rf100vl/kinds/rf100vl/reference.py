@@ -1,4 +1,4 @@
-"""Published numbers to compare a run with (``--rf100vl-reference``), each in the section of
+"""Published numbers to compare a run with (``--rf100vl-data-option reference=...``), each in the section of
 the run's data regime (``--rf100vl-train``): a fine-tuned model never meets a zero-shot row.
 
 - ``paper`` (the default): the RF100-VL paper's Table 2 (all 100 datasets, zero-shot and
@@ -22,7 +22,7 @@ the run's data regime (``--rf100vl-train``): a fine-tuned model never meets a ze
   ``rf100vl_hf/data/detpo_tables.csv`` with each row's table, version, commit and the protocol
   where it differs from the paper's (the serving engine, self-reported or VQA scores).
 
-Every row carries the version it copies; ``--rf100vl-reference=SOURCE@VERSION`` keeps the rows
+Every row carries the version it copies; ``--rf100vl-data-option=reference=SOURCE@VERSION`` keeps the rows
 whose publication or version contains VERSION (:class:`ReferenceChoice`). A check names the row
 it compared with and the rows other tables give the same model (:func:`other_rows` in
 ``checks.py``), so two published numbers for one model are never mixed up silently.
@@ -30,7 +30,7 @@ it compared with and the rows other tables give the same model (:func:`other_row
 A model is matched to a row of the section by :data:`PAPER_METHODS`, :data:`DETPO_METHODS` or
 :data:`LEADERBOARD_METHODS` (adapter name, prompt mode and regime; a row may also require a
 size word in the checkpoint, a recipe, or the federated loss), or by
-``--rf100vl-reference-method SPEC=ROW`` for any other model. A checkpoint word matches as a
+``--rf100vl-data-option reference-method=SPEC=ROW`` for any other model. A checkpoint word matches as a
 whole word of the checkpoint (``large`` is in ``rf-detr-large`` but not in
 ``rf-detr-xlarge``); any of a row's words will do. ``paper``:
 
@@ -106,7 +106,7 @@ DETPO_TABLE = "detpo_rf20vl"
 FILES = {"paper": "paper_tables.csv", LEADERBOARD: "leaderboard.csv", DETPO: "detpo_tables.csv"}
 """Each reference's file in ``rf100vl_hf/data``."""
 REFERENCES = tuple(FILES)
-"""The sources ``--rf100vl-reference`` names (``SOURCE`` or ``SOURCE@VERSION``)."""
+"""The sources ``--rf100vl-data-option reference=...`` names (``SOURCE`` or ``SOURCE@VERSION``)."""
 SETTINGS = {"zero-shot": "zero-shot", "few-shot": "few-shot-10", "semi-supervised": "semi-supervised-10pct",
             "fully-supervised": "fully-supervised"}
 """The tables' ``setting`` of each data regime."""
@@ -139,7 +139,7 @@ class PublishedRow:
 
 @dataclass(frozen=True)
 class ReferenceChoice:
-    """``--rf100vl-reference SOURCE[@VERSION]``: the rows of one source, and of one version of
+    """``--rf100vl-data-option reference=SOURCE[@VERSION]``: the rows of one source, and of one version of
     it when given (matched as a part of the rows' publication or ``version``, case-insensitive:
     ``paper@2505.20612v1``, ``leaderboard@35ac6ab``, ``leaderboard@2511.16719``)."""
 

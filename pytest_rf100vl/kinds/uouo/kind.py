@@ -64,7 +64,7 @@ class UouoKind(BenchmarkKind):
             mosaics = load_uouo(dataset.removeprefix("uouo-"), split="test", device=device, progress=False,
                                 num_proc=self.options.num_proc or default_num_proc(), **self.options.given())
         except ClipWeightsError as exc:  # no network: say which options build the mosaics without it
-            remedies = exc.advice("--uouo-clip-pretrained none", "--uouo-clip-pretrained FILE")
+            remedies = exc.advice("--uouo-option clip-pretrained=none", "--uouo-option clip-pretrained=FILE")
             raise RuntimeError(f"building the {dataset} mosaics failed: {remedies}") from None
         except DatasetGenerationError as exc:  # datasets wraps what failed while the mosaics were made
             cause = exc.__cause__ or exc
