@@ -13,7 +13,7 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
 - ``rf100vl_pair``: the :class:`~pytest_rf100vl.session.selection.Pair` (``model`` spec, ``dataset``
   name, ``kind``: the benchmark kind, ``rf100vl`` or ``uouo`` for the built-in ones);
 - ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
-  a pair of a benchmark the adapter does not answer (``Adapter.tasks``) is skipped, and
+  a pair of a benchmark the adapter does not answer (its registry entry's ``tasks``) is skipped, and
   the summary lists it;
 - ``rf100vl_dataset``: the pair's split as a ``datasets.Dataset`` (``read_metadata`` gives
   its classes); a dataset that is not on disk skips the test with how to get it; a UOUO
@@ -40,7 +40,7 @@ from pytest_rf100vl.engine.guard import AdapterError
 if TYPE_CHECKING:  # the session loads models and datasets: imported when a matrix runs, not before
     import datasets
 
-    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.adapters.base import Detector
     from pytest_rf100vl.session.matrix import MatrixSession
     from pytest_rf100vl.session.stages import PairRun
 
@@ -89,18 +89,19 @@ def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "dataset
 
 
 @pytest.fixture
-def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter":
-    """The pair's adapter, loaded once for all the pairs of its model."""
+def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Detector":
+    """The pair's model as it was built (an adapter, or a hook's model), loaded once for all
+    the pairs of its model."""
     session = matrix_session(pytestconfig)
     try:
-        adapter = session.adapter(rf100vl_pair.spec)
+        model = session.model(rf100vl_pair.spec)
     except Exception as exc:
         _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.spec}", exc)
-    why = session.why_left_out(rf100vl_pair, adapter)
+    why = session.why_left_out(rf100vl_pair, model)
     if why:
         session.left_out.setdefault(rf100vl_pair.id, why)
         pytest.skip(f"{why}: pair left out")
-    return adapter
+    return model.detector
 
 
 def _benchmark(request: pytest.FixtureRequest) -> Any:
