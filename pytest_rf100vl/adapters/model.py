@@ -167,7 +167,7 @@ class Model:
 def entry_of(spec: ModelSpec, made: object) -> Entry:
     """The registry entry of a model a hook made: its class's (an :class:`Adapter`), else the
     defaults under the spec's name."""
-    return type(made).entry() if isinstance(made, Adapter) else Entry(spec.name, training_libraries=())
+    return type(made).entry() if isinstance(made, Adapter) else Entry(spec.name)
 
 
 def hosted(made: object, spec: ModelSpec, device: str, dtype: str) -> Model:
