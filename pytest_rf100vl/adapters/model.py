@@ -61,7 +61,11 @@ class Model:
         self._info = info or ModelInfo(entry.name)
         self.task: DetectionTask | None = None
         self.trained_weights: str | None = None
-        self.concurrency = int(getattr(detector, "concurrency", 1))
+        concurrency = getattr(detector, "concurrency", 1)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise TypeError(f"model {entry.name!r}: concurrency must be a whole number of at least 1, "
+                            f"not {concurrency!r}")
+        self.concurrency = concurrency
         """How many calls may be in flight at once: above 1 (a model behind a server), the runner
         calls it one image per call from that many threads."""
 

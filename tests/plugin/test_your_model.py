@@ -130,7 +130,7 @@ class Boxless:
         return []
 
 
-def test_a_model_without_the_two_methods_is_a_clear_error_and_an_adapter_passes_as_it_is() -> None:
+def test_a_model_without_the_two_methods_or_with_a_bad_concurrency_is_a_clear_error_an_adapter_is_wrapped() -> None:
     with pytest.raises(TypeError, match="model 'boxless' .Boxless. is not a detector: it has no set_task"):
         hosted(Boxless(), ModelSpec.parse("boxless"), "cpu", "float32")
 
@@ -139,6 +139,11 @@ def test_a_model_without_the_two_methods_is_a_clear_error_and_an_adapter_passes_
 
         def predict(self, batch):
             return []
+
+    crowded = Counting()
+    crowded.concurrency = "4"
+    with pytest.raises(TypeError, match="model 'crowded': concurrency must be a whole number of at least 1, not '4'"):
+        hosted(crowded, ModelSpec.parse("crowded"), "cpu", "float32")
 
     built = Built()
     model = hosted(built, ModelSpec.parse("built"), "cpu", "float32")
