@@ -12,9 +12,11 @@ the session's matrix, one test per (model, dataset) pair, with ids like ``owlv2-
 - ``rf100vl_config`` (session): the run's configuration (:class:`~pytest_rf100vl.core.config.RunConfig`);
 - ``rf100vl_pair``: the :class:`~pytest_rf100vl.session.selection.Pair` (``model`` spec, ``dataset``
   name, ``kind``: the benchmark kind, ``rf100vl`` or ``uouo`` for the built-in ones);
-- ``rf100vl_adapter``: the pair's loaded adapter (loaded once for all of its model's pairs);
-  a pair of a benchmark the adapter does not answer (``Adapter.tasks``) is skipped, and
-  the summary lists it;
+- ``rf100vl_adapter``: the pair's loaded model as the session runs it
+  (:class:`~pytest_rf100vl.adapters.model.Model`: ``set_task``, ``predict``, ``ground``, ``info``;
+  ``detector`` is the model as it was built), loaded once for all of its model's pairs; a pair of
+  a benchmark the model does not answer (its registry entry's ``tasks``) is skipped, and the
+  summary lists it;
 - ``rf100vl_dataset``: the pair's split as a ``datasets.Dataset`` (``read_metadata`` gives
   its classes); a dataset that is not on disk skips the test with how to get it; a UOUO
   dataset is built from the cut-out source on first use;
@@ -44,7 +46,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:  # the session loads models and datasets: imported when a matrix runs, not before
     import datasets
 
-    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.adapters.model import Model
     from pytest_rf100vl.session.matrix import MatrixSession
     from pytest_rf100vl.session.stages import PairRun
 
@@ -100,18 +102,18 @@ def rf100vl_dataset(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "dataset
 
 
 @pytest.fixture
-def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Adapter":
-    """The pair's adapter, loaded once for all the pairs of its model."""
+def rf100vl_adapter(rf100vl_pair: Pair, pytestconfig: pytest.Config) -> "Model":
+    """The pair's model as the session runs it, loaded once for all the pairs of its model."""
     session = matrix_session(pytestconfig)
     try:
-        adapter = session.adapter(rf100vl_pair.spec)
+        model = session.model(rf100vl_pair.spec)
     except Exception as exc:
         _cannot_run(session, rf100vl_pair, f"model {rf100vl_pair.spec}", exc)
-    why = session.why_left_out(rf100vl_pair, adapter)
+    why = session.why_left_out(rf100vl_pair, model)
     if why:
         session.left_out.setdefault(rf100vl_pair.id, why)
         pytest.skip(f"{why}: pair left out")
-    return adapter
+    return model
 
 
 def _benchmark(request: pytest.FixtureRequest) -> Any:

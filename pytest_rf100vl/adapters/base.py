@@ -10,7 +10,7 @@ thin and cannot differ in how they treat bad output.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from rf100vl_hf.arguments import typed_option
+from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.paths import cache_home
 from rf100vl_hf.redact import url_secrets
 
@@ -247,6 +248,84 @@ class Accounted(Protocol):
         """The columns counted since :meth:`start_pair`."""
 
 
+def url_credentials(options: dict[str, Any]) -> tuple[str, ...]:
+    """The credentials of every URL among ``options``' values: what no text the plugin writes may show."""
+    return tuple(secret for value in options.values() if isinstance(value, str) and "://" in value
+                 for secret in url_secrets(value))
+
+
+def accept_any(options: dict[str, Any]) -> None:
+    """The options check of a model that declares none: every option reaches the model."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A model family's entry in the registry: what the session knows of it before a model
+    is built, so that nothing it decides before (or besides) inference reads the model
+    (``docs/architecture.md``, the adapters). A built-in's comes from its class
+    (:meth:`Adapter.entry`); a model made by the ``pytest_rf100vl_make_adapter`` hook gets
+    the defaults, named by its spec.
+
+    ``planned`` gives the :class:`ModelInfo` a pair of ``(checkpoint, options, dataset, split)``
+    will record, worked out without building the model (``None``: it cannot be, and rows are
+    matched on the spec and options as given); ``check`` raises ``TypeError`` or ``ValueError``
+    on options the model refuses; ``secrets`` lists what options hold or lead to that no text
+    may show; ``cached``: its answers may be kept in the answer cache."""
+
+    name: str
+    default_checkpoint: str | None = None
+    prompt_modes: tuple[str, ...] = PROMPT_MODES
+    tasks: tuple[str, ...] = ("rf100vl", "uouo")
+    needs_ground_truth: bool = False
+    """Only the oracle: the kind tells it the task with its ground truth."""
+    transformers_model: bool = False
+    """It runs a transformers model: it takes ``device_map``, ``attention`` and ``compile``."""
+    submitted_output: bool = False
+    """Its output is a submission scored exactly as submitted (no clipping to the image)."""
+    repeatable: bool = True
+    """The runner may run it again over a split too small to time (answers discarded)."""
+    answers_in_text: bool = False
+    """It answers in text: its transcripts go to the samples log (``--rf100vl-log-samples``)."""
+    cached: bool = True
+    default_recipes: Mapping[str, str] = field(default_factory=dict)
+    """The recipe each regime uses unless ``--rf100vl-recipe`` names another."""
+    recipe_fields: frozenset[str] | None = None
+    """The recipe fields its ``fit`` uses (``None``: every field); setting another is refused."""
+    training_libraries: tuple[str, ...] = ("torch", "transformers")
+    """The packages its ``fit`` trains with: their versions key the trained weights."""
+    recipes: Mapping[str, "Recipe"] = field(default_factory=dict)
+    """Its recipes, known before it is built (a hook-made model's are read once built)."""
+    check: Callable[[dict[str, Any]], None] = accept_any
+    secrets: Callable[[dict[str, Any]], tuple[str, ...]] = url_credentials
+    planned: Callable[[str | None, dict[str, Any], str, str], ModelInfo] | None = None
+
+
+def check_task(name: str, prompt_modes: tuple[str, ...], task: DetectionTask) -> None:
+    """Refuse a task with no classes, or in a prompt mode the model does not take."""
+    if not task.classes:
+        raise ValueError(f"adapter {name!r} was given no classes for dataset {task.dataset!r}")
+    if task.prompt not in prompt_modes:
+        raise ValueError(
+            f"adapter {name!r} does not support prompt mode {task.prompt!r} "
+            f"(supported: {', '.join(prompt_modes)})"
+        )
+
+
+def best_boxes(detector: Detector, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
+    """UOUO answered by a detector: its best box for each question's target (the scorer
+    reads the quadrant from the box centre)."""
+    answers = []
+    for item, query in zip(batch, queries):
+        detector.set_task(DetectionTask(dataset="uouo", classes=[query.target]))
+        (detections,) = detector.predict([item])
+        if len(detections.scores) == 0:
+            answers.append(GroundingAnswer(None, None))
+            continue
+        best = int(np.argmax(detections.scores))
+        answers.append(GroundingAnswer(tuple(float(v) for v in detections.boxes[best]), None))
+    return answers
+
+
 class Adapter(ABC):
     """Base class of all adapters. Subclasses set ``name`` and ``default_checkpoint``."""
 
@@ -303,8 +382,8 @@ class Adapter(ABC):
         self.options = self.resolved_options(options)
         self.task: DetectionTask | None = None
         self.trained_weights: str | None = None
-        """The sha256 of the fine-tuned weights the plugin loaded (``None``: the checkpoint's own):
-        answers are cached apart for each."""
+        """The sha256 of the fine-tuned weights :meth:`load_trained` loaded (``None``: the
+        checkpoint's own)."""
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
@@ -320,13 +399,24 @@ class Adapter(ABC):
             )
 
     @classmethod
+    def entry(cls) -> Entry:
+        """The class's declarations as its registry :class:`Entry`: all the session reads of a
+        built-in besides the model it builds."""
+        name = getattr(cls, "name", cls.__name__)  # a class that only lists itself may leave it unset
+        return Entry(name, cls.default_checkpoint, cls.prompt_modes, cls.tasks, cls.needs_ground_truth,
+                     cls.transformers_model, cls.submitted_output, cls.repeatable, answers_in_text=False,
+                     cached=cls.answer_key_parts is not Adapter.answer_key_parts,
+                     default_recipes=cls.default_recipes, recipe_fields=cls.recipe_fields,
+                     training_libraries=cls.training_libraries, recipes=cls.recipes, check=cls.check_options,
+                     secrets=cls.secrets, planned=cls.planned_info)
+
+    @classmethod
     def secrets(cls, options: dict[str, Any]) -> tuple[str, ...]:
         """What ``options`` hold or lead to that no text the plugin writes may show (the plugin
         tells the session's scrubber, :mod:`rf100vl_hf.redact`, before it prints anything): by
         default the credentials of every URL among them."""
 
-        return tuple(secret for value in options.values() if isinstance(value, str) and "://" in value
-                     for secret in url_secrets(value))
+        return url_credentials(options)
 
     @classmethod
     def resolved_options(cls, options: dict[str, Any]) -> dict[str, Any]:
@@ -381,13 +471,7 @@ class Adapter(ABC):
 
     def set_task(self, task: DetectionTask) -> None:
         """Told once per dataset, before any batch. Adapters precompute prompts here."""
-        if not task.classes:
-            raise ValueError(f"adapter {self.name!r} was given no classes for dataset {task.dataset!r}")
-        if task.prompt not in self.prompt_modes:
-            raise ValueError(
-                f"adapter {self.name!r} does not support prompt mode {task.prompt!r} "
-                f"(supported: {', '.join(self.prompt_modes)})"
-            )
+        check_task(self.name, self.prompt_modes, task)
         self.task = task
 
     @abstractmethod
@@ -405,18 +489,8 @@ class Adapter(ABC):
         return out
 
     def ground(self, batch: list[ImageItem], queries: list[GroundingQuery]) -> list[GroundingAnswer]:
-        """UOUO grounding. Detectors answer with their best box for the target's name; the
-        quadrant is then read from the box centre by the scorer."""
-        answers = []
-        for item, query in zip(batch, queries):
-            self.set_task(DetectionTask(dataset="uouo", classes=[query.target]))
-            (detections,) = self.predict([item])
-            if len(detections.scores) == 0:
-                answers.append(GroundingAnswer(None, None))
-                continue
-            best = int(np.argmax(detections.scores))
-            answers.append(GroundingAnswer(tuple(float(v) for v in detections.boxes[best]), None))
-        return answers
+        """UOUO grounding: by default the best box for the target's name (:func:`best_boxes`)."""
+        return best_boxes(self, batch, queries)
 
     def fit(self, data: TrainingData, recipe: "Recipe", store: "TrainedStore") -> "FitRecord":
         """Fine-tune the model on ``data`` by ``recipe`` (one of :attr:`recipes`, with its seed),
@@ -428,16 +502,6 @@ class Adapter(ABC):
     def load_trained(self, store: "TrainedStore") -> None:
         """Load the weights of a finished fit (``store.record()`` is not ``None``) into the model."""
         raise NotImplementedError(f"adapter {self.name!r} cannot be fine-tuned")
-
-    def use_trained(self, store: "TrainedStore") -> None:
-        """Take the finished fit in ``store`` as the model's weights, whether it was fitted just now
-        or by an earlier run: what is scored is what the store holds, and the weights' hash keys
-        the cached answers apart from the checkpoint's own (:attr:`trained_weights`)."""
-        record = store.record()
-        if record is None:
-            raise ValueError(f"{store.folder} holds no finished fit")
-        self.load_trained(store)
-        self.trained_weights = record.weights_sha256
 
     def answer_key_parts(self, query: GroundingQuery | None = None) -> tuple[str, ...] | None:
         """What the model is sent besides the image, for the current task (``query`` is

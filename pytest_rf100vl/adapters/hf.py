@@ -393,6 +393,8 @@ class HFDetector(Adapter):
         from rf100vl_hf.training.loop import load_weights
 
         load_weights(self.model, store, str(self.torch_device))
+        record = store.record()
+        self.trained_weights = record.weights_sha256 if record else None
 
     @classmethod
     @abstractmethod

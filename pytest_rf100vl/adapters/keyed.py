@@ -10,11 +10,19 @@ of a dog")``; asked where a cat is in a mosaic, ``("uouo", "cat", "a photo of a 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
-from pytest_rf100vl.adapters.base import Adapter, GroundingQuery
+from pytest_rf100vl.adapters.base import DetectionTask, GroundingQuery
 
 
-def prompt_key(adapter: Adapter, query: GroundingQuery | None,
+class Told(Protocol):
+    """A model named and told its task: an adapter, or the session's wrapper of any model."""
+
+    name: str
+    task: DetectionTask | None
+
+
+def prompt_key(adapter: Told, query: GroundingQuery | None,
                prompt_texts: Callable[[GroundingQuery | None], tuple[str, ...]]) -> tuple[str, ...]:
     """What ``adapter``'s answer depends on besides the image, the checkpoint, its revision, the
     options and the dtype: for a detection task (``query`` is ``None``) its classes in order

@@ -26,7 +26,8 @@ from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.uouo.defaults import DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED
 
-from pytest_rf100vl.adapters.base import TINY, Adapter
+from pytest_rf100vl.adapters.base import TINY, Adapter, Entry
+from pytest_rf100vl.adapters.model import Model
 from pytest_rf100vl.core.registry import Registry
 
 ENTRY_POINT_GROUP = "rf100vl.adapters"
@@ -132,6 +133,19 @@ def adapter_class(name: str) -> type[Adapter]:
     return ADAPTERS.load(name)
 
 
+def entry(name: str) -> Entry:
+    """The registry entry of ``name``: what the session knows of the model before building it."""
+    return adapter_class(name).entry()
+
+
+def load(spec: ModelSpec, device: str, dtype: str, device_map: str | None = None, attention: str | None = None,
+         compile: bool = False) -> Model:
+    """The model ``spec`` names, built as :func:`build` builds it, as the session runs it."""
+    cls = adapter_class(spec.name)
+    built = build(cls, spec.checkpoint, device, dtype, device_map, attention, compile, **spec.option_values)
+    return Model(cls.entry(), built, device, dtype, device_map)
+
+
 def create(spec: ModelSpec | str, device: str = "cpu", dtype: str = "float32", **options: Any) -> Adapter:
     """Build the adapter a spec names, e.g. ``owlv2``, ``owlv2:google/owlv2-large-patch14-ensemble``
     (a string is parsed here, the Python API's edge), with the spec's adapter options and then
@@ -156,9 +170,10 @@ def build(
     where the model has it) and ``compile`` runs its forward through ``torch.compile``; other
     adapters refuse a device map and run as they are (their rows record no attention and no
     compilation); other ``options`` are the adapter's own."""
-    if not cls.transformers_model:
+    entry = cls.entry()
+    if not entry.transformers_model:
         if device_map is not None:
-            raise ValueError(f"adapter {cls.name!r} runs no transformers model, so it cannot take a device map")
+            raise ValueError(f"adapter {entry.name!r} runs no transformers model, so it cannot take a device map")
         return cls(checkpoint, device=device, dtype=dtype, **options)
     return cls(checkpoint, device=device, dtype=dtype, device_map=device_map, attention=attention, compile=compile,
                **options)

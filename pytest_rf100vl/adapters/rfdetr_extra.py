@@ -294,6 +294,7 @@ class RfDetrPackageAdapter(Adapter):
         self.model = self._build(weights=store.weights)
         self.head_classes = list(self.model.class_names)  # the fit's classes, which rfdetr keeps with the weights
         record = store.record()
+        self.trained_weights = record.weights_sha256 if record else None
         self.columns = {"rfdetr_val_map50_95": (record.details if record else {}).get("rfdetr_val_map50_95")}
 
 

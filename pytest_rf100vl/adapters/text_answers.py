@@ -58,6 +58,7 @@ from pytest_rf100vl.adapters.base import (
     Adapter,
     Detections,
     DetectionTask,
+    Entry,
     GroundingAnswer,
     GroundingQuery,
     ImageItem,
@@ -325,6 +326,10 @@ class ChatAdapter(Adapter, Generic[ImageT, PromptT]):
         self.prompts: list[tuple[PromptT, int | None]] = []
         """The current task's questions, each with the class it asks for (``None``: every class)."""
         self._task_in_pair = False  # whether the current pair set a task (a UOUO pair does not)
+
+    @classmethod
+    def entry(cls) -> Entry:
+        return replace(super().entry(), answers_in_text=True)
 
     @classmethod
     def stored_revision(cls, checkpoint: str | None) -> str | None:

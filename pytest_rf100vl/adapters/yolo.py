@@ -314,6 +314,7 @@ class YoloAdapter(Adapter):
     def load_trained(self, store: "TrainedStore") -> None:
         self.model = ultralytics_class()(str(store.weights))
         record = store.record()
+        self.trained_weights = record.weights_sha256 if record else None
         self.columns = {"ultralytics_val_map50_95": (record.details if record else {}).get("ultralytics_val_map50_95")}
 
 

@@ -76,14 +76,15 @@ def adapters() -> list[AdapterInfo]:
 
 
 def class_attributes(target: str) -> dict[str, object]:
-    """The listed attributes of the class ``module:Class``, imported (its import errors propagate)."""
+    """The listed fields of the registry entry of the class ``module:Class`` (``Adapter.entry``),
+    imported (its import errors propagate)."""
     module, _, qualname = target.partition(":")
-    cls = reduce(getattr, qualname.split("."), importlib.import_module(module))
-    return {name: getattr(cls, name) for name in ATTRIBUTES}
+    entry = reduce(getattr, qualname.split("."), importlib.import_module(module)).entry()
+    return {name: getattr(entry, name) for name in ATTRIBUTES}
 
 
 def _attribute_problem(values: dict[str, object]) -> str | None:
-    """Why a class's attributes cannot be listed (a checkpoint that is not text or ``None``,
+    """Why a class's entry cannot be listed (a checkpoint that is not text or ``None``,
     modes or tasks that are not a sequence of names), or ``None``."""
 
     checkpoint = values["default_checkpoint"]

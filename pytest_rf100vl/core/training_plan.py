@@ -24,22 +24,23 @@ class TrainingPlan:
         return regime_of(self.split)
 
 
-def plan(adapter: Any, split: str, recipe_name: str | None, options: dict[str, str], seed: int | None) -> TrainingPlan:
-    """The training plan of a pair of ``adapter`` (an adapter class); ``ValueError`` when it
-    cannot be trained, or has no such recipe or hyper-parameter."""
+def plan(entry: Any, split: str, recipe_name: str | None, options: dict[str, str], seed: int | None) -> TrainingPlan:
+    """The training plan of a pair of a model of registry ``entry`` (its ``name``, ``recipes``,
+    ``default_recipes``, ``recipe_fields``); ``ValueError`` when it cannot be trained, or has
+    no such recipe or hyper-parameter."""
     regime = regime_of(split)
-    if not adapter.recipes:
-        raise ValueError(f"adapter {adapter.name!r} cannot be fine-tuned (it has no recipe)")
-    name = recipe_name or adapter.default_recipes.get(regime)
-    if name not in adapter.recipes:
-        raise ValueError(f"adapter {adapter.name!r} has no recipe {name!r} for the {regime} regime "
-                         f"(recipes: {', '.join(adapter.recipes)}; choose one with -o rf100vl_recipe=NAME)")
-    recipe = adapter.recipes[name].with_options(options)
-    used = adapter.recipe_fields
+    if not entry.recipes:
+        raise ValueError(f"adapter {entry.name!r} cannot be fine-tuned (it has no recipe)")
+    name = recipe_name or entry.default_recipes.get(regime)
+    if name not in entry.recipes:
+        raise ValueError(f"adapter {entry.name!r} has no recipe {name!r} for the {regime} regime "
+                         f"(recipes: {', '.join(entry.recipes)}; choose one with -o rf100vl_recipe=NAME)")
+    recipe = entry.recipes[name].with_options(options)
+    used = entry.recipe_fields
     unused = sorted(key for key in options if used is not None and key not in used
                     and key != "seed" and key not in recipe.extra)
     if unused:
         uses = sorted({*used, *recipe.extra})
-        raise ValueError(f"adapter {adapter.name!r} trains with its own library's trainer, which has no "
+        raise ValueError(f"adapter {entry.name!r} trains with its own library's trainer, which has no "
                          f"{', '.join(unused)} (its recipe {name!r} sets: {', '.join(uses)})")
     return TrainingPlan(split, replace(recipe, seed=recipe.seed if seed is None else seed))

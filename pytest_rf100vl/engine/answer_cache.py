@@ -3,8 +3,10 @@ first unanswered image instead of image 0.
 
 An answer is keyed by everything that changes it: the model's
 :class:`~pytest_rf100vl.adapters.base.ModelInfo` (name, checkpoint, revision, options), the
-dtype, what the adapter sends besides the image (:meth:`Adapter.answer_key_parts`: the
-prompt texts for the current task or UOUO question) and the image's pixels. A new checkpoint revision, prompt or option is a new key; nothing
+dtype, the fine-tuned weights it holds, what it sends besides the image (its
+:class:`~pytest_rf100vl.adapters.base.Prompted` texts for the current task or UOUO question,
+or else the task or question it was told: :meth:`Model.answer_key_parts`) and the image's
+pixels. A new checkpoint revision, prompt or option is a new key; nothing
 is ever invalidated in place.
 
 The store is one SQLite file in WAL mode. Each answer is written in its own transaction, so
@@ -16,7 +18,7 @@ share one file: each opens its own :class:`AnswerCache`, and writers wait for on
 
 Text in an answer (a grounding model's raw reply, a transcript) is stored scrubbed of the session's
 secrets (:mod:`rf100vl_hf.redact`). Only answers are stored, never failures: :meth:`AnswerCache.put` refuses an exception or
-anything that is not an answer, and the runner calls it only for images the adapter answered
+anything that is not an answer, and the runner calls it only for images the model answered
 (an image it raised on is asked again on the next run).
 """
 
@@ -38,11 +40,13 @@ from rf100vl_hf.errors import DataError
 from rf100vl_hf.redact import scrub
 
 from pytest_rf100vl.adapters.base import Detections, GroundingAnswer
+from pytest_rf100vl.adapters.model import as_model
 
 if TYPE_CHECKING:
     from PIL import Image
 
     from pytest_rf100vl.adapters.base import Adapter, GroundingQuery
+    from pytest_rf100vl.adapters.model import Model
 
 KEY_VERSION = 1
 """Part of every key: bumped when what a key covers changes, so old records are simply not found."""
@@ -93,27 +97,29 @@ def answer_key(
 
 
 def key_for(
-    adapter: Adapter,
+    adapter: "Model | Adapter",
     image: Image.Image | bytes,
     query: GroundingQuery | None = None,
     parts: tuple[str, ...] | None = None,
 ) -> str:
-    """:func:`answer_key` of ``adapter``'s answer for ``image`` (its current task, or the UOUO
-    ``query``); ``TypeError`` for an adapter whose answers cannot be cached (it does not say
-    what it sends: :meth:`Adapter.answer_key_parts` is ``None``). ``parts``: the adapter's
-    ``answer_key_parts`` when the caller already has them (they are the same for every image
-    of a task, and can be costly: few-shot images are hashed)."""
-    parts = parts if parts is not None else adapter.answer_key_parts(query)
+    """:func:`answer_key` of the model's answer for ``image`` (its current task, or the UOUO
+    ``query``), from its :class:`~pytest_rf100vl.adapters.base.ModelInfo` and what it sends;
+    ``TypeError`` for a model whose answers cannot be cached (it does not say what it sends:
+    its ``answer_key_parts`` is ``None``). ``parts``: the model's ``answer_key_parts`` when the
+    caller already has them (they are the same for every image of a task, and can be costly:
+    few-shot images are hashed)."""
+    model = as_model(adapter)
+    parts = parts if parts is not None else model.answer_key_parts(query)
     if parts is None:
-        raise TypeError(f"adapter {adapter.name!r} does not say what it sends (answer_key_parts): not cacheable")
-    info = adapter.info
+        raise TypeError(f"adapter {model.name!r} does not say what it sends (answer_key_parts): not cacheable")
+    info = model.info
     return answer_key(
         model=info.name,
         checkpoint=info.checkpoint,
-        revision=info.revision if adapter.trained_weights is None
-        else f"{info.revision}+weights:{adapter.trained_weights}",
+        revision=info.revision if model.trained_weights is None
+        else f"{info.revision}+weights:{model.trained_weights}",
         options=info.options,
-        dtype=adapter.dtype,
+        dtype=model.dtype,
         prompt=parts,
         image=image,
     )

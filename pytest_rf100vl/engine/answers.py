@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.base import Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.model import Model
 from pytest_rf100vl.engine.answer_cache import AnswerCache, answer_from, key_for, payload_of
 
 if TYPE_CHECKING:
@@ -24,11 +25,12 @@ CACHE_FILE = "answers.sqlite"
 
 
 class PairAnswers(Generic[A]):
-    """One pair's view of the cache: ``adapter``'s answers of type ``kind``."""
+    """One pair's view of the cache: ``model``'s answers of type ``kind``, keyed on its
+    :class:`~pytest_rf100vl.adapters.base.ModelInfo` and what it sends (:func:`key_for`)."""
 
-    def __init__(self, cache: AnswerCache, adapter: Adapter, kind: type[A]):
+    def __init__(self, cache: AnswerCache, model: Model, kind: type[A]):
         self.cache = cache
-        self.adapter = adapter
+        self.model = model
         self.kind = kind
         self._keys: dict[int, str] = {}  # image id -> key, for the images looked up and not found
         self._task_parts: tuple[str, ...] | None = None  # the task's key parts, the same for every image
@@ -38,9 +40,9 @@ class PairAnswers(Generic[A]):
         """Image id -> the cached answer, for the items that have one."""
         found: dict[int, A] = {}
         if queries is None and self._task_parts is None:
-            self._task_parts = self.adapter.answer_key_parts(None)
+            self._task_parts = self.model.answer_key_parts(None)
         for item, query in zip(items, queries if queries is not None else [None] * len(items)):
-            key = key_for(self.adapter, item.image, query, self._task_parts if query is None else None)
+            key = key_for(self.model, item.image, query, self._task_parts if query is None else None)
             payload = None if key in self._stored else self.cache.get(key)
             answer = answer_from(payload) if payload is not None else None
             if isinstance(answer, self.kind):
@@ -59,10 +61,9 @@ class PairAnswers(Generic[A]):
         self.cache.close()
 
 
-def open_answers(folder: "Path | None", adapter: Adapter, kind: type[A]) -> PairAnswers[A] | None:
+def open_answers(folder: "Path | None", model: Model, kind: type[A]) -> PairAnswers[A] | None:
     """The pair's answers in the cache of ``folder``; ``None`` when the cache is off or the
-    adapter's answers cannot be cached (it keeps :meth:`Adapter.answer_key_parts` of the base
-    class, which says nothing of what it sends)."""
-    if folder is None or type(adapter).answer_key_parts is Adapter.answer_key_parts:
+    model's answers cannot be cached (its registry entry says so: ``Entry.cached``)."""
+    if folder is None or not model.entry.cached:
         return None
-    return PairAnswers(AnswerCache(folder / CACHE_FILE), adapter, kind)
+    return PairAnswers(AnswerCache(folder / CACHE_FILE), model, kind)

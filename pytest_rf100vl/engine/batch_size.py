@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_rf100vl.adapters.base import Adapter, ImageItem
+from pytest_rf100vl.adapters.model import Model, as_model
 from pytest_rf100vl.core.config import AUTO_BATCH
 
 LARGEST = 256
@@ -25,26 +26,27 @@ LARGEST = 256
 HEADROOM = 0.8
 """The share of the device's memory a probe's peak may reach."""
 
-_found: "weakref.WeakKeyDictionary[Adapter, int]" = weakref.WeakKeyDictionary()
+_found: "weakref.WeakKeyDictionary[Model, int]" = weakref.WeakKeyDictionary()
 _log = logging.getLogger("pytest_rf100vl")
 
 
-def batch_size_for(adapter: Adapter, requested: int | str, run: Callable[[int], Any]) -> int:
-    """The batch size to run ``adapter`` with: ``requested`` when it is a number, else the size
-    ``auto`` finds for this adapter (probed once, with ``run(size)`` running one batch)."""
+def batch_size_for(adapter: Model | Adapter, requested: int | str, run: Callable[[int], Any]) -> int:
+    """The batch size to run the model with: ``requested`` when it is a number, else the size
+    ``auto`` finds for this model (probed once, with ``run(size)`` running one batch)."""
     if requested != AUTO_BATCH:
         return int(requested)
-    if adapter not in _found:
-        _found[adapter] = _probe(adapter, run)
-    return _found[adapter]
+    model = as_model(adapter)
+    if model not in _found:
+        _found[model] = _probe(model, run)
+    return _found[model]
 
 
-def _probe(adapter: Adapter, run: Callable[[int], Any]) -> int:
+def _probe(model: Model, run: Callable[[int], Any]) -> int:
     torch = sys.modules.get("torch")
-    if not (adapter.transformers_model and adapter.device.startswith("cuda") and torch is not None
+    if not (model.entry.transformers_model and model.device.startswith("cuda") and torch is not None
             and torch.cuda.is_available()):
         return 1
-    device = torch.device(adapter.device)
+    device = torch.device(model.device)
     limit = HEADROOM * torch.cuda.get_device_properties(device).total_memory
     fitted, size = 1, 1
     while size <= LARGEST:
@@ -59,7 +61,7 @@ def _probe(adapter: Adapter, run: Callable[[int], Any]) -> int:
             break
         fitted, size = size, size * 2
     torch.cuda.empty_cache()
-    _log.info("%s: batch size auto is %d on %s", adapter.name, fitted, device)
+    _log.info("%s: batch size auto is %d on %s", model.name, fitted, device)
     return fitted
 
 

@@ -1,4 +1,4 @@
-"""The inference loop of a :class:`~pytest_rf100vl.adapters.base.Pipelined` adapter: the stages
+"""The inference loop of a :class:`~pytest_rf100vl.adapters.base.Pipelined` model: the stages
 of consecutive batches overlap, so that a GPU never waits for the host (``docs/scale.md``).
 
 While the model runs batch n on the device,
@@ -9,7 +9,7 @@ While the model runs batch n on the device,
   priority, which waits for batch n-1's forward only, not for batch n's;
 - decoding threads (:func:`~pytest_rf100vl.engine.runner.decoded_batches`) decode further ahead.
 
-A batch's detections are those of ``adapter.predict`` on it: the stages are the same calls in
+A batch's detections are those of the model's ``predict`` on it: the stages are the same calls in
 the same order. A batch any stage of which raised is run again through ``predict``, image by
 image where it still fails, so a model that fails on one image costs that image only. On CPU
 the streams are plain calls and the stages still overlap on their threads.
@@ -27,17 +27,16 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from pytest_rf100vl.adapters.base import Adapter, Detections, ImageItem, Pipelined
+from pytest_rf100vl.adapters.base import Adapter, Detections, ImageItem
+from pytest_rf100vl.adapters.model import Model, as_model
 
 PREPARED_AHEAD = 2
 """Batches prepared ahead of the one the model runs (each holds its pixels on the device)."""
 
 
-def pipelines(adapter: Adapter) -> bool:
-    """Whether the runner overlaps ``adapter``'s stages: a pipelined adapter called one batch at a
-    time, on one device (a model spread over several by a device map runs as it is)."""
-    return (isinstance(adapter, Pipelined) and adapter.concurrency <= 1
-            and getattr(adapter, "device_map", None) is None)
+def pipelines(model: Model | Adapter) -> bool:
+    """Whether the runner overlaps the model's stages (:attr:`Model.pipelined`)."""
+    return as_model(model).pipelined is not None
 
 
 class Streams:
@@ -118,44 +117,45 @@ def _staged(batches: Iterable[list[ImageItem]], lookup: Callable[[list[ImageItem
 
 
 def pipelined_loop(
-    adapter: Adapter,
+    model: Model,
     batches: Iterable[list[ImageItem]],
     lookup: Callable[[list[ImageItem]], dict[int, Detections]],
     settle: Callable[[list[ImageItem], dict[int, Detections], Callable[[list[ImageItem]], list[Detections]]], None],
     called: Callable[[float, int, int], None],
 ) -> None:
-    """Run every batch through ``adapter``'s stages, overlapped as the module says.
+    """Run every batch through the model's stages, overlapped as the module says.
 
     ``lookup(items)`` gives the answers the cache knows; ``settle(items, known, predict)``
     makes a batch's answers safe and keeps them, asking ``predict`` for the images not
-    ``known`` (it answers the batch itself with what the stages gave, and calls the adapter
+    ``known`` (it answers the batch itself with what the stages gave, and calls the model
     for any other, as when the batch is re-run image by image); ``called(began, images, cached)``
     records each batch once settled."""
-    assert isinstance(adapter, Pipelined)
-    streams = Streams(adapter.device)
+    detector = model.pipelined
+    assert detector is not None
+    streams = Streams(model.device)
     in_flight: _Batch | None = None
-    for batch in _staged(batches, lookup, adapter.prepare):
+    for batch in _staged(batches, lookup, detector.prepare):
         batch.began = time.perf_counter()
         if batch.asked and not batch.failed:
             try:
-                batch.value = adapter.launch(batch.value)
+                batch.value = detector.launch(batch.value)
                 batch.mark = streams.launched()
             except Exception:
                 batch.failed = True
         if in_flight is not None:
-            _finish(adapter, in_flight, streams, settle, called)
+            _finish(detector, in_flight, streams, settle, called)
         in_flight = batch
     if in_flight is not None:
-        _finish(adapter, in_flight, streams, settle, called)
+        _finish(detector, in_flight, streams, settle, called)
 
 
-def _finish(adapter: Any, batch: _Batch, streams: Streams, settle: Callable[..., None],
+def _finish(detector: Any, batch: _Batch, streams: Streams, settle: Callable[..., None],
             called: Callable[[float, int, int], None]) -> None:
     found: list[Detections] | None = None
     if batch.asked and not batch.failed:
         try:
             with streams.collect_after(batch.mark):
-                found = adapter.collect(batch.value)
+                found = detector.collect(batch.value)
         except Exception:
             found = None
     batch.value = None  # the device memory of its outputs goes back before the next batch
@@ -163,7 +163,7 @@ def _finish(adapter: Any, batch: _Batch, streams: Streams, settle: Callable[...,
     def predict(items: list[ImageItem]) -> list[Detections]:
         if found is not None and len(items) == len(batch.asked) and all(a is b for a, b in zip(items, batch.asked)):
             return found
-        return adapter.predict(items)
+        return detector.predict(items)
 
     settle(batch.items, batch.known, predict)
     called(batch.began, len(batch.asked), len(batch.items) - len(batch.asked))

@@ -3,8 +3,10 @@ and a model that fails on an image costs that image, not the run.
 
 The loop times itself (wall clock and per batch), so throughput is recorded whether or not
 pytest-benchmark is timing it too. One loop (:func:`run_split`) serves every benchmark: a
-split's images are detected (``Adapter.predict``), or, when each has a question, grounded
-(``Adapter.ground``); :func:`answer` runs the scoring round and the timing rounds.
+split's images are detected (``Model.predict``), or, when each has a question, grounded
+(``Model.ground``); :func:`answer` runs the scoring round and the timing rounds. The loop
+talks to the session's :class:`~pytest_rf100vl.adapters.model.Model` of a model (a built
+adapter given directly is wrapped in one).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from rf100vl_hf.images import open_rgb
 from rf100vl_hf.progress import progress_bar
 
 from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.model import Model, as_model
 from pytest_rf100vl.engine.pipeline import pipelined_loop, pipelines
 
 if TYPE_CHECKING:
@@ -281,8 +284,8 @@ class _Detecting:
         self.classes = classes
         self.clip = clip
 
-    def call(self, adapter: Adapter) -> Call:
-        return lambda elements: adapter.predict([item for item, _ in elements])
+    def call(self, model: Model) -> Call:
+        return lambda elements: model.predict([item for item, _ in elements])
 
     def safe(self, elements: list[Element], outputs: list[Detections], counts: OutputCounts,
              known: dict[int, Any], samples: Samples | None) -> list[Sanitized]:
@@ -317,8 +320,8 @@ class _Grounding:
     kind = GroundingAnswer
     method = "ground"
 
-    def call(self, adapter: Adapter) -> Call:
-        return lambda elements: adapter.ground([item for item, _ in elements],
+    def call(self, model: Model) -> Call:
+        return lambda elements: model.ground([item for item, _ in elements],
                                                [query for _, query in elements])  # type: ignore[misc]
 
     def safe(self, elements: list[Element], outputs: list[Any], counts: OutputCounts, known: dict[int, Any],
@@ -491,7 +494,7 @@ def _timed(
 
 
 def _timed_pipeline(
-    adapter: Adapter,
+    model: Model,
     batches: Iterable[list[ImageItem]],
     total: int,
     lookup: Callable[[list[ImageItem]], dict[int, Detections]],
@@ -503,7 +506,7 @@ def _timed_pipeline(
     """:func:`~pytest_rf100vl.engine.pipeline.pipelined_loop` under the loop's clock: each batch is
     timed from its forward's launch to its detections kept."""
 
-    clock = _Clock(adapter.device, overlapped=True)
+    clock = _Clock(model.device, overlapped=True)
     with progress_bar(total=total, desc=description, unit="img", disable=not progress, leave=False) as bar:
         def called(began: float, sent: int, cached: int) -> None:
             clock.cached += cached
@@ -511,7 +514,7 @@ def _timed_pipeline(
                 clock.called(began, sent)
             bar.update(sent + cached)
 
-        pipelined_loop(adapter, batches, lookup, settle, called)
+        pipelined_loop(model, batches, lookup, settle, called)
     return clock.timing(warmup)
 
 
@@ -576,7 +579,7 @@ def largest_image(dataset: "datasets.Dataset", id_column: str, name_column: str 
 
 
 def _batch_size(
-    adapter: Adapter, requested: int | str, dataset: "datasets.Dataset", columns: tuple[str, str | None],
+    model: Model, requested: int | str, dataset: "datasets.Dataset", columns: tuple[str, str | None],
     ask: Callable[[list[ImageItem]], Any],
 ) -> int:
     """Images per model call: ``requested``, or for ``auto`` the size found once per model by
@@ -584,7 +587,7 @@ def _batch_size(
     for a model called image by image from several threads."""
     from pytest_rf100vl.engine.batch_size import batch_size_for, copies
 
-    if adapter.concurrency > 1:
+    if model.concurrency > 1:
         return 1
     probe: list[ImageItem] = []
 
@@ -592,11 +595,11 @@ def _batch_size(
         probe[:] = probe or [largest_image(dataset, *columns)]
         return ask(copies(probe[0], size))
 
-    return batch_size_for(adapter, requested, run)
+    return batch_size_for(model, requested, run)
 
 
 def run_split(
-    adapter: Adapter,
+    adapter: Model | Adapter,
     images: "datasets.Dataset",
     questions: "Sequence[GroundingQuery] | None" = None,
     batch_size: int | str = 1,
@@ -607,26 +610,27 @@ def run_split(
 ) -> Answers:
     """Run ``adapter`` over every image of ``images`` (its ``columns``: the id and name
     columns), ``batch_size`` images per call (a number, or ``auto``): detect (its task already
-    set), or with ``questions`` (one per image, in row order) ground. An adapter with
-    :attr:`~pytest_rf100vl.adapters.base.Adapter.concurrency` above 1 is called one image at a
+    set), or with ``questions`` (one per image, in row order) ground. A model with
+    :attr:`~pytest_rf100vl.adapters.model.Model.concurrency` above 1 is called one image at a
     time from that many threads, and a :class:`~pytest_rf100vl.adapters.base.Pipelined`
     detector through :mod:`~pytest_rf100vl.engine.pipeline`."""
     from pytest_rf100vl.engine.answers import open_answers
-    from pytest_rf100vl.engine.sample_log import answers_in_text
+
+    model = as_model(adapter)
 
     if questions is not None and len(questions) != len(images):
         raise ValueError(f"{len(questions)} questions for {len(images)} images")
     if questions is None:
-        assert adapter.task is not None, "set_task must be called before the model detects"
-        way: _Detecting | _Grounding = _Detecting(list(adapter.task.classes), not adapter.submitted_output)
+        assert model.task is not None, "set_task must be called before the model detects"
+        way: _Detecting | _Grounding = _Detecting(list(model.task.classes), not model.entry.submitted_output)
     else:
         way = _Grounding()
     counts = OutputCounts()
     errors: dict[int, str] = {}
     settled: dict[int, Any] = {}  # image id -> its settled answer
-    samples: Samples | None = {} if loop.samples and answers_in_text(adapter) else None
-    cache = open_answers(loop.cache, adapter, way.kind)
-    call = way.call(adapter)
+    samples: Samples | None = {} if loop.samples and model.entry.answers_in_text else None
+    cache = open_answers(loop.cache, model, way.kind)
+    call = way.call(model)
 
     def found(elements: list[Element]) -> dict[int, Any]:
         if cache is None:
@@ -647,26 +651,26 @@ def run_split(
         settle([e for e in elements if e[0].image_id in known], call, known)
         return [e for e in elements if e[0].image_id not in known]
 
-    size = _batch_size(adapter, batch_size, images, columns,
+    size = _batch_size(model, batch_size, images, columns,
                        lambda items: call([(item, None if questions is None else questions[0]) for item in items]))
     decoded = decoded_batches(images, size, *columns)
     batches = _with_questions(decoded, questions)
     try:
-        if questions is None and pipelines(adapter):
+        if questions is None and pipelines(model):
             timing = _timed_pipeline(
-                adapter, decoded, len(images),
+                model, decoded, len(images),
                 lambda items: found([(item, None) for item in items]),
                 lambda items, known, predict: settle([(item, None) for item in items],
                                                      lambda elements: predict([item for item, _ in elements]), known),
                 progress, description, loop.warmup_batches,
             )
-        elif adapter.concurrency <= 1:
-            timing = _timed(batches, len(images), step, adapter.device, progress, description, loop.warmup_batches)
+        elif model.concurrency <= 1:
+            timing = _timed(batches, len(images), step, model.device, progress, description, loop.warmup_batches)
         else:
             timing = _timed_concurrently(
                 batches, len(images), lookup, lambda element: call([element]),
                 lambda element, future: settle([element], lambda _: future.result(), {}),
-                adapter.concurrency, adapter.device, progress, description, loop.warmup_batches,
+                model.concurrency, model.device, progress, description, loop.warmup_batches,
             )
     finally:
         if cache is not None:
@@ -737,7 +741,7 @@ def seconds_per_image(timings: list[Timing]) -> list[float]:
 
 
 def answer(
-    adapter: Adapter,
+    adapter: Model | Adapter,
     images: "datasets.Dataset",
     questions: "Sequence[GroundingQuery] | None",
     batch_size: int | str,
@@ -749,17 +753,18 @@ def answer(
     """The model's answers over a split (:func:`run_split`): the scoring round, then its timing
     rounds (:func:`run_rounds`), with what the adapter counted in its answers over the scoring
     round alone (a timing round asks again and would count again)."""
-    before = adapter.answer_counts()
+    model = as_model(adapter)
+    before = model.answer_counts()
     counted: list[dict[str, int]] = []  # after the scoring round
 
     def infer(options: LoopOptions, round_label: str) -> Answers:
-        answers = run_split(adapter, images, questions, batch_size, progress=False, description=label + round_label,
+        answers = run_split(model, images, questions, batch_size, progress=False, description=label + round_label,
                             loop=options, columns=columns)
         if not counted:
-            counted.append({name: n - before.get(name, 0) for name, n in adapter.answer_counts().items()})
+            counted.append({name: n - before.get(name, 0) for name, n in model.answer_counts().items()})
         return answers
 
-    first, rounds = run_rounds(infer, loop, benchmark, adapter.repeatable)
+    first, rounds = run_rounds(infer, loop, benchmark, model.entry.repeatable)
     first.rounds = rounds
     first.answer_counts = counted[0]
     return first

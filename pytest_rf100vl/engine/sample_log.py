@@ -24,18 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_rf100vl.adapters.base import Adapter, Detections, GroundingAnswer, GroundingQuery, ImageItem
+from pytest_rf100vl.adapters.base import Detections, GroundingAnswer, GroundingQuery, ImageItem
 
 if TYPE_CHECKING:
     from rf100vl_hf.boxes import Sanitized
-
-
-def answers_in_text(adapter: Adapter | type[Adapter]) -> bool:
-    """Whether a model writes its answers as text (its answers then carry transcripts)."""
-    from pytest_rf100vl.adapters.text_answers import ChatAdapter
-
-    cls = adapter if isinstance(adapter, type) else type(adapter)
-    return issubclass(cls, ChatAdapter)
 
 
 def detection_sample(item: ImageItem, answer: Detections | None, safe: "Sanitized", repairs: dict[str, int],

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # for hints only: every pytest session reads the kinds' optio
 
     from rf100vl_hf.results.schema import ResultRow
 
-    from pytest_rf100vl.adapters.base import Adapter, DetectionTask, GroundingQuery, TrainingData
+    from pytest_rf100vl.adapters.base import DetectionTask, Entry, GroundingQuery, TrainingData
     from pytest_rf100vl.core.training_plan import TrainingPlan
     from pytest_rf100vl.engine.runner import Answers
 
@@ -81,10 +81,10 @@ class Split:
     smoke: bool = False
     """The data itself makes scores meaningless (mosaics ranked by a random CLIP): rows say so."""
 
-    def task_for(self, adapter: "type[Adapter] | Adapter", trained: bool = False) -> "DetectionTask | None":
-        """What ``adapter`` is told: the task, with the ground truth only if it declares it needs
-        it; ``trained``: the model was fine-tuned on this dataset first."""
-        return self.truth() if adapter.needs_ground_truth and self.truth is not None else self.task
+    def task_for(self, entry: "Entry", trained: bool = False) -> "DetectionTask | None":
+        """What a model of registry ``entry`` is told: the task, with the ground truth only if it
+        declares it needs it; ``trained``: the model was fine-tuned on this dataset first."""
+        return self.truth() if entry.needs_ground_truth and self.truth is not None else self.task
 
     def first(self, count: int | None) -> "Split":
         """This split cut to its first ``count`` images (``--rf100vl-limit``); all of it for ``None``."""
@@ -158,7 +158,7 @@ class BenchmarkKind(ABC):
     with the run's values of its options."""
 
     name: ClassVar[str]
-    """The kind's name: rows' ``benchmark`` column, and what adapters list in ``Adapter.tasks``."""
+    """The kind's name: rows' ``benchmark`` column, and what registry entries list in ``Entry.tasks``."""
     test_name: ClassVar[str]
     """The plugin's test function for this kind's pairs, e.g. ``test_detection``."""
     test_doc: ClassVar[str] = "The pair ran; its scores meet their thresholds when it has them."

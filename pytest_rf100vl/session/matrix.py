@@ -24,7 +24,7 @@ from rf100vl_hf.results.schema import BENCHMARK_FIELDS, ResultRow
 from rf100vl_hf.specs import ModelSpec
 
 from pytest_rf100vl.adapters import registry
-from pytest_rf100vl.adapters.hosted import hosted
+from pytest_rf100vl.adapters.model import Model, hosted
 from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.minimums import ANY_TARGET, Metric, Rule
 from pytest_rf100vl.core.pairs import Pair
@@ -40,7 +40,7 @@ from pytest_rf100vl.session.thresholds import read_thresholds
 from pytest_rf100vl.session.verdict import too_many_failed_images
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.adapters.base import Entry
 
 
 class MatrixSession:
@@ -51,8 +51,8 @@ class MatrixSession:
         self.pytest_config = pytest_config
         self.config = config
         self.kinds = {kind.name: kind for kind in kinds}
-        self._classes: dict[str, type[Adapter] | Exception] = {}
-        self.pairs: list[Pair] = self._shard(matrix(config, kinds, self.adapter_class))
+        self._entries: dict[str, Entry | Exception] = {}
+        self.pairs: list[Pair] = self._shard(matrix(config, kinds, self.entry))
         self.rules: list[Rule] = self._rules()
         self._check_adapter_options()
         run_id = workers.shared_run_id(pytest_config) or (
@@ -71,20 +71,20 @@ class MatrixSession:
         self.errors: dict[str, str] = {}  # pair id -> why it could not run
         self.left_out: dict[str, str] = {}  # pair id -> why the model does not answer it
         self._device: str | None = None
-        self._adapter: tuple[ModelSpec, "Adapter | Exception"] | None = None
+        self._model: tuple[ModelSpec, Model | Exception] | None = None
         self._splits: dict[str, Split] = {}
         self._identities: dict[str, SplitIdentity | None] = {}
 
-    def adapter_class(self, spec: ModelSpec) -> "type[Adapter] | None":
-        """The adapter class of ``spec``, resolved once; ``None`` when the registry does not know
-        it (a ``pytest_rf100vl_make_adapter`` hook makes it) or its module fails to import (its
-        pairs then fail with the reason when the model loads)."""
-        if spec.name not in self._classes:
+    def entry(self, spec: ModelSpec) -> "Entry | None":
+        """The registry entry of ``spec``'s model, resolved once; ``None`` when the registry does
+        not know it (a ``pytest_rf100vl_make_adapter`` hook makes it) or its module fails to
+        import (its pairs then fail with the reason when the model loads)."""
+        if spec.name not in self._entries:
             try:
-                self._classes[spec.name] = registry.adapter_class(spec.name)
+                self._entries[spec.name] = registry.entry(spec.name)
             except Exception as exc:  # any failure to import is reported on the model's pairs
-                self._classes[spec.name] = exc
-        found = self._classes[spec.name]
+                self._entries[spec.name] = exc
+        found = self._entries[spec.name]
         return None if isinstance(found, Exception) else found
 
     def _shard(self, pairs: list[Pair]) -> list[Pair]:
@@ -121,12 +121,12 @@ class MatrixSession:
             options = spec.option_values
             redact.remember_all(secret for value in options.values() if isinstance(value, str)
                                 for secret in redact.url_secrets(value))
-            cls = self.adapter_class(spec)
-            if cls is None:
+            entry = self.entry(spec)
+            if entry is None:
                 continue
             try:
-                cls.check_options(options)
-                redact.remember_all(cls.secrets(options))
+                entry.check(options)
+                redact.remember_all(entry.secrets(options))
             except TypeError as exc:
                 raise pytest.UsageError(redact.scrub(
                     f"--rf100vl-adapter-option: {exc}; NAME.KEY=VALUE sets an option for one model only"
@@ -162,40 +162,36 @@ class MatrixSession:
             self._device = workers.worker_device(self.pytest_config, self.config.loop.device, resolved)
         return self._device
 
-    def adapter(self, spec: ModelSpec) -> "Adapter":
-        """The loaded adapter of ``spec``; a model that failed to load fails each of its pairs
+    def model(self, spec: ModelSpec) -> Model:
+        """The loaded model of ``spec``; a model that failed to load fails each of its pairs
         with the same error, without retrying."""
-        if self._adapter is None or self._adapter[0] != spec:
+        if self._model is None or self._model[0] != spec:
             self.release()
-            self._adapter = (spec, self._load(spec))
-        loaded = self._adapter[1]
+            self._model = (spec, self._load(spec))
+        loaded = self._model[1]
         if isinstance(loaded, Exception):
             raise loaded
         return loaded
 
-    def _load(self, spec: ModelSpec) -> "Adapter | Exception":
-        options = spec.option_values
+    def _load(self, spec: ModelSpec) -> Model | Exception:
         loop = self.config.loop
         try:
             with adapter_call("the adapter", errors=()):  # sys.exit too
                 made = self.pytest_config.hook.pytest_rf100vl_make_adapter(
-                    config=self.pytest_config, spec=spec, device=self.device, dtype=loop.dtype, options=options
+                    config=self.pytest_config, spec=spec, device=self.device, dtype=loop.dtype,
+                    options=spec.option_values,
                 )
                 if made is not None:
-                    return hosted(made, spec.name, spec.checkpoint, options, self.device, loop.dtype)
-                return registry.build(
-                    self.adapter_class(spec) or registry.adapter_class(spec.name), spec.checkpoint,
-                    device=self.device, dtype=loop.dtype, device_map=loop.device_map, attention=loop.attention,
-                    compile=loop.compile, **options,
-                )
+                    return hosted(made, spec, self.device, loop.dtype)
+                return registry.load(spec, self.device, loop.dtype, loop.device_map, loop.attention, loop.compile)
         except Exception as exc:  # any failure to load is reported on each of the model's pairs
             return exc
 
     def release(self) -> None:
         """Close the loaded model (frees its memory)."""
-        if self._adapter is not None and not isinstance(self._adapter[1], Exception):
-            self._adapter[1].close()
-        self._adapter = None
+        if self._model is not None and not isinstance(self._model[1], Exception):
+            self._model[1].close()
+        self._model = None
 
     def split(self, pair: Pair) -> Split:
         """The split the pair runs on; each dataset is loaded (validated, prepared) once per
@@ -204,15 +200,16 @@ class MatrixSession:
             self._splits[pair.dataset] = self.kinds[pair.kind].load(pair.dataset, self.device)
         return self._splits[pair.dataset]
 
-    def why_left_out(self, pair: Pair, adapter: "Adapter") -> str | None:
+    def why_left_out(self, pair: Pair, model: Model) -> str | None:
         """Why ``pair`` is left out for its model (``None``: it runs): a model that does not answer
-        the pair's benchmark (``Adapter.tasks``), or one that cannot be fine-tuned when the pair
-        asks for it."""
+        the pair's benchmark (its entry's ``tasks``), or one that cannot be fine-tuned when the
+        pair asks for it."""
         kind = self.kinds[pair.kind]
-        if kind.name not in adapter.tasks:
-            return f"{adapter.name} does not answer {kind.name} datasets (it answers: {', '.join(adapter.tasks)})"
-        if kind.trains and self.config.training.split is not None and not adapter.recipes:
-            return f"{adapter.name} cannot be fine-tuned (it has no recipe), and --rf100vl-train asks for it"
+        tasks = model.entry.tasks
+        if kind.name not in tasks:
+            return f"{model.name} does not answer {kind.name} datasets (it answers: {', '.join(tasks)})"
+        if kind.trains and self.config.training.split is not None and not model.recipes:
+            return f"{model.name} cannot be fine-tuned (it has no recipe), and --rf100vl-train asks for it"
         return None
 
     def _earlier_rows(self) -> resume.EarlierRows:
@@ -237,9 +234,10 @@ class MatrixSession:
         if self.config.matrix.rerun or not self._earlier_rows().rows:
             return False
         kind = self.kinds[pair.kind]
+        entry = self.entry(pair.spec)
         split = self.identity(pair)
-        wanted = resume.planned(pair, self.adapter_class(pair.spec), split, kind.trains, self.config)
-        samples = self.config.report.log_samples and resume.answers_in_text(self.adapter_class(pair.spec))
+        wanted = resume.planned(pair, entry, split, kind.trains, self.config)
+        samples = self.config.report.log_samples and entry is not None and entry.answers_in_text
         found = resume.reusable_row(self._earlier_rows().of(pair.dataset, split.name), wanted, samples)
         if found is None:
             return False
@@ -259,11 +257,11 @@ class MatrixSession:
         its row to ``results.jsonl``."""
         if pair in self.runs:
             return self.runs[pair]
-        adapter = self.adapter(pair.spec)
+        model = self.model(pair.spec)
         split = self.split(pair)
         with adapter_call("the adapter", errors=()):  # sys.exit in predict/ground costs this pair only
-            adapter.start_pair()
-            done = run_pair(pair, adapter, split, self, benchmark)
+            model.start_pair()
+            done = run_pair(pair, model, split, self, benchmark)
         too_many = too_many_failed_images(done.row, self.config.report.max_failed_fraction)
         if too_many:
             done.failure = "; ".join(message for message in (too_many, done.failure) if message)

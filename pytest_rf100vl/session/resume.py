@@ -11,7 +11,7 @@ keeps the rest); under the report key ``log-samples``, a row of a model that ans
 name its samples log too (a row without one runs again, answered from the answer cache). The
 identity is worked out without building the model:
 
-- the model's columns from the adapter's class (:meth:`Adapter.planned_info`, the
+- the model's columns from its registry entry (``Entry.planned``: the
   :class:`~pytest_rf100vl.adapters.base.ModelInfo` the model will record): its
   name, the checkpoint (or its default), the options with their defaults, and the revision
   the checkpoint has on disk now (:meth:`Adapter.pair_revision`: a Hub checkpoint's commit
@@ -31,7 +31,7 @@ this session's all the same: it is checked against this session's thresholds, to
 ``pytest_rf100vl_row_written``, and written to this session's ``results.parquet`` and
 ``summary.md`` under this run's id, ``reused_from`` naming the run that measured it.
 
-Adapters made by a ``pytest_rf100vl_make_adapter`` hook have no class the plugin can ask
+Adapters made by a ``pytest_rf100vl_make_adapter`` hook have no entry the plugin can ask
 before building them: their rows are matched by spec, options as given and the dataset's
 columns (pass ``--rf100vl-rerun`` after changing such an adapter).
 """
@@ -51,13 +51,12 @@ from rf100vl_hf.results.schema import SCORING_VERSION, ResultRow, identity_of
 from pytest_rf100vl.core.pairs import row_key
 from pytest_rf100vl.engine.columns import model_identity as identified
 from pytest_rf100vl.engine.columns import options_column
-from pytest_rf100vl.engine.sample_log import answers_in_text as writes_text
 from pytest_rf100vl.session.training import identity_columns
 
 if TYPE_CHECKING:
     from rf100vl_hf.specs import ModelSpec
 
-    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.adapters.base import Entry
     from pytest_rf100vl.core.config import RunConfig
     from pytest_rf100vl.core.matrix_view import MatrixView
     from pytest_rf100vl.core.pairs import Pair
@@ -75,20 +74,15 @@ def earlier_rows(folder: Path) -> list[ResultRow]:
         return read_jsonl(path)
 
 
-def model_identity(spec: "ModelSpec", cls: "type[Adapter] | None", dataset: str, split: str,
+def model_identity(spec: "ModelSpec", entry: "Entry | None", dataset: str, split: str,
                    dtype: str) -> dict[str, Any]:
     """The model's identity columns for ``spec`` on ``dataset``'s ``split`` in ``dtype``, worked
-    out without building the model; for an adapter the registry does not know (``cls`` ``None``:
-    a hook makes it), the spec and the options as given."""
+    out without building the model; for a model whose entry cannot say (``entry`` ``None``: a
+    hook makes it), the spec and the options as given."""
     options = spec.option_values
-    if cls is None:
+    if entry is None or entry.planned is None:
         return {"spec": spec.text, "requested_options": options_column(options), "dtype": dtype}
-    return identity_of(identified(cls.planned_info(spec.checkpoint, options, dataset, split), dtype))
-
-
-def answers_in_text(cls: "type[Adapter] | None") -> bool:
-    """Whether the adapter class writes its answers as text (``False`` when unknown)."""
-    return cls is not None and writes_text(cls)
+    return identity_of(identified(entry.planned(spec.checkpoint, options, dataset, split), dtype))
 
 
 def _matches(row: ResultRow, wanted: dict[str, Any]) -> bool:
@@ -120,12 +114,12 @@ def reusable_row(rows: Sequence[ResultRow], wanted: dict[str, Any], samples: boo
     return max(reversed(candidates), key=lambda row: str(row.run.timestamp)) if candidates else None
 
 
-def planned(pair: "Pair", cls: "type[Adapter] | None", split: "Split | SplitIdentity", trains: bool,
+def planned(pair: "Pair", entry: "Entry | None", split: "Split | SplitIdentity", trains: bool,
             config: "RunConfig") -> dict[str, Any]:
     """The column values a reusable row of ``pair`` must have (``split``: what identifies the
     split it runs on; ``trains``: its kind's rows carry the training columns)."""
     training = identity_of(identity_columns(pair.training, split)) if trains else {}
-    return {**model_identity(pair.spec, cls, pair.dataset, split.name, config.loop.dtype), "dataset": pair.dataset,
+    return {**model_identity(pair.spec, entry, pair.dataset, split.name, config.loop.dtype), "dataset": pair.dataset,
             "split": split.name, **split.identity, **training, "scoring_version": SCORING_VERSION,
             "limit": config.matrix.limit}  # a full run wants None: a limited row is never reused for it
 

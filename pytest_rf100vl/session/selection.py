@@ -9,6 +9,7 @@ disk* is checked when its pairs run, so a partial local copy still runs what it 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from pytest_rf100vl.core.config import RunConfig
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.core.training_plan import plan
 from pytest_rf100vl.kinds.base import BenchmarkKind
+
+if TYPE_CHECKING:
+    from pytest_rf100vl.adapters.base import Entry
 
 EVERY = "all"
 """The datasets a run with a model and no ``--rf100vl-dataset`` runs: the group a kind names ``all``."""
@@ -34,19 +38,19 @@ def kind_of(dataset: str, kinds: list[BenchmarkKind]) -> BenchmarkKind:
 
 
 def _pairs(config: RunConfig, spec: ModelSpec, dataset: str, kind: BenchmarkKind,
-           adapter_class: Callable[[ModelSpec], type | None]) -> list[Pair]:
+           entry_of: "Callable[[ModelSpec], Entry | None]") -> list[Pair]:
     """The pairs of one model and dataset: one, or one per seed when the model is fine-tuned
     first, each carrying its training plan (or why it has none)."""
     training = config.training
     if not (kind.trains and training.split is not None):
         return [Pair(spec, dataset, kind.name)]
-    cls = adapter_class(spec)
+    entry = entry_of(spec)
     pairs = []
     for seed in training.seeds or (0,):
         made, why = None, None
-        if cls is not None and cls.recipes:  # an adapter without recipes is left out when it loads
+        if entry is not None and entry.recipes:  # a model without recipes is left out when it loads
             try:
-                made = plan(cls, training.split, training.recipe, dict(training.options), seed)
+                made = plan(entry, training.split, training.recipe, dict(training.options), seed)
             except ValueError as exc:
                 why = str(exc)
         pairs.append(Pair(spec, dataset, kind.name, seed, made, why))
@@ -54,12 +58,12 @@ def _pairs(config: RunConfig, spec: ModelSpec, dataset: str, kind: BenchmarkKind
 
 
 def matrix(config: RunConfig, kinds: list[BenchmarkKind],
-           adapter_class: Callable[[ModelSpec], type | None]) -> list[Pair]:
+           entry_of: "Callable[[ModelSpec], Entry | None]") -> list[Pair]:
     """Every pair, model-major (so each model's datasets run one after another): the datasets
     named, in order, a group (``all``, ``domain:NAME``) as its kind lists it, and ``all`` when
     none is named; with ``--rf100vl-train``, one
-    pair per seed for a kind whose splits give training data. ``adapter_class`` resolves a
-    model's adapter class (``None`` when it cannot: its pairs then fail when the model loads)."""
+    pair per seed for a kind whose splits give training data. ``entry_of`` resolves a
+    model's registry entry (``None`` when it cannot: its pairs then fail when the model loads)."""
     if not config.active:
         return []
     by_name = {kind.name: kind for kind in kinds}
@@ -72,4 +76,4 @@ def matrix(config: RunConfig, kinds: list[BenchmarkKind],
         else:
             chosen.setdefault(value, kind_of(value, kinds).name)
     return [pair for spec in config.matrix.models for dataset, kind in chosen.items()
-            for pair in _pairs(config, spec, dataset, by_name[kind], adapter_class)]
+            for pair in _pairs(config, spec, dataset, by_name[kind], entry_of)]

@@ -4,7 +4,7 @@ the inference loop answers; everything else is here.
 
 - **fit**: the training stage (:mod:`.training`) fits the model on the plan's split, or loads
   the weights an earlier fit left in the results folder;
-- **infer**: the adapter is told the split's task, then answers every image (the scoring
+- **infer**: the model is told the split's task, then answers every image (the scoring
   round, with its timing rounds, :func:`pytest_rf100vl.engine.runner.answer`);
 - **score**: the kind scores the answers, and what the model answered is written beside the
   results (``predictions/<model>/<dataset>/<split>[.first<N>][.trained-<key>].json[l]``);
@@ -37,7 +37,7 @@ from pytest_rf100vl.kinds.base import BenchmarkKind, Scored, Split
 from pytest_rf100vl.session.training import Fitted, fit_columns, fit_or_load, store_for, training_key
 
 if TYPE_CHECKING:
-    from pytest_rf100vl.adapters.base import Adapter
+    from pytest_rf100vl.adapters.model import Model
     from pytest_rf100vl.core.matrix_view import MatrixView
 
 
@@ -86,14 +86,14 @@ def checked(pair: Pair, metrics: tuple[Metric, ...], values: dict[str, Any],
     return columns, "; ".join(m for m in messages if m) or None
 
 
-def fit(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView") -> Fitted | None:
+def fit(pair: Pair, model: "Model", split: Split, session: "MatrixView") -> Fitted | None:
     """The training stage: the pair's model fitted, or its earlier fit loaded (``None`` without a plan)."""
     if pair.training is None:
         return None
-    model = identity_of(model_identity(adapter.info, None))  # the weights do not depend on the dtype run in
-    key = training_key(model, split, pair.training, adapter.training_libraries)
+    identity = identity_of(model_identity(model.info, None))  # the weights do not depend on the dtype run in
+    key = training_key(identity, split, pair.training, model.entry.training_libraries)
     store = store_for(session.config.report.results, pair.spec, pair.dataset, key)
-    return fit_or_load(adapter, pair.training, store, split)
+    return fit_or_load(model, pair.training, store, split)
 
 
 def output_name(split: Split, limit: int | None, fitted: Fitted | None) -> str:
@@ -103,20 +103,20 @@ def output_name(split: Split, limit: int | None, fitted: Fitted | None) -> str:
     return name if fitted is None else f"{name}.trained-{fitted.store.folder.name[:12]}"
 
 
-def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView", benchmark: Any = None) -> PairRun:
+def run_pair(pair: Pair, model: "Model", split: Split, session: "MatrixView", benchmark: Any = None) -> PairRun:
     """Run ``pair`` stage by stage (see the module docstring)."""
     kind = session.kinds[pair.kind]
     config = session.config
-    fitted = fit(pair, adapter, split, session)
-    task = split.task_for(adapter, trained=fitted is not None)
+    fitted = fit(pair, model, split, session)
+    task = split.task_for(model.entry, trained=fitted is not None)
     if task is not None:
         with adapter_call("the adapter's set_task"):
-            adapter.set_task(task)
+            model.set_task(task)
     asked = replace(split.first(config.matrix.limit), task=task)
-    answers = answer(adapter, asked.images, asked.questions, config.loop.batch_size, session.loop,
-                     f"{adapter.name} on {pair.dataset}", benchmark, (split.id_column, split.name_column))
+    answers = answer(model, asked.images, asked.questions, config.loop.batch_size, session.loop,
+                     f"{model.name} on {pair.dataset}", benchmark, (split.id_column, split.name_column))
     scored = kind.score(answers, asked)
-    described = adapter.describe()
+    described = model.describe()
     stem = output_name(split, config.matrix.limit, fitted)
     writer = session.writer
     if scored.predictions is not None:
@@ -135,13 +135,13 @@ def run_pair(pair: Pair, adapter: "Adapter", split: Split, session: "MatrixView"
     row = ResultRow(
         run=RunColumns(session.writer.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        session.command),
-        model=model_columns(adapter.info, described, pair.spec, config.loop.batch_size,
+        model=model_columns(model.info, described, pair.spec, config.loop.batch_size,
                             answers.timing, split.smoke),
         data=DataColumns(kind.name, pair.dataset, split=split.name, limit=config.matrix.limit,
                          n_images=answers.n_images, **split.identity),
         scores=scored.columns if scored.columns is not None else dict(scored.values), errors=scored.errors,
         data_extra=split.extra, check=check, throughput=throughput_columns(answers), output=output,
         training=fit_columns(pair.training, split, fitted) if kind.trains else None,
-        provenance=provenance_columns(), adapter=adapter.pair_columns(),
+        provenance=provenance_columns(), adapter=model.pair_columns(),
     )
     return PairRun(pair, row, scored, answers, found, message)

@@ -5,8 +5,8 @@ Its weights live in the results folder under ``trained/``, in a folder keyed by 
 identity, the dataset's fingerprint, the training split and its parameters, the recipe and
 its hyper-parameters, the seed and the versions of what trains (:func:`training_key`): a rerun
 loads them instead of fitting again, and a fit cut short resumes from its last epoch. The
-adapter is handed the weights explicitly: it fits them (``Adapter.fit``) or loads a finished
-fit's (``Adapter.load_trained``), and keeps their hash for the answer cache.
+model is handed the weights explicitly: it fits them (``Trainable.fit``) or loads a finished
+fit's (``Trainable.load_trained``), and the session's wrapper keeps their hash for the answer cache.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rf100vl_hf.results.schema import TrainingColumns
 from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.training.store import FitRecord, TrainedStore, TrainingError, key_digest
 
-from pytest_rf100vl.adapters.base import Adapter
+from pytest_rf100vl.adapters.model import Model
 from pytest_rf100vl.core.training_plan import TrainingPlan
 from pytest_rf100vl.engine.guard import adapter_call
 
@@ -75,9 +75,9 @@ def store_for(results: Path, spec: ModelSpec, dataset: str, key: dict[str, Any])
     return TrainedStore(folder, key)
 
 
-def fit_or_load(adapter: Adapter, plan: TrainingPlan, store: TrainedStore, split: "Split") -> Fitted:
+def fit_or_load(model: Model, plan: TrainingPlan, store: TrainedStore, split: "Split") -> Fitted:
     """The pair's trained model: fitted now when the store has no finished fit (resuming one cut
-    short), then the store's weights handed to the adapter (:meth:`Adapter.use_trained`)."""
+    short), then the store's weights handed to the model (:meth:`Model.use_trained`)."""
     data = split.training_data(plan)
     record = store.record()
     if record is None and data.train.n_boxes == 0:
@@ -86,10 +86,10 @@ def fit_or_load(adapter: Adapter, plan: TrainingPlan, store: TrainedStore, split
     fitted = record is None
     if fitted:
         with adapter_call("the adapter's fit"):
-            record = adapter.fit(data, plan.recipe, store)
+            record = model.fit(data, plan.recipe, store)
     with adapter_call("the adapter's load_trained"):
-        adapter.set_task(data.task)  # a closed-set detector's head is made for these classes first
-        adapter.use_trained(store)
+        model.set_task(data.task)  # a closed-set detector's head is made for these classes first
+        model.use_trained(store)
     return Fitted(record, store, fitted)
 
 

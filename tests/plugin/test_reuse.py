@@ -28,7 +28,7 @@ from tests.plugin.helpers import results, session_rows
 
 def run(pytester: pytest.Pytester, data_dir: Path) -> pytest.RunResult:
     return pytester.runpytest_inprocess(
-        "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", f"--rf100vl-data-dir={data_dir}",
+        "--rf100vl-model", "oracle", "--rf100vl-dataset", "sample", f"--rf100vl-data-option=data-dir={data_dir}",
         "--rf100vl-device", "cpu", "--benchmark-disable", "-p", "no:cacheprovider",
     )
 

@@ -215,9 +215,10 @@ def test_a_hyperparameter_another_librarys_trainer_has_not_is_refused_rather_tha
     cls = getattr(importlib.import_module(f"pytest_rf100vl.adapters.{module}"), adapter)
     with pytest.raises(ValueError, match=rf"adapter '{cls.name}' trains with its own library's trainer, which has "
                                          r"no flip, warmup_steps \(its recipe '\w+' sets: batch_size, "):
-        plan(cls, "train", None, {"flip": "0.5", "warmup_steps": "3", "epochs": "2"}, 0)
+        plan(cls.entry(), "train", None, {"flip": "0.5", "warmup_steps": "3", "epochs": "2"}, 0)
     own_key, own_value = next(iter(cls.recipes[cls.default_recipes["fully-supervised"]].extra.items()))
-    kept = plan(cls, "train", None, {"epochs": "2", "seed": "4", own_key: str(own_value)}, None)
+    kept = plan(cls.entry(), "train", None, {"epochs": "2", "seed": "4", own_key: str(own_value)}, None)
     assert (kept.recipe.epochs, kept.recipe.seed, kept.recipe.extra[own_key]) == (2, 4, own_value)
-    flipped = plan(RTDetrV2Adapter, "train", None, {"flip": "0.5", "warmup_steps": "3"}, 0)  # the project's own loop
+    # the project's own loop takes every field
+    flipped = plan(RTDetrV2Adapter.entry(), "train", None, {"flip": "0.5", "warmup_steps": "3"}, 0)
     assert flipped.recipe.hyperparameters()["flip"] == 0.5 and flipped.recipe.warmup_steps == 3

@@ -25,7 +25,8 @@ from pytest_rf100vl.adapters.base import (
     Prompted,
     Trainable,
 )
-from pytest_rf100vl.adapters.hosted import READ, hosted
+from pytest_rf100vl.adapters.model import READ, Model, hosted
+from rf100vl_hf.specs import ModelSpec
 
 from tests.plugin.helpers import results, session_rows
 
@@ -130,9 +131,9 @@ class Boxless:
         return []
 
 
-def test_a_model_without_the_two_methods_is_a_clear_error_and_an_adapter_passes_as_it_is() -> None:
+def test_a_model_without_the_two_methods_or_with_a_bad_concurrency_is_a_clear_error_an_adapter_is_wrapped() -> None:
     with pytest.raises(TypeError, match="model 'boxless' .Boxless. is not a detector: it has no set_task"):
-        hosted(Boxless(), "boxless", None, {}, "cpu", "float32")
+        hosted(Boxless(), ModelSpec.parse("boxless"), "cpu", "float32")
 
     class Built(Adapter):
         name = "built"
@@ -140,9 +141,15 @@ def test_a_model_without_the_two_methods_is_a_clear_error_and_an_adapter_passes_
         def predict(self, batch):
             return []
 
+    crowded = Counting()
+    crowded.concurrency = "4"
+    with pytest.raises(TypeError, match="model 'crowded': concurrency must be a whole number of at least 1, not '4'"):
+        hosted(crowded, ModelSpec.parse("crowded"), "cpu", "float32")
+
     built = Built()
-    assert hosted(built, "built", None, {}, "cpu", "float32") is built
-    assert isinstance(built, Detector) and built.info == ModelInfo("built", None, None, {}, False)
+    model = hosted(built, ModelSpec.parse("built"), "cpu", "float32")
+    assert isinstance(model, Model) and model.detector is built and model.entry == Built.entry()
+    assert isinstance(built, Detector) and model.info == built.info == ModelInfo("built", None, None, {}, False)
 
 
 class Counting:
@@ -170,7 +177,7 @@ class Counting:
 
 def test_a_hosted_model_keeps_its_capabilities_and_its_answers_are_keyed_on_what_it_was_told() -> None:
     model = Counting()
-    adapter = hosted(model, "counting", "v2", {"size": "4"}, "cpu", "float32")
+    adapter = hosted(model, ModelSpec.parse("counting:v2").with_options({"size": "4"}), "cpu", "float32")
     assert adapter.info == ModelInfo("counting", "v2", None, {"size": "4"}, False)
     assert isinstance(model, Grounder) and isinstance(model, Accounted) and not isinstance(model, Prompted)
     item = ImageItem(Image.new("RGB", (8, 8)), 0, "0.jpg")
