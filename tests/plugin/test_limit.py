@@ -110,7 +110,7 @@ def test_limited_rows_are_never_reported_as_the_models_score_on_the_hub() -> Non
     from tests.results.factory import detection_row
 
     full, limited = detection_row("owlv2", "bees", 40.0), detection_row("owlv2", "actions", 90.0, limit=LIMIT)
-    with pytest.raises(UnofficialResultsError, match="limited run.*--allow-unofficial"):
+    with pytest.raises(UnofficialResultsError, match="limited run.*allow-unofficial=true"):
         eval_files([full, limited], "org/rf100vl")
     (file,) = eval_files([full, detection_row("owlv2", "bees", 90.0, limit=LIMIT)], "org/rf100vl")
     assert {entry.task_id: entry.value for entry in file.entries} == {"bees": 40.0}  # the full row's

@@ -130,7 +130,7 @@ def test_three_seeds_give_three_rows_and_both_spreads_over_seeds(pytester: pytes
     folder = pytester.path / "results"
     result = pytester.runpytest(*TINY_DETR, *FAST, "--rf100vl-train-option", "epochs=1", "--rf100vl-train",
                                 "fewshot_10", "--override-ini", "rf100vl_seeds=0-2", "--rf100vl-train-option", "federated=true",
-                                f"--rf100vl-data-option=data-dir={shapes_dir}", f"--rf100vl-results={folder}")
+                                f"--rf100vl-data-option=data-dir={shapes_dir}", f"--rf100vl-results={folder}", "-v")
     result.assert_outcomes(passed=3)
     rows = results(folder)
     assert sorted(row["seed"] for row in rows) == [0, 1, 2] and len({row["weights_sha256"] for row in rows}) == 3
