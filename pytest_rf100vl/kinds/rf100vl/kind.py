@@ -16,7 +16,7 @@ from rf100vl_hf import catalog, paths
 from rf100vl_hf.errors import Rf100vlError, UnknownNameError
 from rf100vl_hf.results.summary import rf100vl_sections
 from rf100vl_hf.rf100vl.build_record import unchanged_build
-from rf100vl_hf.rf100vl.sources import custom_exports, locate
+from rf100vl_hf.rf100vl.sources import SPLIT_FOLDERS, custom_exports, locate
 
 from pytest_rf100vl.core.minimums import Metric, Rule
 from pytest_rf100vl.kinds.base import BenchmarkKind, Report, Scored, Split, SplitIdentity
@@ -106,7 +106,7 @@ class Rf100vlKind(BenchmarkKind):
 
     def cost(self, dataset: str) -> float:
         """The number of files in the split's folder of the export (1 when it is not on disk)."""
-        folder = {"validation": "valid"}.get(self.options.split, self.options.split)
+        folder = SPLIT_FOLDERS.get(self.options.split, self.options.split)
         try:
             split_dir = locate(dataset, self.options.data_dir, self.options.fewshot_dir).root / folder
             return float(max(1, sum(1 for _ in split_dir.iterdir())))
