@@ -18,6 +18,24 @@ if TYPE_CHECKING:
     import torch
 
 
+def weights_problem(weights: Any, expected: Mapping[str, torch.Tensor]) -> str | None:
+    """Why ``weights`` are not a state dict with ``expected``'s keys and shapes (another model's,
+    not weights at all), or ``None``: the one check of saved weights, an average's or a fit's."""
+    import torch
+
+    if not isinstance(weights, Mapping):
+        return f"holds a {type(weights).__name__}, not a model's weights"
+    missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or extra:
+        return (f"holds the weights of another model ({len(missing)} of this model's tensors missing, "
+                f"{len(extra)} others; first: {(missing or extra)[0]})")
+    reshaped = [name for name, tensor in expected.items()
+                if not torch.is_tensor(weights[name]) or weights[name].shape != tensor.shape]
+    if reshaped:
+        return f"holds the weights of another model ({reshaped[0]} has another shape)"
+    return None
+
+
 class WeightAverage:
     """The average of ``model``'s weights over the optimizer steps since it was made."""
 
@@ -52,13 +70,12 @@ class WeightAverage:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Take a saved average (``ValueError`` when it is not one of this model's)."""
-        import torch
-
         weights = state.get("weights") if isinstance(state, Mapping) else None
-        if not isinstance(weights, Mapping) or set(weights) != set(self.weights) or any(
-                not torch.is_tensor(weights[name]) or weights[name].shape != tensor.shape
-                for name, tensor in self.weights.items()) or not isinstance(state.get("steps"), int):
-            raise ValueError("not a weight average of this model")
+        problem = weights_problem(weights, self.weights)
+        if problem is None and not isinstance(state.get("steps"), int):
+            problem = f"its step count is {state.get('steps')!r}, not an integer"
+        if problem is not None:
+            raise ValueError(problem)
         self.steps = state["steps"]
         for name, tensor in self.weights.items():
             tensor.copy_(weights[name])

@@ -27,13 +27,13 @@ import contextlib
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.progress import logger, progress_bar
 from rf100vl_hf.training.augment import Augmentation
-from rf100vl_hf.training.ema import WeightAverage
+from rf100vl_hf.training.ema import WeightAverage, weights_problem
 from rf100vl_hf.training.recipe import Recipe
 from rf100vl_hf.training.samples import Sample
 from rf100vl_hf.training.store import CheckpointWarning, FitRecord, TrainedStore, TrainingError
@@ -83,24 +83,6 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
 
-def _weights_problem(weights: Any, model: torch.nn.Module) -> str | None:
-    """Why ``weights`` are not a state dict of ``model`` (other keys, other shapes), or ``None``."""
-    import torch
-
-    if not isinstance(weights, Mapping):
-        return f"holds a {type(weights).__name__}, not a model's weights"
-    expected = model.state_dict()
-    missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
-    if missing or extra:
-        return (f"holds the weights of another model ({len(missing)} of this model's tensors missing, "
-                f"{len(extra)} others; first: {(missing or extra)[0]})")
-    reshaped = [name for name, tensor in expected.items()
-                if not torch.is_tensor(weights[name]) or weights[name].shape != tensor.shape]
-    if reshaped:
-        return f"holds the weights of another model ({reshaped[0]} has another shape)"
-    return None
-
-
 def _read(path: Path, device: str) -> tuple[Any, str | None]:
     """What a checkpoint file holds, or why it cannot be read (truncated, not a torch file)."""
     import torch
@@ -123,7 +105,7 @@ def _resume(latest: tuple[int, Path], store: TrainedStore, model: torch.nn.Modul
     if problem is None and (not isinstance(saved["epoch"], int) or saved["epoch"] < 1):
         problem = f"holds no finished epoch (epoch {saved['epoch']!r})"
     if problem is None:
-        problem = _weights_problem(saved["model"], model)
+        problem = weights_problem(saved["model"], model.state_dict())
     if problem is None:
         try:
             optimizer.load_state_dict(saved["optimizer"])
@@ -281,7 +263,7 @@ def load_weights(model: torch.nn.Module, store: TrainedStore, device: str = "cpu
     """Load a finished fit's weights into ``model``; weights that do not fit it (another
     model's, put in the store by hand) are a :class:`TrainingError` naming the file."""
     weights, problem = _read(store.weights, device)
-    problem = problem or _weights_problem(weights, model)
+    problem = problem or weights_problem(weights, model.state_dict())
     if problem is not None:
         raise TrainingError(f"{store.weights}: {problem}; delete {store.folder} to train again")
     model.load_state_dict(weights)

@@ -167,3 +167,19 @@ def test_a_checkpoint_without_the_weight_average_its_recipe_keeps_is_set_aside(t
     assert record.resumed_after_epoch is None
     for a, b in zip(whole.state_dict().values(), again.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_a_saved_average_is_checked_as_finished_weights_are() -> None:
+    """One check refuses another model's tensors, whether saved as a fit's weights or as its average."""
+    from rf100vl_hf.training.ema import WeightAverage
+
+    average = WeightAverage(_model(), decay=0.9)
+    with pytest.raises(ValueError, match=r"holds the weights of another model \(.* tensors missing"):
+        average.load_state_dict({"steps": 3, "weights": torch.nn.Sequential(_model()).state_dict()})
+    reshaped = {name: torch.zeros(*tensor.shape, 2) for name, tensor in average.weights.items()}
+    with pytest.raises(ValueError, match=r"holds the weights of another model \(.* has another shape\)"):
+        average.load_state_dict({"steps": 3, "weights": reshaped})
+    with pytest.raises(ValueError, match="step count is '3', not an integer"):
+        average.load_state_dict({"steps": "3", "weights": dict(average.weights)})
+    average.load_state_dict({"steps": 3, "weights": dict(average.weights)})
+    assert average.steps == 3
