@@ -20,13 +20,12 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.results.folder import SAMPLES_SUFFIX
-from rf100vl_hf.results.schema import CheckColumns, DataColumns, ResultRow, RunColumns, identity_of
+from rf100vl_hf.results.schema import CheckColumns, DataColumns, ResultRow, RunColumns
 
 from pytest_rf100vl.core.minimums import ANY_TARGET, Metric, Threshold, check_status, failure, threshold_for
 from pytest_rf100vl.core.pairs import Pair
 from pytest_rf100vl.engine.columns import (
     model_columns,
-    model_identity,
     output_columns,
     provenance_columns,
     throughput_columns,
@@ -90,8 +89,7 @@ def fit(pair: Pair, model: "Model", split: Split, session: "MatrixView") -> Fitt
     """The training stage: the pair's model fitted, or its earlier fit loaded (``None`` without a plan)."""
     if pair.training is None:
         return None
-    identity = identity_of(model_identity(model.info, None))  # the weights do not depend on the dtype run in
-    key = training_key(identity, split, pair.training, model.entry.training_libraries)
+    key = training_key(model.info, split, pair.training, model.entry.training_libraries)
     store = store_for(session.config.report.results, pair.spec, pair.dataset, key)
     return fit_or_load(model, pair.training, store, split)
 

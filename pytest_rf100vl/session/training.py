@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from rf100vl_hf.provenance import versions
 from rf100vl_hf.results.folder import model_folder
-from rf100vl_hf.results.schema import TrainingColumns
+from rf100vl_hf.results.schema import TrainingColumns, identity_of
 from rf100vl_hf.specs import ModelSpec
 from rf100vl_hf.training.store import FitRecord, TrainedStore, TrainingError, key_digest
 
+from pytest_rf100vl.adapters.base import ModelInfo
 from pytest_rf100vl.adapters.model import Model
 from pytest_rf100vl.core.training_plan import TrainingPlan
+from pytest_rf100vl.engine.columns import model_identity
 from pytest_rf100vl.engine.guard import adapter_call
 
 if TYPE_CHECKING:
@@ -54,16 +56,21 @@ def identity_columns(plan: TrainingPlan | None, split: "Split | SplitIdentity | 
     )
 
 
-def training_key(model: dict[str, Any], split: "Split", plan: TrainingPlan, libraries: tuple[str, ...]) -> dict[str, Any]:
-    """Everything a fit's weights depend on (the trained-weights store's key): ``libraries`` are
-    the packages the adapter trains with, whose versions are part of it."""
-    identity = identity_columns(plan, split)
+RUN_ONLY = ("dtype",)
+"""Model identity columns a fit's weights do not depend on: the dtype the model runs in."""
+
+
+def training_key(info: ModelInfo, split: "Split", plan: TrainingPlan, libraries: tuple[str, ...]) -> dict[str, Any]:
+    """Everything a fit's weights depend on (the trained-weights store's key): the model's and
+    the training's identity columns (:data:`rf100vl_hf.results.schema.IDENTITY`, so a column added
+    there keys the weights too) but :data:`RUN_ONLY`, the dataset and its fingerprint, the regime;
+    ``libraries`` are the packages the adapter trains with, whose versions are part of it."""
+    model = {name: value for name, value in identity_of(model_identity(info, None)).items() if name not in RUN_ONLY}
     return {
-        **{key: model.get(key) for key in ("model", "checkpoint", "model_revision", "adapter_options")},
+        **model,
         "dataset": split.metadata["name"],
         "dataset_fingerprint": split.metadata.get("fingerprint"),
-        **{name: getattr(identity, name) for name in ("train_split", "train_split_parameters", "recipe",
-                                                      "hyperparameters", "seed")},
+        **identity_of(identity_columns(plan, split)),
         "regime": plan.regime,
         "versions": versions((*libraries, "rf100vl-hf")),
     }

@@ -21,6 +21,35 @@ TINY_DETR = ["--rf100vl-model", "rt-detrv2:tiny", "--rf100vl-dataset", "shapes",
 FAST = ["--rf100vl-train-option", "batch_size=4", "--rf100vl-train-option", "learning_rate=2e-3"]
 
 
+def test_a_fits_key_is_the_one_stored_weights_were_filed_under() -> None:
+    """The key derived from the identity columns is the one the hand-listed key was, so weights
+    trained before stay found (same digest); only the dtype the model runs in is left out."""
+    from types import SimpleNamespace
+
+    from rf100vl_hf.provenance import versions
+    from rf100vl_hf.training.recipe import Recipe
+    from rf100vl_hf.training.store import key_digest
+
+    from pytest_rf100vl.adapters.base import ModelInfo
+    from pytest_rf100vl.core.training_plan import TrainingPlan
+    from pytest_rf100vl.session.training import training_key
+
+    info = ModelInfo("rt-detrv2", "tiny", "abc123", {"threshold": 0.3, "url": "https://user:pw@host/x?k=v"})
+    plan = TrainingPlan("fewshot_10", Recipe("r", epochs=3, batch_size=4, learning_rate=2e-3, seed=7))
+    split = SimpleNamespace(metadata={"name": "shapes", "fingerprint": "f00d"},
+                            split_parameters=lambda name: json.dumps({"fewshot_k": 10, "asked": name}))
+    hand_listed = {
+        "model": "rt-detrv2", "checkpoint": "tiny", "model_revision": "abc123",
+        "adapter_options": json.dumps({"threshold": 0.3, "url": "https://host/x"}, sort_keys=True),
+        "dataset": "shapes", "dataset_fingerprint": "f00d", "train_split": "fewshot_10",
+        "train_split_parameters": split.split_parameters("fewshot_10"), "recipe": "r",
+        "hyperparameters": json.dumps(plan.recipe.hyperparameters(), sort_keys=True), "seed": 7,
+        "regime": plan.regime, "versions": versions(("torch", "rf100vl-hf")),
+    }
+    key = training_key(info, split, plan, ("torch",))
+    assert key == hand_listed and key_digest(key) == key_digest(hand_listed)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _training_modules_loaded_once() -> None:
     """What fitting imports (the Hungarian matcher's scipy, the models), before any in-process
