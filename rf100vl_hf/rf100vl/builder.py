@@ -219,7 +219,9 @@ class Rf100vl(datasets.ArrowBasedBuilder):
 
     Made from config parameters alone: ``Rf100vl(config_name=NAME, data_dir=..., fewshot_dir=...,
     fewshot_k=..., ...)``. ``progress`` draws progress bars; ``verify`` reads and checks the
-    exports even when their files match a prepared build's manifest.
+    exports even when their files match a prepared build's manifest. ``record``: the build the
+    caller found unchanged (:func:`.build_record.unchanged_build`), taken as it is so the
+    exports' folders are walked once (ignored under ``verify`` or for another config).
     """
 
     BUILDER_CONFIG_CLASS = Rf100vlConfig
@@ -234,6 +236,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         cache_dir: str | Path | None = None,
         progress: bool = True,
         verify: bool = False,
+        record: BuildRecord | None = None,
         hash: str | None = None,  # noqa: A002  (datasets passes its module hash; the content fingerprint is used)
         info: datasets.DatasetInfo | None = None,  # likewise: the info is the export's own
         **kwargs: Any,
@@ -252,9 +255,12 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         self.progress = progress
         cache_root = os.path.expanduser(str(cache_dir or datasets.config.HF_DATASETS_CACHE))
         version_dir = Path(cache_root, BUILDER_NAME, self._params.create_config_id({}), str(VERSION))
-        self.manifest = file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
         verify = verify or self._params.verify_images == "full"
-        matched = None if verify else build_matching(version_dir, manifest_digest(self.manifest))
+        if not verify and record is not None and record.path.parent == version_dir:  # the caller walked: trust it
+            self.digest, matched = record.digest, record.path
+        else:
+            self.digest = manifest_digest(self.manifest)
+            matched = None if verify else build_matching(version_dir, self.digest)
         self.reused_unread = matched is not None
         """Whether a build of the same files (by ``stat``) was found, so no file was read."""
         if matched is not None:  # no file changed since this build: read nothing
@@ -275,6 +281,12 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         )
         # datasets names a builder after its module; this one's module is not its name.
         self.name = self.info.builder_name = BUILDER_NAME
+
+    @cached_property
+    def manifest(self) -> list[list[Any]]:
+        """The exports' files as :func:`.build_record.file_manifest` lists them (one ``stat`` each);
+        walked when the builder is made, unless it was given the record of an unchanged build."""
+        return file_manifest({"full": self.source.root, "fewshot": self.source.fewshot_root})
 
     @cached_property
     def export(self) -> Export:
@@ -496,7 +508,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         """The record of this builder's build (:mod:`.build_record`), from its info: after
         :meth:`download_and_prepare`, what its record file holds."""
         splits = {name: split.num_examples for name, split in self.info.splits.items()}
-        return BuildRecord(Path(self._cache_dir), manifest_digest(self.manifest), read_metadata(self.info), splits)
+        return BuildRecord(Path(self._cache_dir), self.digest, read_metadata(self.info), splits)
 
     def _write_record(self, build: Path) -> None:
         record = self.record
@@ -507,7 +519,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
         records held it) or lists other files (these contents were built from files since touched)."""
         build = Path(self._cache_dir)
         record = read_record(build)
-        if record is None or record.digest != manifest_digest(self.manifest):
+        if record is None or record.digest != self.digest:
             try:
                 self._write_record(build)
             except OSError as exc:  # a read-only cache: the build is complete and used as it is
@@ -593,13 +605,15 @@ def rf100vl_builder(
     progress: bool = True,
     verify_images: VerifyImages = "header",
     verify: bool = False,
+    record: BuildRecord | None = None,
     **config: Any,
 ) -> Rf100vl:
     """A builder for the dataset ``name`` (see :func:`.sources.locate` for where it looks).
 
     ``verify_images="full"`` decodes every image while validating (see
     :func:`rf100vl_hf.images.probe_image`). ``verify`` reads and checks the exports even
-    when no file changed since a build (``verify_images="full"`` implies it). ``config``
+    when no file changed since a build (``verify_images="full"`` implies it); ``record`` is an
+    unchanged build the caller found (see :class:`Rf100vl`). ``config``
     sets :class:`Rf100vlConfig` fields (``fewshot_k``, ``fewshot_seed``, ``fewshot_strategy``,
     ``fewshot_candidates``, ``semisup_fraction``, ``semisup_seed``); any of them other than
     its default makes the config id differ from the bare name, so such a build is not what
@@ -612,6 +626,7 @@ def rf100vl_builder(
         cache_dir=cache_dir,
         progress=progress,
         verify=verify,
+        record=record,
         verify_images=verify_images,
         **config,
     )
@@ -638,10 +653,11 @@ def load_rf100vl(
     return builder.as_dataset(split=split)
 
 
-def builder_of(request: DatasetRequest, name: str, progress: bool = True, verify: bool = False) -> Rf100vl:
+def builder_of(request: DatasetRequest, name: str, progress: bool = True, verify: bool = False,
+               record: BuildRecord | None = None) -> Rf100vl:
     """The builder of dataset ``name`` as ``request`` asks for it (:func:`rf100vl_builder`)."""
     return rf100vl_builder(name, request.data_dir, request.fewshot_dir, request.cache_dir, progress,
-                           request.verify_images, verify, **asdict(request.splits))
+                           request.verify_images, verify, record, **asdict(request.splits))
 
 
 class Splits(Mapping[str, "datasets.Dataset"]):
@@ -667,10 +683,12 @@ class Splits(Mapping[str, "datasets.Dataset"]):
 
 
 def load_request(
-    request: DatasetRequest, name: str, split: str | None = None, progress: bool = True
+    request: DatasetRequest, name: str, split: str | None = None, progress: bool = True,
+    record: BuildRecord | None = None,
 ) -> datasets.Dataset | Splits:
     """Dataset ``name`` as ``request`` asks for it (one split, or all as :class:`Splits`),
-    prepared first when no build matches its exports (:func:`load_rf100vl`)."""
-    builder = builder_of(request, name, progress)
+    prepared first when no build matches its exports (:func:`load_rf100vl`); ``record``: its
+    unchanged build, where the caller already found it (:func:`.build_record.unchanged_build`)."""
+    builder = builder_of(request, name, progress, record=record)
     builder.download_and_prepare()
     return builder.as_dataset(split=split) if split is not None else Splits(builder)

@@ -179,3 +179,32 @@ def test_a_cache_the_record_cannot_be_written_to_is_still_used(built: tuple, tmp
     builder.download_and_prepare()
     assert builder.reused_unread and len(builder.as_dataset(split="test")) == record.splits["test"]
     assert f"{record.path / RECORD_FILE}: Permission denied" in caplog.text
+
+
+def test_a_reused_build_walks_the_exports_once(built: tuple[DatasetRequest, Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The light check, then the builder given the record it found (as the plugin identifies a
+    split, then loads it): each export's folder is walked once; a builder on its own walks too,
+    and one of another config does not take the record."""
+    request, builder = built
+    roots = {os.fspath(request.data_dir / "shapes"), os.fspath(request.fewshot_dir / "shapes")}
+    walked: list[str] = []
+    scandir = os.scandir
+
+    def counted(path: Any = ".") -> Any:
+        if os.fspath(path) in roots:
+            walked.append(os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counted)
+    record = unchanged_build(request, "shapes")
+    again = builder_of(request, "shapes", progress=False, record=record)
+    again.download_and_prepare()
+    assert sorted(walked) == sorted(roots)
+    assert again.reused_unread and again.cache_dir == builder.cache_dir
+    assert again.as_dataset(split="test").num_rows == record.splits["test"]
+    walked.clear()
+    assert builder_of(request, "shapes", progress=False).reused_unread and sorted(walked) == sorted(roots)
+    other = DatasetRequest(request.data_dir, request.fewshot_dir, request.cache_dir,
+                           splits=SplitParameters(fewshot_k=3))
+    assert not builder_of(other, "shapes", progress=False, record=record).reused_unread

@@ -15,7 +15,7 @@ import pytest
 from rf100vl_hf import catalog, paths
 from rf100vl_hf.errors import Rf100vlError, UnknownNameError
 from rf100vl_hf.results.summary import rf100vl_sections
-from rf100vl_hf.rf100vl.build_record import unchanged_build
+from rf100vl_hf.rf100vl.build_record import BuildRecord, unchanged_build
 from rf100vl_hf.rf100vl.sources import SPLIT_FOLDERS, custom_exports, locate
 
 from pytest_rf100vl.core.minimums import Metric, Rule
@@ -54,6 +54,12 @@ class Rf100vlKind(BenchmarkKind):
     def _custom(self) -> list[str]:
         return custom_exports(self.data_dir)
 
+    @cached_property
+    def _unchanged(self) -> dict[str, BuildRecord]:
+        """The builds :meth:`identify` found unchanged, handed to :meth:`load` so that a
+        dataset's exports are walked once."""
+        return {}
+
     # -- the datasets -----------------------------------------------------------------
     def datasets(self) -> list[str]:
         return [e.basename for e in catalog.entries()] + self._custom + [catalog.SAMPLE_NAME]
@@ -86,7 +92,7 @@ class Rf100vlKind(BenchmarkKind):
 
         from pytest_rf100vl.kinds.rf100vl.split import DetectionSplit
 
-        splits = load_request(self.options.request, dataset, progress=False)
+        splits = load_request(self.options.request, dataset, progress=False, record=self._unchanged.pop(dataset, None))
         return DetectionSplit.of(splits, self.options.split, self.options.prompt, self.options.scoring)
 
     def identify(self, dataset: str) -> SplitIdentity | None:
@@ -100,6 +106,7 @@ class Rf100vlKind(BenchmarkKind):
             return None
         if record is None or options.split not in record.splits:
             return None
+        self._unchanged[dataset] = record
         metadata = record.metadata
         identity = detection_identity(metadata, options.split, options.prompt, options.scoring)
         return SplitIdentity(options.split, identity, lambda split: split_parameters(metadata, split, "names"))
