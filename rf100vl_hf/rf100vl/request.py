@@ -69,7 +69,7 @@ def check_split_parameter(name: str, value: Any) -> Any:
 
 def _parameter(name: str, help: str) -> Any:
     """A field of :class:`SplitParameters`: its default, and its help (``field.metadata["help"]``,
-    which ``rf100vl-hf prepare --option`` shows)."""
+    which ``rf100vl-hf prepare --option`` and the plugin's ``--rf100vl-data-option`` show)."""
     return field(default=SPLIT_PARAMETERS[name], metadata={"help": help})
 
 
@@ -89,10 +89,12 @@ class SplitParameters:
     semisup_fraction: float = _parameter("semisup_fraction", "fraction of train images in the semi-supervised split")
     semisup_seed: int = _parameter("semisup_seed", "seed of the semi-supervised split")
     test_source: str = _parameter("test_source", "whose test split 'test' is: full (the full export's) or fewshot "
-                                  "(the few-shot export's, which can differ)")
+                                  "(the few-shot export's, which can differ: RF100-VL issue #31); recorded in "
+                                  "split_parameters")
     fewshot_class_match: str = _parameter(
         "fewshot_class_match", "match the few-shot export's classes to the full export's by name (a name the full "
-        "export lacks is an error) or by id (category id; the names that differ are mapped, with a warning)")
+        "export lacks stops with an error naming both names) or by id (category id: the names that differ are "
+        "mapped, with a warning listing the pairs)")
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

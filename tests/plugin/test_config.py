@@ -108,6 +108,32 @@ def test_the_plugin_sets_the_split_parameters_prepare_takes(pytester: pytest.Pyt
     assert (examples["k"], examples["strategy"], examples["candidates"]) == (3, "best", 4)
 
 
+def test_each_split_parameter_is_declared_once_for_the_plugin_and_prepare() -> None:
+    """The plugin's key of each split parameter shows :class:`SplitParameters`' help and default,
+    as ``rf100vl-hf prepare --option`` does, and refuses a bad value in prepare's words."""
+    from dataclasses import fields
+
+    from rf100vl_hf.cli import split_settings
+    from rf100vl_hf.rf100vl.request import SplitParameters
+
+    from pytest_rf100vl.core.options import options_of
+    from pytest_rf100vl.kinds.rf100vl.options import DetectionOptions
+
+    plugin = {declared.name: declared for declared in options_of(DetectionOptions)}
+    command = {setting.key: setting for setting in split_settings()}
+    for item in fields(SplitParameters):
+        key = item.name.replace("_", "-")
+        assert plugin[key].help == f"{item.metadata['help']} (default: {item.default})"
+        assert command[key].help == f"{item.metadata['help']} (default {item.default})"
+        assert plugin[key].default == item.default
+    for key, bad, words in [("fewshot-k", "0", "fewshot_k must be an integer of at least 1, not 0"),
+                            ("fewshot-strategy", "worst", "fewshot_strategy must be 'random' or 'best', not 'worst'"),
+                            ("semisup-fraction", "2", "semisup_fraction must be a number in (0, 1], not 2.0")]:
+        with pytest.raises(pytest.UsageError) as refused:
+            plugin[key].parse(bad)
+        assert str(refused.value) == f"--rf100vl-data-option {key}: {words}"
+
+
 ALIAS_BOMB = "matrix:\n  dataset: " + "".join(
     f"\n    - &l{level} [{', '.join([f'*l{level - 1}' if level else 'x'] * 9)}]" for level in range(9)) + "\n"
 """Nine levels of nine aliases: 506 bytes, 387 million items expanded."""

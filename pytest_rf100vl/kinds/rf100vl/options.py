@@ -5,27 +5,21 @@ prompt and protocol are flags; the others are keys of ``--rf100vl-data-option KE
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from rf100vl_hf.constants import PROMPT_MODES
 from rf100vl_hf.protocols import PAPER, PROTOCOLS, Protocol
-from rf100vl_hf.rf100vl.request import (
-    FEWSHOT_CLASS_MATCHES,
-    FEWSHOT_STRATEGIES,
-    SPLIT_PARAMETERS,
-    TEST_SOURCES,
-    VERIFY_IMAGES,
-    DatasetRequest,
-    SplitParameters,
-)
+from rf100vl_hf.rf100vl.request import VERIFY_IMAGES, DatasetRequest, SplitParameters, check_split_parameter
 
 from pytest_rf100vl.core.options import option
+from pytest_rf100vl.kinds.rf100vl.adapter_defaults import adapter_defaults
+from pytest_rf100vl.kinds.rf100vl.reference import ReferenceChoice, parse_reference
 
 DATA = "data-option"
 """The dict option (``--rf100vl-data-option KEY=VALUE``) of the options that are not flags."""
-from pytest_rf100vl.kinds.rf100vl.adapter_defaults import adapter_defaults
-from pytest_rf100vl.kinds.rf100vl.reference import ReferenceChoice, parse_reference
 
 
 def _methods(values: tuple[str, ...]) -> dict[str, str]:
@@ -37,6 +31,15 @@ def _methods(values: tuple[str, ...]) -> dict[str, str]:
             raise ValueError(f"expected SPEC=ROW, got {value!r}")
         methods[spec.strip()] = row.strip()
     return methods
+
+
+def _split_parameter(name: str, metavar: str) -> Any:
+    """A split parameter as a key of ``--rf100vl-data-option``: its kind, default, help and check
+    are :class:`SplitParameters`' own (what ``rf100vl-hf prepare --option`` shows too)."""
+    declared = next(item for item in fields(SplitParameters) if item.name == name)
+    return option(name.replace("_", "-"), str(declared.type), f"{declared.metadata['help']} (default: "
+                  f"{declared.default})", metavar, default=declared.default,
+                  check=functools.partial(check_split_parameter, name), via=DATA)
 
 
 @dataclass(frozen=True)
@@ -65,31 +68,14 @@ class DetectionOptions:
                                    "cache home)", "DIR", via=DATA)
     fewshot_dir: Path | None = option("fewshot-dir", "path", "root of the official few-shot exports (default: "
                                       "$RF100VL_FEWSHOT_DIR)", "DIR", via=DATA)
-    fewshot_k: int = option("fewshot-k", "int", "instances per class of a generated few-shot split (default: 10)",
-                            "K", default=SPLIT_PARAMETERS["fewshot_k"], minimum=1, via=DATA)
-    fewshot_seed: int = option("fewshot-seed", "int", "seed of a generated few-shot split (default: 0)", "N",
-                               default=SPLIT_PARAMETERS["fewshot_seed"], via=DATA)
-    fewshot_strategy: str = option(
-        "fewshot-strategy", "str", "how a generated few-shot split is drawn: random (the challenge tooling's, "
-        "default) or best (per class, the candidate selection with the largest mean box area)", "NAME",
-        default=SPLIT_PARAMETERS["fewshot_strategy"], choices=FEWSHOT_STRATEGIES, via=DATA)
-    fewshot_candidates: int = option(
-        "fewshot-candidates", "int", "candidate selections per class of fewshot-strategy best (default: 10)",
-        "N", default=SPLIT_PARAMETERS["fewshot_candidates"], minimum=1, via=DATA)
-    semisup_fraction: float = option("semisup-fraction", "float", "fraction of train images in the semi-supervised "
-                                     "split (default: 0.1)", "F", default=SPLIT_PARAMETERS["semisup_fraction"],
-                                     via=DATA)
-    semisup_seed: int = option("semisup-seed", "int", "seed of the semi-supervised split (default: 0)", "N",
-                               default=SPLIT_PARAMETERS["semisup_seed"], via=DATA)
-    test_source: str = option(
-        "test-source", "str", "whose test split 'test' is: full (default: the full export's) or fewshot (the few-shot "
-        "export's, which can differ: RF100-VL issue #31); recorded in split_parameters", "SOURCE",
-        default=SPLIT_PARAMETERS["test_source"], choices=TEST_SOURCES, via=DATA)
-    fewshot_class_match: str = option(
-        "fewshot-class-match", "str", "match the few-shot export's classes to the full export's by name (default: a "
-        "name the full export lacks stops with an error naming both names) or by id (category id: the names that "
-        "differ are mapped, with a warning listing the pairs)", "name|id",
-        default=SPLIT_PARAMETERS["fewshot_class_match"], choices=FEWSHOT_CLASS_MATCHES, via=DATA)
+    fewshot_k: int = _split_parameter("fewshot_k", "K")
+    fewshot_seed: int = _split_parameter("fewshot_seed", "N")
+    fewshot_strategy: str = _split_parameter("fewshot_strategy", "NAME")
+    fewshot_candidates: int = _split_parameter("fewshot_candidates", "N")
+    semisup_fraction: float = _split_parameter("semisup_fraction", "F")
+    semisup_seed: int = _split_parameter("semisup_seed", "N")
+    test_source: str = _split_parameter("test_source", "SOURCE")
+    fewshot_class_match: str = _split_parameter("fewshot_class_match", "name|id")
     verify_images: str = option("verify-images", "str", "header: parse headers and check JPEG/PNG end markers "
                                 "(fast, default); full: decode every image", "HOW", default="header",
                                 choices=VERIFY_IMAGES, via=DATA)
