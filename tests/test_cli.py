@@ -191,7 +191,7 @@ BAD_ARGUMENTS = [
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["uouo", "prepare", "--option", "num-mosaics=0"], "--option: num-mosaics: expected an integer of at least 1, not '0'"),
     (["uouo", "prepare", "--option", "sigma=-1"], "--option: sigma: expected a positive number, not '-1'"),
-    (["uouo", "export", "--out", "{tmp}", "--option", "seed=x"], "--option: seed: expected an integer, not 'x'"),
+    (["uouo", "export", "--out", "{tmp}", "--option", "seed=x"], "--option: seed: expected an integer of at least 0, not 'x'"),
 ]
 
 

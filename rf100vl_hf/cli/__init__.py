@@ -3,8 +3,8 @@
 Every command is a thin call into the package; ``rf100vl-hf COMMAND --help`` explains each
 (docs/cli.md lists them all). Start-up stays light: ``--help`` and ``prepare`` import
 neither torch nor a model library; each command imports what it needs when it runs (the
-UOUO options read their defaults from the light :mod:`rf100vl_hf.uouo.defaults`). Every bad argument and every error of the data, the paths or the Hub ends in
-one line on stderr and exit status 2.
+UOUO options are declared in the light :mod:`rf100vl_hf.uouo.defaults`). Every bad argument
+and every error of the data, the paths or the Hub ends in one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -45,21 +45,21 @@ from rf100vl_hf.rf100vl.request import (
     check_split_parameter,
 )
 from rf100vl_hf.uouo.defaults import (
+    BUILD_SETTINGS,
     CURATE_CLIP_MODEL,
     CURATE_CLIP_PRETRAINED,
     CURATE_MIN_IMAGES,
     DEFAULT_ALPHA_THRESHOLD,
-    DEFAULT_CLIP_MODEL,
-    DEFAULT_CLIP_PRETRAINED,
     DEFAULT_MAX_SIDE,
-    DEFAULT_NUM_MOSAICS,
     DEFAULT_REMOVER,
     DEFAULT_ROUTE,
     DEFAULT_SEED,
     DEFAULT_SIGMA,
     MODES,
+    RANDOM_INIT,
     ROUTES,
     TINY_REMOVER,
+    BuildSetting,
 )
 
 USAGE_ERROR = 2
@@ -317,25 +317,31 @@ the cut-outs:
 """
 
 
-def _clip_settings(model: str, pretrained: str, work: str) -> tuple[Setting, ...]:
-    """The open_clip model and weights that embed images, and where."""
+def _build_setting(setting: BuildSetting, default: Any = None) -> Setting:
+    """A setting of the UOUO build (:data:`rf100vl_hf.uouo.defaults.BUILD_SETTINGS`, where the
+    plugin's ``--uouo-option`` reads it too) as an ``--option`` key; ``default``: another default."""
+    convert = checked(int if setting.kind == "int" else str, setting.allows, setting.expected)
+    kind = (lambda text: None if text.lower() == RANDOM_INIT else convert(text)) if setting.none else convert
+    return Setting(setting.key, kind, setting.default if default is None else default, setting.help)
+
+
+def _clip_settings(work: str, model: str | None = None, pretrained: str | None = None) -> tuple[Setting, ...]:
+    """The open_clip model and weights that embed images (``None``: the UOUO build's defaults), and where."""
     return (
-        Setting("clip-model", str, model, "open_clip model name"),
-        Setting("clip-pretrained", lambda v: None if v.lower() == "none" else v, pretrained,
-                "open_clip pretrained tag or weights file; 'none' for a seeded random init"),
+        _build_setting(BUILD_SETTINGS["clip-model"], model),
+        _build_setting(BUILD_SETTINGS["clip-pretrained"], pretrained),
         Setting("device", str, None, f"where to {work} (default: auto, i.e. cuda, then mps, then cpu)"),
     )
 
 
 UOUO_SETTINGS = (
-    Setting("num-mosaics", POSITIVE_INTEGER, DEFAULT_NUM_MOSAICS, "mosaics per config"),
-    Setting("seed", INTEGER, DEFAULT_SEED, "seed of the mosaics"),
+    _build_setting(BUILD_SETTINGS["num-mosaics"]),
+    _build_setting(BUILD_SETTINGS["seed"]),
     Setting("sigma", POSITIVE_NUMBER, DEFAULT_SIGMA, "RBF kernel width of the MMD"),
     Setting("route", str, DEFAULT_ROUTE, "nearest categories: exact MMD, mean embeddings, or auto by category count",
             ROUTES),
-    *_clip_settings(DEFAULT_CLIP_MODEL, DEFAULT_CLIP_PRETRAINED, "embed and compute MMD"),
-    Setting("alpha-threshold", INTEGER, DEFAULT_ALPHA_THRESHOLD,
-            "alpha at or below this is background, so a faint haze is ignored"),
+    *_clip_settings("embed and compute MMD"),
+    _build_setting(BUILD_SETTINGS["alpha-threshold"]),
 )
 """The UOUO builder's settings, with the builder's defaults (``uouo prepare`` and ``uouo export``)."""
 
@@ -350,16 +356,8 @@ def _add_uouo_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _uouo_kwargs(args: argparse.Namespace) -> dict:
-    return {
-        "clip_model": args.clip_model,
-        "clip_pretrained": args.clip_pretrained,
-        "device": args.device,
-        "num_mosaics": args.num_mosaics,
-        "seed": args.seed,
-        "sigma": args.sigma,
-        "alpha_threshold": args.alpha_threshold,
-        "route": args.route,
-    }
+    """The builder's parameters: every :data:`UOUO_SETTINGS` value."""
+    return {setting.dest: getattr(args, setting.dest) for setting in UOUO_SETTINGS}
 
 
 @contextlib.contextmanager
@@ -470,7 +468,7 @@ def _add_curate_command(commands: argparse._SubParsersAction) -> None:
         Setting("percentile-rule", checked(_percentile, lambda v: True, "a percentile in 0..100"), None,
                 "NOT the paper's method: drop images below the P-th percentile of average similarity in their "
                 "category"),
-        *_clip_settings(CURATE_CLIP_MODEL, CURATE_CLIP_PRETRAINED, "embed"),
+        *_clip_settings("embed", CURATE_CLIP_MODEL, CURATE_CLIP_PRETRAINED),
         Setting("batch-size", POSITIVE_INTEGER, 64, "images per CLIP batch"),
         Setting("remover", str, DEFAULT_REMOVER, "background remover (see below)"),
         Setting("num-proc", POSITIVE_INTEGER, 1, "processes removing backgrounds"),

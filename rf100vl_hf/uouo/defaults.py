@@ -7,6 +7,8 @@ The command line and the pytest plugin read their option defaults here, so askin
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any
 
 MODES: tuple[str, ...] = ("random", "mmd")
 """The configs: how a mosaic's four categories are chosen (:mod:`rf100vl_hf.uouo.plan`)."""
@@ -33,6 +35,54 @@ RANDOM_INIT = "none"
 DEFAULT_ALPHA_THRESHOLD = 8
 """Alpha at or below this is background (see :mod:`rf100vl_hf.uouo.sources`)."""
 MAX_DEFAULT_NUM_PROC = 8
+
+
+@dataclass(frozen=True)
+class BuildSetting:
+    """A setting of the UOUO build that ``rf100vl-hf uouo`` (``--option KEY=VALUE``) and the
+    plugin (``--uouo-option KEY=VALUE``) both take, declared once here: each derives its own
+    option from it. ``kind`` is ``int`` or ``str``; an ``int`` lies in ``minimum..maximum``
+    (``None``: unbounded); ``none``: the word ``none`` stands for no value (seeded random weights)."""
+
+    key: str
+    kind: str
+    default: Any
+    help: str
+    metavar: str
+    minimum: int | None = None
+    maximum: int | None = None
+    none: bool = False
+
+    @property
+    def name(self) -> str:
+        """The builder's parameter (``num_mosaics``)."""
+        return self.key.replace("-", "_")
+
+    @property
+    def expected(self) -> str:
+        """What a value must be, in words (``an integer of at least 1``)."""
+        if self.kind != "int":
+            return "text"
+        if self.maximum is not None:
+            return f"an integer in {self.minimum}..{self.maximum}"
+        return "an integer" if self.minimum is None else f"an integer of at least {self.minimum}"
+
+    def allows(self, value: Any) -> bool:
+        """Whether ``value`` (of the setting's kind) is within its bounds."""
+        return self.kind != "int" or ((self.minimum is None or value >= self.minimum)
+                                      and (self.maximum is None or value <= self.maximum))
+
+
+BUILD_SETTINGS: dict[str, BuildSetting] = {setting.key: setting for setting in (
+    BuildSetting("num-mosaics", "int", DEFAULT_NUM_MOSAICS, "mosaics per config", "N", minimum=1),
+    BuildSetting("seed", "int", DEFAULT_SEED, "seed of the mosaics", "N", minimum=0),
+    BuildSetting("clip-model", "str", DEFAULT_CLIP_MODEL, "open_clip model that embeds the images", "NAME"),
+    BuildSetting("clip-pretrained", "str", DEFAULT_CLIP_PRETRAINED, "its weights: an open_clip tag (downloaded "
+                 "once), a local weights file, or 'none' for seeded random weights", "TAG_OR_FILE", none=True),
+    BuildSetting("alpha-threshold", "int", DEFAULT_ALPHA_THRESHOLD, "cut-out alpha at or below this is background, "
+                 "the faint haze background removers leave (see docs/uouo.md)", "N", minimum=0, maximum=254),
+)}
+"""The settings both routes to a UOUO build take, with the builder's defaults."""
 
 
 def default_num_proc() -> int:

@@ -72,17 +72,50 @@ def test_uouo_pairs_collect_beside_rf100vl_pairs_and_k_selects_them(pytester: py
         (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "num-mosaics=0"],
          "*--uouo-option num-mosaics: must be at least 1*"),
         (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "seed=-1"], "*--uouo-option seed: must be at least 0*"),
+        (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "alpha-threshold=255"],
+         "*--uouo-option alpha-threshold: expected an integer in 0..254, got 255"),
         (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "source=missing"],
          "*--uouo-option source: */missing is not a folder"),
         (["--rf100vl-dataset", "uouo-mmd", "--uouo-option", "mosaics=3"],
          "*--uouo-option: unknown key 'mosaics' (keys: source, num-mosaics, *"),
     ],
-    ids=["name", "mosaics", "seed", "source", "key"],
+    ids=["name", "mosaics", "seed", "alpha", "source", "key"],
 )
 def test_bad_uouo_options_are_usage_errors(pytester: pytest.Pytester, options: list[str], message: str) -> None:
     result = pytester.runpytest_inprocess("--rf100vl-model", "oracle", *options, "--co")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_the_build_settings_are_declared_once_for_the_plugin_and_the_command_line() -> None:
+    """Each setting both routes to a UOUO build take has one declaration: the plugin's key and
+    ``rf100vl-hf uouo prepare``'s show the same help and default, take the same values and refuse
+    the same ones, and both hand the builder ``None`` for the weights ``none``."""
+    import argparse
+
+    from rf100vl_hf.cli import UOUO_SETTINGS
+    from rf100vl_hf.uouo.defaults import BUILD_SETTINGS
+
+    from pytest_rf100vl.core.options import options_of
+    from pytest_rf100vl.kinds.uouo.options import GroundingOptions
+
+    plugin = {declared.name: declared for declared in options_of(GroundingOptions)}
+    command = {setting.key: setting for setting in UOUO_SETTINGS}
+    probes = {"int": ["-1", "0", "1", "8", "254", "255"], "str": ["ViT-B-32", "none"]}
+    for key, setting in BUILD_SETTINGS.items():
+        assert plugin[key].help == f"{setting.help} (default: {setting.default})" and plugin[key].default is None
+        assert (command[key].help, command[key].default) == (setting.help, setting.default)
+        for text in probes[setting.kind]:
+            try:
+                given = command[key].type(text)
+            except argparse.ArgumentTypeError:
+                given = "refused"
+            try:
+                taken = GroundingOptions(**{setting.name: plugin[key].parse(text)}).given()[setting.name]
+            except pytest.UsageError:
+                taken = "refused"
+            assert given == taken, (key, text)
+    assert command["clip-pretrained"].type("none") is None
 
 
 def test_the_oracle_scores_exactly_one_on_both_configs_under_the_benchmark_clock(

@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf.uouo.defaults import BUILD_SETTINGS, RANDOM_INIT
+
 from pytest_rf100vl.core.options import option
 
 _option = functools.partial(option, prefix="uouo", via="option")
 """An option of the ``uouo`` section: ``--uouo-option NAME=VALUE``."""
-
-NO_WEIGHTS = "none"
-"""``--uouo-option clip-pretrained=none``: CLIP with seeded random weights (for tests)."""
 
 
 def existing_folder(value: Path) -> Path:
@@ -26,10 +25,18 @@ def existing_folder(value: Path) -> Path:
     return value
 
 
-def _alpha(value: int) -> int:
-    if value > 254:
-        raise ValueError(f"expected an alpha value in 0..254, got {value}")
-    return value
+def _build_option(key: str) -> Any:
+    """A setting of the build (:data:`rf100vl_hf.uouo.defaults.BUILD_SETTINGS`, where ``rf100vl-hf
+    uouo`` reads it too) as a key of ``--uouo-option``: unset (``None``) until given."""
+    setting = BUILD_SETTINGS[key]
+
+    def within(value: Any) -> Any:
+        if not setting.allows(value):
+            raise ValueError(f"expected {setting.expected}, got {value}")
+        return value
+
+    return _option(key, setting.kind, f"{setting.help} (default: {setting.default})", setting.metavar,
+                   minimum=setting.minimum, check=within if setting.maximum is not None else None)
 
 
 @dataclass(frozen=True)
@@ -37,29 +44,21 @@ class GroundingOptions:
     source: Path | None = _option("source", "path", "folder of UOUO cut-outs (default: $UOUO_SOURCE_DIR, else <cache "
                                   "home>/uouo-source when it exists, else the embedded sample)", "DIR",
                                   check=existing_folder)
-    num_mosaics: int | None = _option("num-mosaics", "int", "mosaics per UOUO dataset (default: 200)", "N",
-                                      minimum=1)
-    seed: int | None = _option("seed", "int", "seed of the UOUO mosaics (default: 0)", "N", minimum=0)
-    clip_model: str | None = _option("clip-model", "str", "open_clip model that ranks the hard mosaics' neighbours "
-                                     "(default: ViT-B-32)", "NAME")
-    clip_pretrained: str | None = _option(
-        "clip-pretrained", "str", "its weights: an open_clip tag, a local weights file, or 'none' for seeded random "
-        "weights (default: laion2b_s34b_b79k, downloaded once)", "TAG_OR_FILE")
+    num_mosaics: int | None = _build_option("num-mosaics")
+    seed: int | None = _build_option("seed")
+    clip_model: str | None = _build_option("clip-model")
+    clip_pretrained: str | None = _build_option("clip-pretrained")
     num_proc: int | None = _option("num-proc", "int", "processes composing the UOUO mosaics (default: the usable "
                                    "cores, at most 8; the mosaics do not depend on it)", "N", minimum=1)
-    alpha_threshold: int | None = _option(
-        "alpha-threshold", "int", "cut-out alpha at or below this is background, the faint haze background removers "
-        "leave (default: 8; see docs/uouo.md)", "N", minimum=0, check=_alpha)
+    alpha_threshold: int | None = _build_option("alpha-threshold")
 
     def given(self) -> dict[str, Any]:
         """What ``load_uouo`` is given besides the config: only what the user set (the rest keeps
         ``load_uouo``'s defaults, so the bare ``load_dataset`` route finds the same build)."""
-        given: dict[str, Any] = {
-            "source_dir": self.source, "num_mosaics": self.num_mosaics, "seed": self.seed,
-            "clip_model": self.clip_model, "clip_pretrained": self.clip_pretrained,
-            "alpha_threshold": self.alpha_threshold,
-        }
+        given = {"source_dir": self.source, **{setting.name: getattr(self, setting.name)
+                                                for setting in BUILD_SETTINGS.values()}}
         parameters = {key: value for key, value in given.items() if value is not None}
-        if self.clip_pretrained == NO_WEIGHTS:
-            parameters["clip_pretrained"] = None
+        for setting in BUILD_SETTINGS.values():
+            if setting.none and parameters.get(setting.name) == RANDOM_INIT:
+                parameters[setting.name] = None
         return parameters
