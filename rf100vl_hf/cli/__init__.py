@@ -321,8 +321,8 @@ def _build_setting(setting: BuildSetting, default: Any = None) -> Setting:
     """A setting of the UOUO build (:data:`rf100vl_hf.uouo.defaults.BUILD_SETTINGS`, where the
     plugin's ``--uouo-option`` reads it too) as an ``--option`` key; ``default``: another default."""
     convert = checked(int if setting.kind == "int" else str, setting.allows, setting.expected)
-    kind = (lambda text: None if text.lower() == RANDOM_INIT else convert(text)) if setting.none else convert
-    return Setting(setting.key, kind, setting.default if default is None else default, setting.help)
+    typed = (lambda text: None if text.lower() == RANDOM_INIT else convert(text)) if setting.none else convert
+    return Setting(setting.key, typed, setting.default if default is None else default, setting.help)
 
 
 def _clip_settings(work: str, model: str | None = None, pretrained: str | None = None) -> tuple[Setting, ...]:

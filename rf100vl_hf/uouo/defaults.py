@@ -1,7 +1,8 @@
 """UOUO defaults and names, in a module that imports nothing heavy.
 
-The command line and the pytest plugin read their option defaults here, so asking for
-``--help`` does not import torch, open_clip or datasets.
+The command line and the pytest plugin read their option defaults here, and the settings of
+a build they both take (:data:`BUILD_SETTINGS`), so asking for ``--help`` does not import
+torch, open_clip or datasets.
 """
 
 from __future__ import annotations
