@@ -375,10 +375,11 @@ class ResultRow(Mapping[str, Any]):
         if name.startswith("min_") and name[4:] in self.check.minimums:
             return self.check.minimums[name[4:]]
         for section in (*self.sections(), self.adapter, self.extra):
-            if isinstance(section, Mapping):
+            declared = _names(type(section))
+            if declared is None:
                 if name in section:
                     return section[name]
-            elif section is not None and name in _names(type(section)):
+            elif name in declared:
                 return getattr(section, name)
         return None
 
@@ -436,8 +437,12 @@ def identity_of(*sections: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def _names(section: type) -> frozenset[str]:
-    return frozenset(item.name for item in dataclasses.fields(section))
+def _names(section: type) -> frozenset[str] | None:
+    """The columns a section of this type declares (none for an absent one); ``None`` for a
+    mapping, whose keys are its columns. Cached by type: tables ask tens of thousands of times."""
+    if issubclass(section, Mapping):
+        return None
+    return frozenset() if section is type(None) else frozenset(item.name for item in dataclasses.fields(section))
 
 
 def _columns(section: Any) -> dict[str, Any]:
