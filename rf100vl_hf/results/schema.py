@@ -504,6 +504,13 @@ BENCHMARK_FIELDS: tuple[str, ...] = _flagged(BENCHMARK_KEY)
 ``--benchmark-json``): what ran, on what, how fast, and the kind's headline scores."""
 
 
+def plain_arrow_types() -> dict[type, Any]:
+    """The Arrow type of a column of each plain Python type."""
+    import pyarrow as pa
+
+    return {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
 def arrow_schema() -> Any:
     """The Arrow type of every declared column (``per_class`` a list of ``{class, ap, ap50,
     n_instances}``, ``answer_counts`` a list of ``{name, count}``, so ``datasets`` can load
@@ -520,7 +527,7 @@ def arrow_schema() -> Any:
         **{name: pa.list_(pa.struct([(key, getattr(pa, kind)()) for key, kind in struct]))
            for name, struct in ERROR_ARROW_TYPES.items()},
     }
-    plain = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+    plain = plain_arrow_types()
     fields: dict[str, Any] = {}
     sections = (RunColumns, ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), *ERRORS.values(),
                 CheckColumns,
