@@ -22,6 +22,7 @@ put in it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rf100vl_hf.redact import scrub, scrubbed
-from rf100vl_hf.results.schema import ResultRow, arrow_schema
+from rf100vl_hf.results.schema import ResultRow, arrow_schema, plain_arrow_types
 from rf100vl_hf.specs import ModelSpec
 
 JSONL = "results.jsonl"
@@ -130,24 +131,63 @@ def _arrow_table(rows: Sequence[dict[str, Any]]) -> Any:
     """Rows as an Arrow table: one column per key any row has (null where a row lacks it), in
     the type the row schema declares (:func:`rf100vl_hf.results.schema.arrow_schema`: ``per_class``
     and ``answer_counts`` lists of structs, so that ``datasets`` can load them); an undeclared
-    column is typed from its values, and one whose values are of mixed kinds is kept as JSON text."""
+    column is typed from its values, and one whose values are of mixed kinds is kept as JSON text.
+
+    Arrow's JSON reader builds the columns: ``pa.array`` over Python objects would import pandas
+    (half a second of every session's end, for nothing)."""
     import pyarrow as pa
 
-    declared = arrow_schema()
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    arrays = []
-    for key in columns:
-        values = [row.get(key) for row in rows]
-        if key == "per_class":
-            values = [_nan_to_none(v) for v in values]
-        elif key == "answer_counts":
-            values = [None if v is None else [{"name": n, "count": c} for n, c in v.items()] for v in values]
-        try:
-            array = pa.array(values, type=declared.field(key).type if key in declared.names else None)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):  # mixed kinds of values: keep them as JSON
-            array = pa.array([None if v is None else json.dumps(v) for v in values], type=pa.string())
-        arrays.append(array)
-    return pa.Table.from_arrays(arrays, names=columns)
+    if not columns:
+        return pa.table({})
+    declared = arrow_schema()
+    values = {key: [_cell(key, row.get(key)) for row in rows] for key in columns}
+    types = {key: declared.field(key).type if key in declared.names else _value_type(values[key]) for key in columns}
+    try:
+        return _read_json(values, types)
+    except pa.ArrowInvalid:  # a column of mixed kinds of values: find it, and keep it as JSON text
+        arrays = []
+        for key in columns:
+            try:
+                arrays.append(_read_json({key: values[key]}, types).column(0))
+            except pa.ArrowInvalid:
+                text = [None if v is None else json.dumps(v, default=str) for v in values[key]]
+                arrays.append(_read_json({key: text}, {key: pa.string()}).column(0))
+        return pa.Table.from_arrays(arrays, names=columns)
+
+
+def _cell(key: str, value: Any) -> Any:
+    """A value as its column's Arrow type holds it (``answer_counts`` a list of ``{name, count}``)."""
+    if key == "per_class":
+        return _nan_to_none(value)
+    if key == "answer_counts" and value is not None:
+        return [{"name": name, "count": count} for name, count in value.items()]
+    return value
+
+
+def _value_type(values: Sequence[Any]) -> Any:
+    """The Arrow type of an undeclared column of plain values (ints among floats: float), so that
+    the JSON reader never takes a text for a timestamp; ``None`` (the reader infers it) for a
+    column of lists or mappings, of mixed kinds, or of no value."""
+    kinds = {type(value) for value in values if value is not None}
+    if kinds == {int, float}:
+        kinds = {float}
+    return plain_arrow_types().get(kinds.pop()) if len(kinds) == 1 else None
+
+
+def _read_json(values: dict[str, list[Any]], types: dict[str, Any]) -> Any:
+    """The table of ``values`` (column -> its values, one per row) read by Arrow's JSON reader,
+    each column of ``types`` in that type (NaN stays NaN), in the order of ``values``; a value
+    JSON cannot hold (a date) as its text."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    names = list(values)
+    data = "".join(json.dumps(dict(zip(names, row)), default=str) + "\n" for row in zip(*values.values())).encode()
+    schema = pa.schema([(key, types[key]) for key in names if types.get(key) is not None])
+    return pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=len(data)),  # one block: a long row fits
+                        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+                        ).select(names)
 
 
 def _nan_to_none(items: Any) -> Any:

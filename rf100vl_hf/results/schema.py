@@ -375,10 +375,11 @@ class ResultRow(Mapping[str, Any]):
         if name.startswith("min_") and name[4:] in self.check.minimums:
             return self.check.minimums[name[4:]]
         for section in (*self.sections(), self.adapter, self.extra):
-            if isinstance(section, Mapping):
+            declared = _names(type(section))
+            if declared is None:
                 if name in section:
                     return section[name]
-            elif section is not None and name in _names(type(section)):
+            elif name in declared:
                 return getattr(section, name)
         return None
 
@@ -436,8 +437,12 @@ def identity_of(*sections: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def _names(section: type) -> frozenset[str]:
-    return frozenset(item.name for item in dataclasses.fields(section))
+def _names(section: type) -> frozenset[str] | None:
+    """The columns a section of this type declares (none for an absent one); ``None`` for a
+    mapping, whose keys are its columns. Cached by type: tables ask tens of thousands of times."""
+    if issubclass(section, Mapping):
+        return None
+    return frozenset() if section is type(None) else frozenset(item.name for item in dataclasses.fields(section))
 
 
 def _columns(section: Any) -> dict[str, Any]:
@@ -499,6 +504,13 @@ BENCHMARK_FIELDS: tuple[str, ...] = _flagged(BENCHMARK_KEY)
 ``--benchmark-json``): what ran, on what, how fast, and the kind's headline scores."""
 
 
+def plain_arrow_types() -> dict[type, Any]:
+    """The Arrow type of a column of each plain Python type."""
+    import pyarrow as pa
+
+    return {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
 def arrow_schema() -> Any:
     """The Arrow type of every declared column (``per_class`` a list of ``{class, ap, ap50,
     n_instances}``, ``answer_counts`` a list of ``{name, count}``, so ``datasets`` can load
@@ -515,7 +527,7 @@ def arrow_schema() -> Any:
         **{name: pa.list_(pa.struct([(key, getattr(pa, kind)()) for key, kind in struct]))
            for name, struct in ERROR_ARROW_TYPES.items()},
     }
-    plain = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+    plain = plain_arrow_types()
     fields: dict[str, Any] = {}
     sections = (RunColumns, ModelColumns, DataColumns, *DATA.values(), *SCORES.values(), *ERRORS.values(),
                 CheckColumns,

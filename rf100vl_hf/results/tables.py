@@ -252,19 +252,26 @@ def domain_scores(rows: Sequence[AnyRow], metric: str = "ap") -> dict[str, dict[
     """Model column -> domain (and ``All``) -> mean of the metric (one of :data:`METRICS` or
     :data:`ERROR_METRICS`) over the datasets scored (over the seeds first, for a model
     fine-tuned with several)."""
+    merged = over_seeds(rows)
+    return _means(merged, column_labels(merged), metric)
+
+
+def _means(rows: Sequence[ResultRow], labels: Sequence[str], metric: str) -> dict[str, dict[str, float]]:
+    """:func:`domain_scores` of rows already merged over seeds, each under its column ``labels``
+    (worked out once by a caller that asks for several metrics); a dataset scored twice in a
+    column counts with its last row."""
     from rf100vl_hf.metrics.aggregate import domain_means
 
     key = metric if metric in ERROR_METRICS else _metric(metric)
-    rows = over_seeds(rows)
-    by_column: dict[str, list[tuple[str, str, float]]] = {}
-    for label, row in zip(column_labels(rows), rows):
-        by_column.setdefault(label, [])
+    by_column: dict[str, dict[str, tuple[str, str, float]]] = {}
+    for label, row in zip(labels, rows):
+        values = by_column.setdefault(label, {})
         value = _value(row, key)
         if value is not None:
             dataset = row.data.dataset
-            by_column[label] = [item for item in by_column[label] if item[0] != dataset]
-            by_column[label].append((dataset, _domain(row), value))
-    return {label: ({t: m.mean for t, m in domain_means(values).items()} if values else {})
+            values.pop(dataset, None)  # the last row of a dataset counts, in the place of that row
+            values[dataset] = (dataset, _domain(row), value)
+    return {label: ({t: m.mean for t, m in domain_means(values.values()).items()} if values else {})
             for label, values in by_column.items()}
 
 
@@ -281,7 +288,7 @@ def ap_table(rows: Sequence[AnyRow], metric: str = "ap") -> Table:
     datasets = sorted(domain_of, key=lambda name: (ORDER.index(domain_of[name]), name))
     value = {(label, row.data.dataset): _value(row, key) for label, row in zip(labels, rows)}
     body: list[list[Any]] = [[name, domain_of[name], *(value.get((c, name)) for c in columns)] for name in datasets]
-    means = domain_scores(rows, metric)
+    means = _means(rows, labels, metric)
     targets = list(dict.fromkeys(target for by_target in means.values() for target in by_target))
     first_mean = len(body)
     body += [[target, "mean", *(means[c].get(target) for c in columns)] for target in targets]
@@ -336,8 +343,10 @@ def per_class_tables(rows: Sequence[AnyRow], metric: str = "ap") -> list[Table]:
 def error_tables(rows: Sequence[AnyRow]) -> dict[str, Table]:
     """Model column -> (for a model with TIDE columns) AP50 and the ΔAP50 of each error type and
     oracle (AP points), as means over each domain's datasets and over all (``docs/errors.md``)."""
-    explained = [row for row in as_rows(rows) if row.errors is not None and _finite(row.errors.tide_miss) is not None]
-    means = {key: domain_scores(explained, key) for key in ("ap50", *ERROR_METRICS)} if explained else {"ap50": {}}
+    explained = over_seeds([row for row in as_rows(rows)
+                            if row.errors is not None and _finite(row.errors.tide_miss) is not None])
+    labels = column_labels(explained)
+    means = {key: _means(explained, labels, key) for key in ("ap50", *ERROR_METRICS)} if explained else {"ap50": {}}
     tables = {}
     for label in means["ap50"]:
         targets = list(dict.fromkeys(target for key in means for target in means[key].get(label, {})))

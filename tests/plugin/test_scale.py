@@ -99,20 +99,27 @@ def test_a_killed_run_reuses_finished_pairs_and_resumes_a_pair_at_its_first_unan
 
 
 def test_rerun_recomputes_and_reused_rows_meet_this_sessions_thresholds(
-    pytester: pytest.Pytester, scale: Path, data_dir: Path
+    pytester: pytest.Pytester, scale: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from rf100vl_hf.rf100vl import build_record
+
+    walked: list[dict[str, Any]] = []
+    real_manifest = build_record.file_manifest
+    monkeypatch.setattr(build_record, "file_manifest", lambda roots: walked.append(roots) or real_manifest(roots))
     folder = pytester.path / "results"
     one = ["--rf100vl-model", "counter:a", "--rf100vl-model", "oracle", "--rf100vl-dataset", "alpha",
            f"--rf100vl-data-option=data-dir={data_dir}", f"--rf100vl-results={folder}", "--override-ini", "rf100vl_cache=off",
            "--rf100vl-device", "cpu", "-p", "no:cacheprovider", "--benchmark-disable"]
     pytester.runpytest(*one).assert_outcomes(passed=2)
     assert len(asked(scale)) == 8
+    walked.clear()
     # reused (the oracle through its class, the hook's adapter by spec), then checked anew
     (pytester.path / "ninety.csv").write_text("model,target,min_ap\n*,*,90\n", encoding="utf-8")
     failed = pytester.runpytest(*one, "--override-ini=rf100vl_thresholds=ninety.csv")
     failed.assert_outcomes(passed=0, failed=2)
     failed.stdout.fnmatch_lines(["*counter:a on alpha: AP50:95 * is below the minimum 90*"])
     assert len(asked(scale)) == 8
+    assert len(walked) == 1  # the export of the two reused pairs is checked by stat once a session, not once a pair
     second = session_rows(folder)
     assert all(row["reused_from"] for row in second) and [row["check"] for row in second] == ["failed", "failed"]
     assert len(results(folder)) == 2  # a rerun that reuses every pair adds no row

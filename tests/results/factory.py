@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rf100vl_hf import catalog
 from rf100vl_hf.specs import ModelSpec
 
 DATASETS = {  # dataset -> domain (catalogue datasets, two domains, plus the generated sample)
@@ -25,7 +26,7 @@ def detection_row(spec: str, dataset: str, ap: float | None, run_id: str = "run-
         "spec": spec, "checkpoint": f"ckpt/{spec}", "model_revision": "abc123", "adapter_options": "{}",
         "dataset": dataset, "split": "test", "n_images": 10, "images_per_s": 5.0, "device": "cpu",
         "dtype": "float32", "batch_size": 2, "torch_version": "2.0", "smoke": False, "dropped": 0, "clipped": 1,
-        "truncated": 0, "failed_images": 0, "first_error": None, "domain": DATASETS[dataset], "prompt": "names",
+        "truncated": 0, "failed_images": 0, "first_error": None, "domain": DATASETS.get(dataset) or catalog.get(dataset).domain, "prompt": "names",
         "ap": ap, "ap50": None if ap is None else min(100.0, ap + 20), "ap75": ap, "n_predictions": 30,
         "dataset_fingerprint": f"fp-{dataset}", "min_ap": None, "threshold_source": None, "check": "unchecked",
         "predictions_file": f"predictions/{spec}/{dataset}/test.json", "per_class": classes,
@@ -43,6 +44,19 @@ def error_columns(base: float) -> dict[str, Any]:
             "confused_pairs": [{"truth": "x", "predicted": "y | z", "count": 4}], "ece": 0.1, "mce": 0.3,
             "calibration_note": None, "label_error_files": ["a.jpg"],
             "confusion_file": None}
+
+
+def catalogue_rows() -> list[dict[str, Any]]:
+    """A whole matrix: two models on the 100 catalogue datasets (a few unscored, TIDE columns for
+    one model, three runs, and a dataset scored again by a later run: its last row counts)."""
+    rows = []
+    for m, spec in enumerate(("owlv2", "predictions:/runs/oracle")):
+        for i, entry in enumerate(catalog.entries()):
+            ap = None if (i + m) % 37 == 5 else (i * 7.3 + m * 11.1) % 100
+            rows.append(detection_row(spec, entry.basename, ap, run_id=f"run-{i % 3}",
+                                      **(error_columns(i % 5) if m == 0 else {})))
+    return rows + [detection_row("owlv2", "bees", 12.5, run_id="run-3", timestamp="2025-05-02T10:00:00+00:00",
+                                 **error_columns(9))]
 
 
 def uouo_row(spec: str, dataset: str, miou: float, accuracy: float, run_id: str = "run-a",
