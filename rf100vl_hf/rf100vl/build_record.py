@@ -1,10 +1,11 @@
 """The record of an RF100-VL build, and the check that a build still matches its exports.
 
 Beside datasets' files, each build of the ``rf100vl`` builder (``<cache>/rf100vl/<config
-id>/<version>/<hash>/``) holds a record, :data:`RECORD_FILE`: the relative path, size and
-mtime of every file of the exports it was built from (and their digest), the dataset's
+id>/<version>/<hash>/``) holds a record, :data:`RECORD_FILE`: the digest of the relative path, size and
+mtime of every file of the exports it was built from (the list itself is not kept: a rerun
+reads every build's record, and at full size the lists would be most of what it parses), the dataset's
 metadata (:mod:`rf100vl_hf.metadata`: its classes, its export's fingerprint...) and the
-examples of each split. A build whose record lists the exports' files as they are now is
+examples of each split. A build whose record has the digest of the exports' files as they are now is
 that dataset's build, found after one ``stat`` per file, reading none.
 
 Light on purpose: no ``datasets``, no ``pyarrow``. ``rf100vl-hf prepare`` of exports that
@@ -140,7 +141,7 @@ def read_record(build: Path) -> BuildRecord | None:
 def write_record(build: Path, manifest: list[list[Any]], metadata: dict[str, Any], splits: dict[str, int]) -> None:
     """Store ``build``'s record (written to a temporary name, then renamed)."""
     temporary = build / f".{RECORD_FILE}.{os.getpid()}"
-    record = {"digest": manifest_digest(manifest), "metadata": metadata, "splits": splits, "files": manifest}
+    record = {"digest": manifest_digest(manifest), "metadata": metadata, "splits": splits}
     temporary.write_text(json.dumps(record), encoding="utf-8")
     os.replace(temporary, build / RECORD_FILE)
 

@@ -14,8 +14,8 @@ anywhere, offline (with ``HF_HUB_OFFLINE=1``, or it first waits for the Hub to a
 from any working directory that has no ``rf100vl`` folder of its own. When exports of
 different contents were prepared under one name, the bare call takes the latest.
 
-Repeat cost: each build stores a record (:mod:`.build_record`: relative path, size and mtime
-of every file of the exports, the metadata, each split's examples). A builder whose exports'
+Repeat cost: each build stores a record (:mod:`.build_record`: the digest of the relative path,
+size and mtime of every file of the exports, the metadata, each split's examples). A builder whose exports'
 files all match a build's record reuses that build after one ``stat`` per file, reading
 nothing; otherwise it reads and fingerprints the exports, and reuses a build of the same
 contents or makes a new one. ``verify=True`` (``rf100vl-hf prepare --verify``) always reads
@@ -516,7 +516,7 @@ class Rf100vl(datasets.ArrowBasedBuilder):
 
     def _keep_record(self) -> None:
         """Write the build's record again where it is missing, lacks the metadata (written before
-        records held it) or lists other files (these contents were built from files since touched)."""
+        records held it) or has the digest of other files (these contents were built from files since touched)."""
         build = Path(self._cache_dir)
         record = read_record(build)
         if record is None or record.digest != self.digest:
