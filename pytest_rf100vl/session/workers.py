@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from rf100vl_hf import redact
 from rf100vl_hf.results.rows import JsonlTail
 from rf100vl_hf.results.schema import ResultRow
 
@@ -159,6 +160,14 @@ class XdistHooks:
             return None
         state = config.stash[SESSION_KEY]
         return cost_scheduling(config, log, state.pairs, state.cost_of(state.pairs))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Any:
+        """Once xdist has started the workers (in this hook): find the secrets left for later
+        (:meth:`.MatrixSession._check_adapter_options`) while they start."""
+        started = yield
+        redact.ask_sources()
+        return started
 
     def pytest_configure_node(self, node: Any) -> None:
         if SESSION_KEY in node.config.stash:
