@@ -205,7 +205,6 @@ class XdistHooks:
             if row_key(row) in pairs:
                 listeners.row_written(self.config, pairs[row_key(row)], row)
 
-
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Leave no worker behind: wait for those that were told to exit early."""
