@@ -19,7 +19,9 @@ alternative, on the synthetic RF100-VL of ``benchmarks/synthetic_rf100vl.py`` (t
 - ``-n 2`` against one process on the 2 models x 100 datasets (the oracle and the replay),
   target at least 1.6x (throughput, i.e. serial wall over ``-n 2`` wall), with each command's
   fixed part (the same command with no pair selected) and the speed-up past it: the floor that
-  the controller's and the workers' start-up set at a small scale (``docs/scale.md``).
+  the controller's and the workers' start-up set at a small scale (``docs/scale.md``); and each
+  run phase by phase (``benchmarks/timeline.py``): its start-up to the first pair, the pairs,
+  and the last pair's end to its exit, with the pairs' own speed-up.
 - A rerun of the finished matrix against its first run (target: at most 0.05x plus start-up:
   the wall time of the same command with ``--collect-only``), alternating rounds with that
   start-up and with pytest running as many no-op tests (pytest's own cost per test, the floor),
@@ -52,6 +54,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.synthetic_rf100vl import DatasetPlan, write_synthetic
+from benchmarks.timeline import phases
 
 SCALE = float(os.environ.get("RF100VL_BENCH_SCALE", "0.2"))
 ROUNDS = int(os.environ.get("RF100VL_BENCH_ROUNDS", "3"))
@@ -168,6 +171,8 @@ class Run:
     peak_mib: float
     output: str
     cpu_seconds: float = 0.0
+    phases: tuple[float, float, float] | None = None
+    """With a timeline: (start-up, the tests, the end) in seconds (:func:`benchmarks.timeline.phases`)."""
 
 
 @dataclass
@@ -189,12 +194,16 @@ class World:
         return sum(plan.splits["test"] for plan in self.plans)
 
 
-def run(command: list[str], world: World, exits: tuple[int, ...] = (0,)) -> Run:
+def run(command: list[str], world: World, exits: tuple[int, ...] = (0,), timeline: Path | None = None) -> Run:
     """Run ``command`` in a fresh process, which must end with one of ``exits``; its wall time
     and its peak resident set (``wait4``: the process's own, or its largest child's, such as an
-    xdist worker)."""
+    xdist worker); with ``timeline``, a pytest command also tells its start-up, its tests and
+    its end apart (``benchmarks/timeline.py``)."""
+    env = world.env if timeline is None else {**world.env, "RF100VL_TIMELINE": str(timeline)}
+    command = command if timeline is None else [*command, "-p", "benchmarks.timeline"]
+    began = time.time()
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=world.work, env=world.env, stdout=subprocess.PIPE,
+    process = subprocess.Popen(command, cwd=world.work, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     output = process.stdout.read()
@@ -203,7 +212,8 @@ def run(command: list[str], world: World, exits: tuple[int, ...] = (0,)) -> Run:
     seconds = time.perf_counter() - start
     if process.returncode not in exits:
         raise AssertionError(f"{' '.join(command[:8])}... exited {process.returncode}:\n{output[-4000:]}")
-    return Run(seconds, usage.ru_maxrss / 1024, output, usage.ru_utime + usage.ru_stime)
+    return Run(seconds, usage.ru_maxrss / 1024, output, usage.ru_utime + usage.ru_stime,
+               phases(timeline, began, began + seconds) if timeline else None)
 
 
 def report(step: str, ours: str, alternative: str, ratio: str, target: str) -> None:
@@ -326,10 +336,16 @@ def test_two_workers_against_one_process(world: World) -> None:
     replay_spec = f"predictions:{world.work / 'oracle' / 'predictions' / 'oracle'}"
     models = ["oracle", replay_spec]
     serial, workers, serial_startup, workers_startup = [], [], [], []
+    serial_phases, workers_phases = [], []
     for index in range(max(1, ROUNDS // 2)):  # alternating
-        serial.append(run(pytest_command(world, f"serial-{index}", models, "--rf100vl-rerun"), world).seconds)
-        workers.append(run(pytest_command(world, f"workers-{index}", models, "--rf100vl-rerun", "-n", "2"),
-                           world).seconds)
+        done = run(pytest_command(world, f"serial-{index}", models, "--rf100vl-rerun"), world,
+                   timeline=world.work / f"serial-{index}.timeline")
+        serial.append(done.seconds)
+        serial_phases.append(done.phases)
+        done = run(pytest_command(world, f"workers-{index}", models, "--rf100vl-rerun", "-n", "2"), world,
+                   timeline=world.work / f"workers-{index}.timeline")
+        workers.append(done.seconds)
+        workers_phases.append(done.phases)
         serial_startup.append(run(pytest_command(world, "startup", models, "-k", "no_such_pair"), world,
                                   (0, 5)).seconds)
         workers_startup.append(run(pytest_command(world, "startup", models, "-k", "no_such_pair", "-n", "2"),
@@ -340,6 +356,11 @@ def test_two_workers_against_one_process(world: World) -> None:
     report("2 models x 100 datasets, -n 2 against serial", f"-n 2: {two:.1f} s ({two_start:.1f} s with no pair)",
            f"serial: {one:.1f} s ({one_start:.1f} s with no pair)",
            f"{one / two:.2f}x the speed; {(one - one_start) / (two - two_start):.2f}x past the fixed part", ">= 1.6x")
+    (up_1, pairs_1, end_1), (up_2, pairs_2, end_2) = (
+        [statistics.median(phase) for phase in zip(*found)] for found in (serial_phases, workers_phases))
+    report("the same, phase by phase (medians)", f"-n 2: start-up to the first pair {up_2:.1f} s, the pairs "
+           f"{pairs_2:.1f} s, the last pair's end to the exit {end_2:.1f} s", f"serial: {up_1:.1f} s, {pairs_1:.1f} s, "
+           f"{end_1:.1f} s", f"the pairs {pairs_1 / pairs_2:.2f}x", "-")
 
 
 NO_OP_TESTS = """

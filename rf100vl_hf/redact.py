@@ -33,7 +33,7 @@ import base64
 import json
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
@@ -115,6 +115,30 @@ class Scrubber:
         self._forms: tuple[str, ...] = ()
         self._encoded: dict[str, re.Pattern[str]] = {}
         self._lock = threading.Lock()
+        self._sources: list[Callable[[], Iterable[str | None]]] = []
+        self._asking = threading.RLock()
+        self._asker: int | None = None
+
+    def remember_from(self, source: Callable[[], Iterable[str | None]]) -> None:
+        """Mask the secrets ``source`` finds, asked once, when a text is first scrubbed or at
+        :meth:`ask_sources`, whichever comes first: for a secret that is slow to find (the Hub
+        token: huggingface_hub takes a while to import), so that a process that prints nothing
+        before it has started its workers does not wait for it."""
+        with self._asking:
+            self._sources.append(source)
+
+    def ask_sources(self) -> None:
+        """Ask every source of :meth:`remember_from` not asked yet; a text scrubbed meanwhile in
+        another thread waits for the answers."""
+        with self._asking:
+            if self._asker == threading.get_ident():  # a source that scrubs a text: not asked again
+                return
+            self._asker = threading.get_ident()
+            try:
+                while self._sources:
+                    self.remember(*self._sources.pop(0)())  # asked once, even when it fails
+            finally:
+                self._asker = None
 
     def remember(self, *secrets: str | None) -> None:
         """Mask these secrets, in every form (:func:`forms`, :func:`percent_encoded`), from now
@@ -135,6 +159,8 @@ class Scrubber:
 
     def scrub(self, text: str) -> str:
         """``text`` with every secret, URL credential and authorization header masked."""
+        if self._sources or self._asker is not None:
+            self.ask_sources()
         for form in self._forms:
             if form in text:
                 text = text.replace(form, MASK)
@@ -172,6 +198,14 @@ def remember_url(url: str) -> None:
 
 def remember_all(secrets: Iterable[str]) -> None:
     SCRUBBER.remember(*secrets)
+
+
+def remember_from(source: Callable[[], Iterable[str | None]]) -> None:
+    SCRUBBER.remember_from(source)
+
+
+def ask_sources() -> None:
+    SCRUBBER.ask_sources()
 
 
 def scrub(text: str) -> str:

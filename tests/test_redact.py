@@ -97,3 +97,45 @@ def test_a_command_line_word_loses_credentials_in_every_spelling(word: str) -> N
 
 def test_a_url_urllib_cannot_read_still_loses_its_credentials() -> None:
     assert public_url("http://u:secret-pw@[::1/v1?key=k") == "http://[::1/v1"
+
+
+def test_a_secret_found_later_is_asked_for_once_and_masked_from_the_first_text_scrubbed() -> None:
+    import threading
+
+    from rf100vl_hf.redact import Scrubber
+
+    scrubber = Scrubber()
+    asked: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow_token() -> list[str | None]:  # as the Hub token: slow to find, scrubbing while it is found
+        asked.append(scrubber.scrub("looking for hf_live_7788"))
+        started.set()
+        release.wait(5)
+        return ["hf_live_7788", None]
+
+    scrubber.remember_from(slow_token)
+    assert asked == []  # not asked until a text is scrubbed
+    finder = threading.Thread(target=scrubber.ask_sources)
+    finder.start()
+    started.wait(5)
+    shown: list[str] = []
+    other = threading.Thread(target=lambda: shown.append(scrubber.scrub("token hf_live_7788")))
+    other.start()  # waits for the token: it must not print it meanwhile
+    other.join(0.2)
+    assert shown == []
+    release.set()
+    finder.join(5)
+    other.join(5)
+    assert shown == ["token ***"] and asked == ["looking for hf_live_7788"]  # asked once
+    scrubber.ask_sources()
+    assert scrubber.scrub("hf_live_7788") == "***" and len(asked) == 1
+
+    def failing() -> list[str | None]:
+        asked.append("failed")
+        raise RuntimeError("no token service")
+
+    scrubber.remember_from(failing)
+    with pytest.raises(RuntimeError):
+        scrubber.scrub("text")
+    assert scrubber.scrub("text") == "text" and asked.count("failed") == 1  # not asked again

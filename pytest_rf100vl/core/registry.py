@@ -6,13 +6,24 @@ package's ``pyproject.toml``). Model adapters (``rf100vl.adapters``) and benchma
 from __future__ import annotations
 
 import importlib
-from functools import reduce
-from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+import sys
+from collections.abc import Callable
+from functools import cache, reduce
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Generic, TypeVar
 
 from rf100vl_hf.errors import UnknownNameError, closest, needs_extra
 
 T = TypeVar("T")
+
+
+@cache
+def _group(find: Callable[..., Any], group: str, path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
+    """The entry points of ``group``, read once per process and search path: a scan reads the
+    metadata of every installed distribution (tens of milliseconds), and a session asks each
+    registry many times (every pytest process, each xdist worker too, before its first test).
+    ``find`` is part of the key, so a replaced reader (a test's) is asked afresh."""
+    return tuple(find(group=group))
 
 
 class RegistryError(TypeError):
@@ -32,7 +43,7 @@ class Registry(Generic[T]):
         """Every name -> ``module:attr``; an entry point that reuses a built-in name is an error
         naming both, never a silent shadow."""
         table = dict(self.builtin)
-        for ep in entry_points(group=self.group):
+        for ep in _group(entry_points, self.group, tuple(sys.path)):
             if ep.name in table and table[ep.name] != ep.value:
                 dist = f" (package {ep.dist.name})" if ep.dist is not None else ""
                 raise RegistryError(

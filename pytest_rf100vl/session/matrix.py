@@ -6,6 +6,7 @@ runs do not share it. It never names a kind: each pair runs through the same sta
 from __future__ import annotations
 
 import copy
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -59,7 +60,6 @@ class MatrixSession:
             datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
         )
         self.writer = ResultsWriter(config.report.results, run_id)
-        self.command = command_line(workers.invocation(pytest_config))
         loop = config.loop
         self.loop = LoopOptions(loop.warmup_batches, self._cache_folder(), benchmark_rounds(pytest_config),
                                 samples=config.report.log_samples)
@@ -74,6 +74,12 @@ class MatrixSession:
         self._model: tuple[ModelSpec, Model | Exception] | None = None
         self._splits: dict[str, Split] = {}
         self._identities: dict[str, SplitIdentity | None] = {}
+
+    @functools.cached_property
+    def command(self) -> str:
+        """The command line as rows record it, scrubbed (so made when first asked for: the
+        xdist controller finds the Hub token only after starting its workers)."""
+        return command_line(workers.invocation(self.pytest_config))
 
     def entry(self, spec: ModelSpec) -> "Entry | None":
         """The registry entry of ``spec``'s model, resolved once; ``None`` when the registry does
@@ -113,10 +119,13 @@ class MatrixSession:
         now, before any model loads; and the secrets the options hold or lead to are told to
         the session's scrubber before anything is printed (:mod:`rf100vl_hf.redact`), as is the
         Hub token a download or a push sends. Adapters the registry does not know (made by a
-        hook) or that declare no options are checked when they are built."""
-        from rf100vl_hf.hub.auth import known_token
-
-        known_token()
+        hook) or that declare no options are checked when they are built. The xdist controller
+        runs no pair: it finds the Hub token once its workers are started
+        (:func:`.workers.configure`), or when it first prints, whichever comes first."""
+        if workers.is_controller(self.pytest_config):
+            redact.remember_from(hub_token)
+        else:
+            hub_token()
         for spec in self.config.matrix.models:
             options = spec.option_values
             redact.remember_all(secret for value in options.values() if isinstance(value, str)
@@ -301,6 +310,14 @@ class MatrixSession:
         by kind name; a kind without rows may still check means (a domain minimum, say)."""
         return {name: kind.report([row for row in rows if row.data.benchmark == name], self.rules)
                 for name, kind in self.kinds.items()}
+
+
+def hub_token() -> list[str | None]:
+    """The Hub token a download or a push sends, told to the scrubber
+    (:func:`rf100vl_hf.hub.auth.known_token`; importing huggingface_hub takes a while)."""
+    from rf100vl_hf.hub.auth import known_token
+
+    return [known_token()]
 
 
 def benchmark_info(row: ResultRow) -> dict[str, Any]:

@@ -20,6 +20,10 @@
   summary once; as each worker's pair ends, it reads the lines appended since the last pair
   (never the whole file again) and tells ``pytest_rf100vl_row_written`` of that pair's row (so
   an experiment tracker logs one run per session).
+- The controller starts its workers before it imports what it does not need to (huggingface_hub
+  for the Hub token, found once they are started, unless a report header is printed first), and
+  lets each worker exit as soon as it has finished, so the workers' exit overlaps its writing of
+  the results; it waits for them at its very end.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from rf100vl_hf import redact
 from rf100vl_hf.results.rows import JsonlTail
 from rf100vl_hf.results.schema import ResultRow
 
@@ -46,6 +51,8 @@ OUTPUT = "rf100vl"
 REPORTED = ("missing", "errors", "left_out")
 """The session's records of what did not run that workers send to the controller."""
 REUSED = "reused"
+EXIT_TIMEOUT = 10.0
+"""Seconds the controller waits for a finished worker to exit (as long as xdist waits)."""
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -134,6 +141,8 @@ class XdistHooks:
         self.tail: JsonlTail | None = None
         self.pairs: dict[tuple[Any, Any, Any], Pair] = {}
         """The session's pairs by :func:`row_key`, made at the first row (not again per pair)."""
+        self.exiting: list[Any] = []
+        """The gateways of the workers told to exit as they finished."""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A worker's test has ended: tell ``pytest_rf100vl_row_written`` of the rows of the run
@@ -160,12 +169,28 @@ class XdistHooks:
         state = config.stash[SESSION_KEY]
         return cost_scheduling(config, log, state.pairs, state.cost_of(state.pairs))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Any:
+        """Once xdist has started the workers (in this hook): find the secrets left for later
+        (:meth:`.MatrixSession._check_adapter_options`) while they start."""
+        started = yield
+        redact.ask_sources()
+        return started
+
     def pytest_configure_node(self, node: Any) -> None:
         if SESSION_KEY in node.config.stash:
             node.workerinput[RUN_ID] = node.config.stash[SESSION_KEY].writer.run_id
             node.workerinput[COMMAND] = invocation(node.config)
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """A worker has finished (or died): take what it sent, and let a finished one exit now,
+        so that its exit (a second or more: the interpreter's shutdown with datasets and
+        pandas loaded) overlaps the controller's writing of the results, rather than
+        precede it (xdist would end the workers only then); :meth:`pytest_unconfigure` waits
+        for them."""
+        if error is None:
+            node.gateway.exit()  # no longer one of xdist's gateways: xdist's end does not wait for it
+            self.exiting.append(node.gateway)
         output = getattr(node, "workeroutput", {}).get(OUTPUT)
         if output is None or SESSION_KEY not in node.config.stash:
             return
@@ -179,6 +204,12 @@ class XdistHooks:
             state.reused.append(row)
             if row_key(row) in pairs:
                 listeners.row_written(self.config, pairs[row_key(row)], row)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Leave no worker behind: wait for those that were told to exit early."""
+        for gateway in self.exiting:
+            gateway.join(EXIT_TIMEOUT)
 
 
 def send_to_controller(config: pytest.Config, state: MatrixView) -> None:

@@ -102,8 +102,15 @@ def test_the_xdist_controller_has_the_rows_its_workers_reused_and_tells_the_row_
     reused = ResultRow.from_dict({**row, "spec": "b", "reused_from": "before"})
     worker = SimpleNamespace(workeroutput={})
     workers.send_to_controller(worker, SimpleNamespace(missing={}, errors={}, left_out={}, reused=[reused]))
-    workers.XdistHooks(config).pytest_testnodedown(SimpleNamespace(config=config, **vars(worker)), None)
+    exits: list[str] = []
+    gateway = SimpleNamespace(exit=lambda: exits.append("exit"), join=lambda timeout: exits.append("join"))
+    hooks = workers.XdistHooks(config)
+    hooks.pytest_testnodedown(SimpleNamespace(config=config, gateway=gateway, **vars(worker)), None)
     assert state.reused == [reused] and hook.told == [("b-alpha", "now")]
+    # the finished worker was let exit at once, and the controller waits for it at its very end
+    assert exits == ["exit"]
+    hooks.pytest_unconfigure(config)
+    assert exits == ["exit", "join"]
     # the run's rows: those its workers wrote and those they reused, in matrix order
     jsonl = tmp_path / "results.jsonl"
     jsonl.write_text("".join(json.dumps(line) + "\n" for line in (

@@ -216,6 +216,25 @@ def pytest_rf100vl_row_written(config, pair, row):
 
     with open(os.environ["TOLD_LOG"], "a", encoding="utf-8") as log:
         log.write(f"{os.getpid()} {hasattr(config, 'workerinput')} {pair.spec} {row['dataset']} {row['run_id']}\\n")
+
+
+def heavy_imported(moment):
+    import os
+    import sys
+
+    if os.environ.get("IMPORTED_LOG"):
+        heavy = {"datasets", "torch", "transformers", "huggingface_hub"} & {name.split(".")[0] for name in sys.modules}
+        with open(os.environ["IMPORTED_LOG"], "a", encoding="utf-8") as log:
+            log.write(f"{moment} {','.join(sorted(heavy))}\\n")
+
+
+def pytest_xdist_setupnodes(config, specs):
+    heavy_imported("spawn")
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        heavy_imported("end")
 """
 
 
@@ -228,9 +247,15 @@ def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
     pytester.runpytest(*matrix_args(data_dir, pytester.path / "single")).assert_outcomes(passed=6)
     scale.unlink()
     told.unlink()
+    imported = pytester.path / "imported.log"
+    monkeypatch.setenv("IMPORTED_LOG", str(imported))
     folder = pytester.path / "workers"
-    result = pytester.runpytest_subprocess(*matrix_args(data_dir, folder, "-n", "2"), timeout=300)
+    result = pytester.runpytest_subprocess(*matrix_args(data_dir, folder, "-n", "2", "--no-header"), timeout=300)
     result.assert_outcomes(passed=6)
+    # the controller runs no pair: before it starts the workers it has imported neither datasets,
+    # torch nor huggingface_hub (the Hub token is found once they are started, unless a header is
+    # printed before: it is scrubbed), and never datasets or torch
+    assert imported.read_text(encoding="utf-8").splitlines() == ["spawn ", "end huggingface_hub"]
     assert result.stdout.str().count("rf100vl summary") == 1
     rows = results(folder)
     # pytest_rf100vl_row_written heard of each row once, in the controller, as the workers wrote them
@@ -255,7 +280,7 @@ def test_xdist_workers_give_the_rows_of_one_process_and_one_summary(
     assert comparable(summary) == comparable((pytester.path / "single" / "summary.md").read_text(encoding="utf-8"))
     (command,) = {row["command"] for row in rows}  # the command as typed, in every worker's rows
     assert command.startswith("pytest ") and "--rf100vl-model counter:a --rf100vl-model counter:b" in command
-    assert command.endswith(" -n 2")
+    assert command.endswith(" -n 2 --no-header")
     assert f"- command: `{command}`" in summary
 
 
