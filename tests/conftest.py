@@ -14,9 +14,12 @@ with no test paths: only the matrix runs) loads this file too, as ``tests`` is t
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import shutil
 import tempfile
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -57,12 +60,33 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _inner_runs_outside_xdist(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run inside a test is a plain pytest run even when this suite runs under ``pytest -n``:
-    xdist's worker variables would tell pytest-benchmark and the plugin otherwise."""
+def _inner_runs_prepared(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run inside a test finds the model libraries already imported (see
+    :func:`_model_libraries_loaded_once`), and is a plain pytest run even when this suite runs
+    under ``pytest -n``: xdist's worker variables would tell pytest-benchmark and the plugin otherwise."""
     if "pytester" in request.fixturenames:
+        _model_libraries_loaded_once()
         for name in [name for name in os.environ if name.startswith("PYTEST_XDIST_")]:
             monkeypatch.delenv(name)
+
+
+@cache
+def _model_libraries_loaded_once() -> None:
+    """Import every built-in adapter, and with them the transformers classes and machinery they
+    use, before the first in-process run (this fixture is set up before ``pytester`` takes its
+    snapshot of ``sys.modules``). Otherwise the first run to build a model imports them, pytester
+    removes them when that test ends, and a later run imports a second copy while transformers'
+    lazy top-level module still hands out the first: "Received a Owlv2ImageProcessor ... but a
+    ImageProcessingMixin was expected", "'in' not supported between instances of 'Mode' and
+    'Mode'" (the kernels library that model loading imports)."""
+    import transformers.integrations.hub_kernels  # noqa: F401  (imports kernels)
+    import transformers.modeling_utils  # noqa: F401
+    import transformers.processing_utils  # noqa: F401
+
+    import pytest_rf100vl.adapters as adapters
+
+    for module in pkgutil.iter_modules(adapters.__path__):
+        importlib.import_module(f"{adapters.__name__}.{module.name}")
 
 
 @pytest.fixture(scope="session", autouse=True)

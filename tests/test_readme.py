@@ -20,7 +20,7 @@ def set_up_section() -> str:
 def test_the_set_up_block_is_what_ci_runs_and_the_cpu_choice_comes_first() -> None:
     ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
           if line.startswith(("pip ", "pytest"))]
-    assert ci == ['pip install -e ".[test]" && pytest --rf100vl-model owlv2:tiny --rf100vl-dataset sample', "pytest"]
+    assert ci == ['pip install -e ".[test]" && pytest --rf100vl-model owlv2:tiny --rf100vl-dataset sample', "pytest -n auto"]
     section = set_up_section()
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
     commands = "\n".join(ci) + "\n"

@@ -18,8 +18,10 @@ from pytest_rf100vl.adapters.base import Adapter, Detections, DetectionTask, Gro
 from pytest_rf100vl.engine.runner import LoopOptions, run_split
 
 N = 12
-SLOW = 0  # the image whose call takes long
-SLOW_S, FAST_S = 0.6, 0.05
+SLOW = 0  # the image whose call takes long: it ends only when every other call has ended
+FAST_S = 0.05
+WAIT_S = 10.0
+"""How long the slow call waits for the others: reached only when they queue behind it."""
 
 
 def png(seed: int) -> bytes:
@@ -37,7 +39,9 @@ def split(id_column: str = "image_id") -> datasets.Dataset:
 
 class Served(Adapter):
     """Answers image ``i`` with one box ``[i, i, i + 5, i + 5]`` after a delay, like a server;
-    image 3 fails. Records how many calls are in flight at once and which images it was asked."""
+    image 3 fails. Records how many calls are in flight at once and which images it was asked;
+    the call for the slow image waits until the calls for all other images have ended (or
+    ``WAIT_S``), and records whether they did and how long it took."""
 
     name = "served"
 
@@ -49,15 +53,28 @@ class Served(Adapter):
         self.in_flight = self.most_in_flight = 0
         self.asked: list[int] = []
         self.got_bytes: list[bool] = []
+        self.others_ended = threading.Event()
+        self.ended_others = 0
+        self.others_ended_first = False
+        self.slow_seconds = 0.0
 
     def call(self, image_id: int) -> None:
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
             self.asked.append(image_id)
-        time.sleep(SLOW_S if image_id == SLOW else FAST_S)
+        if image_id == SLOW:
+            began = time.perf_counter()
+            self.others_ended_first = self.others_ended.wait(WAIT_S)
+            self.slow_seconds = time.perf_counter() - began
+        else:
+            time.sleep(FAST_S)
         with self.lock:
             self.in_flight -= 1
+            if image_id != SLOW:
+                self.ended_others += 1
+                if self.ended_others == N - 1:
+                    self.others_ended.set()
         if image_id == self.fail:
             raise ConnectionError("the server went away")
 
@@ -86,9 +103,7 @@ def detect(adapter: Served, cache: Path | None = None):
 
 def test_concurrent_calls_return_every_answer_with_no_head_of_line_blocking() -> None:
     adapter = Served(concurrency=4)
-    began = time.perf_counter()
     result = detect(adapter)
-    wall = time.perf_counter() - began
     assert sorted(adapter.asked) == list(range(N)) and adapter.most_in_flight == 4
     assert all(adapter.got_bytes)  # the original file bytes travel with each image
     for image_id in range(N):
@@ -96,11 +111,11 @@ def test_concurrent_calls_return_every_answer_with_no_head_of_line_blocking() ->
         expected = np.zeros((0, 4)) if image_id == 3 else np.array([[image_id, image_id, image_id + 5, image_id + 5]])
         np.testing.assert_array_equal(boxes, expected)
     assert result.counts.failed_images == 1 and "the server went away" in result.counts.first_error
-    # Serially: 0.6 + 11 x 0.05 = 1.15 s. Batched by 4 with a wait for the slowest of each batch:
-    # at least 0.6 + 2 x 0.05. Free of head-of-line blocking: the other 11 run beside the slow one.
-    assert wall < SLOW_S + 2 * FAST_S, wall
+    # Free of head-of-line blocking, the other 11 calls run and end beside the slow one. Serially,
+    # or batched by 4 with a wait for the slowest of each batch, they would wait for it to end.
+    assert adapter.others_ended_first, "calls queued behind the slow one"
     assert result.timing.n_images == N and len(result.timing.batch_seconds) == N
-    assert max(result.timing.batch_seconds) >= SLOW_S  # each call timed from its own start
+    assert max(result.timing.batch_seconds) >= adapter.slow_seconds  # each call timed from its own start
 
 
 def test_a_rerun_is_answered_from_the_cache_except_the_failed_image(tmp_path: Path) -> None:
